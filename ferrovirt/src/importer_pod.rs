@@ -1,0 +1,243 @@
+//! `ferrovirt importer`: a drop-in for CDI's cdi-importer container. It reads the same
+//! environment (IMPORTER_SOURCE, IMPORTER_ENDPOINT, ...), writes `/data/disk.img` or the block
+//! device `/dev/cdi-block-volume`, and leaves the same termination message: JSON with
+//! "Import Complete" on success, the error text (and exit status 1) on failure.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use importer::source::http::{Credentials, parse_header};
+use importer::{Checksum, ImportRequest, parse_quantity};
+use serde::Serialize;
+
+const WRITE_PATH: &str = "/data/disk.img";
+const BLOCK_PATH: &str = "/dev/cdi-block-volume";
+const TERMINATION_LOG: &str = "/dev/termination-log";
+const SECRET_HEADERS_DIR: &str = "/extraheaders";
+/// Where CDI aligns usable filesystem space down to.
+const ALIGN: u64 = 1 << 20;
+
+/// The paths of the pod's volumes; overridable so the contract can be exercised outside a pod.
+struct PodPaths {
+    data_file: PathBuf,
+    block_device: PathBuf,
+    termination_log: PathBuf,
+    secret_headers: PathBuf,
+}
+
+impl PodPaths {
+    fn from_env() -> Self {
+        let path = |var: &str, default: &str| {
+            PathBuf::from(std::env::var(var).unwrap_or_else(|_| default.into()))
+        };
+        Self {
+            data_file: path("FERROVIRT_IMPORTER_WRITE_PATH", WRITE_PATH),
+            block_device: path("FERROVIRT_IMPORTER_BLOCK_PATH", BLOCK_PATH),
+            termination_log: path("FERROVIRT_TERMINATION_LOG", TERMINATION_LOG),
+            secret_headers: path("FERROVIRT_IMPORTER_SECRET_HEADERS_DIR", SECRET_HEADERS_DIR),
+        }
+    }
+}
+
+/// CDI's success message, field names as upstream's TerminationMessage.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TerminationMessage {
+    scratch_space_required: bool,
+    preallocation_applied: bool,
+    message: &'static str,
+}
+
+pub async fn run() -> Result<()> {
+    let paths = PodPaths::from_env();
+    let result = import(&paths).await;
+    let message = match &result {
+        Ok(preallocated) => serde_json::to_string(&TerminationMessage {
+            scratch_space_required: false,
+            preallocation_applied: *preallocated,
+            message: "Import Complete",
+        })?,
+        Err(err) => format!("Unable to process data: {err:#}").replace('\n', " "),
+    };
+    if let Err(err) = std::fs::write(&paths.termination_log, &message) {
+        tracing::warn!(path = %paths.termination_log.display(), %err, "cannot write the termination message");
+    }
+    result.map(|_| ())
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Runs the import the environment describes; returns whether preallocation was applied.
+async fn import(paths: &PodPaths) -> Result<bool> {
+    wait_for_ready_file().await?;
+    let source = env("IMPORTER_SOURCE").unwrap_or_else(|| "http".into());
+    let content_type = env("IMPORTER_CONTENTTYPE").unwrap_or_else(|| "kubevirt".into());
+    if content_type != "kubevirt" {
+        bail!("content type {content_type:?} is not supported yet (only kubevirt)");
+    }
+    let preallocate = match env("PREALLOCATION") {
+        None => false,
+        Some(v) => {
+            parse_bool(&v).with_context(|| format!("PREALLOCATION has a wrong value {v:?}"))?
+        }
+    };
+    let block = paths.block_device.exists();
+    let target = if block {
+        paths.block_device.clone()
+    } else {
+        paths.data_file.clone()
+    };
+    let size = target_size(&target, block)?;
+    match source.as_str() {
+        "http" => {}
+        "none" => return create_blank(&target, block, size, preallocate),
+        other => bail!("Unknown data source: {other} (supported: http, none)"),
+    }
+    let endpoint =
+        env("IMPORTER_ENDPOINT").context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
+    let mut request = ImportRequest::new(endpoint, target);
+    request.size = size;
+    request.preallocate = preallocate;
+    request.checksum = env("IMPORTER_CHECKSUM")
+        .map(|c| c.parse::<Checksum>())
+        .transpose()?;
+    request.http.cert_dir = env("IMPORTER_CERT_DIR").map(PathBuf::from);
+    request.http.insecure_tls =
+        env("INSECURE_TLS").is_some_and(|v| parse_bool(&v).unwrap_or(false));
+    request.http.headers = extra_headers(&paths.secret_headers)?;
+    if let (Some(username), Some(password)) =
+        (env("IMPORTER_ACCESS_KEY_ID"), env("IMPORTER_SECRET_KEY"))
+    {
+        request.http.credentials = Some(Credentials { username, password });
+    }
+    if let Some(addr) = env("IMPORTER_METRICS_ADDR") {
+        let addr = addr
+            .parse()
+            .with_context(|| format!("IMPORTER_METRICS_ADDR {addr:?}"))?;
+        let owner = env("OWNER_UID").unwrap_or_default();
+        importer::metrics::serve_progress(addr, owner, request.progress.clone()).await?;
+    }
+    let outcome = importer::import(request).await?;
+    if let Some(done) = env("IMPORTER_DONE_FILE") {
+        std::fs::File::create_new(&done).with_context(|| format!("creating done file {done}"))?;
+    }
+    Ok(outcome.preallocated)
+}
+
+fn parse_bool(text: &str) -> Result<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "t" | "true" => Ok(true),
+        "0" | "f" | "false" => Ok(false),
+        _ => bail!("not a boolean"),
+    }
+}
+
+/// The size the disk image should have: for a filesystem volume, IMPORTER_IMAGE_SIZE less the
+/// filesystem overhead (FILESYSTEM_OVERHEAD), aligned down to 1 MiB as CDI does; a block
+/// device keeps its own size.
+fn target_size(target: &Path, block: bool) -> Result<Option<u64>> {
+    let Some(text) = env("IMPORTER_IMAGE_SIZE") else {
+        return Ok(None);
+    };
+    let requested = parse_quantity(&text)?;
+    if block {
+        return Ok(None);
+    }
+    let overhead: f64 = env("FILESYSTEM_OVERHEAD")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    if !(0.0..1.0).contains(&overhead) {
+        bail!("FILESYSTEM_OVERHEAD {overhead} is outside [0, 1)");
+    }
+    let usable = ((1.0 - overhead) * requested as f64).floor() as u64 / ALIGN * ALIGN;
+    tracing::info!(target = %target.display(), requested, usable, "image size");
+    Ok(Some(usable))
+}
+
+/// Extra headers: `IMPORTER_EXTRA_HEADER_<n>` variables, then one header per file of the
+/// secret headers directory (hidden entries, as a mounted Secret's `..data`, skipped).
+fn extra_headers(secret_dir: &Path) -> Result<Vec<(String, String)>> {
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(name, _)| name.starts_with("IMPORTER_EXTRA_HEADER_"))
+        .collect();
+    vars.sort();
+    let mut headers = Vec::new();
+    for (_, value) in vars {
+        headers.push(parse_header(&value)?);
+    }
+    let Ok(entries) = std::fs::read_dir(secret_dir) else {
+        return Ok(headers);
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for file in files {
+        let files_in = if file.is_dir() {
+            dir_files(&file)
+        } else {
+            vec![file]
+        };
+        for path in files_in {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            headers.push(parse_header(text.trim())?);
+        }
+    }
+    Ok(headers)
+}
+
+fn dir_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.') && e.path().is_file())
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// A blank disk (source "none"): a sparse raw image of the requested size, or, on a block
+/// device, nothing beyond zeroing.
+fn create_blank(target: &Path, block: bool, size: Option<u64>, preallocate: bool) -> Result<bool> {
+    let sink_target = importer::sink::Target::inspect(target)?;
+    let size = if block {
+        Some(sink_target.capacity())
+    } else {
+        size
+    };
+    let Some(size) = size else {
+        bail!("IMPORTER_IMAGE_SIZE is required for a blank image")
+    };
+    if size > sink_target.capacity() {
+        bail!(
+            "target too small: {size} bytes requested, {} available",
+            sink_target.capacity()
+        );
+    }
+    let sink = importer::sink::SparseSink::create(sink_target, Some(size), None, preallocate)?;
+    sink.commit(size)?;
+    Ok(preallocate)
+}
+
+async fn wait_for_ready_file() -> Result<()> {
+    let Some(ready) = env("IMPORTER_READY_FILE") else {
+        return Ok(());
+    };
+    for _ in 0..60 {
+        if Path::new(&ready).exists() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    bail!("Timeout waiting for file {ready}")
+}

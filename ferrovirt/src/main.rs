@@ -1,0 +1,63 @@
+//! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
+
+mod import;
+mod importer_pod;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "ferrovirt",
+    version,
+    about = "Storage and data import for virtual machines"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Import a disk image (file or http(s) URL; raw or qcow2, optionally gz/xz/zstd/bz2) to a raw file or block device.
+    Import(Box<import::ImportArgs>),
+    /// The importer pod entrypoint: reads CDI's importer environment, writes /data/disk.img
+    /// or /dev/cdi-block-volume and a termination message.
+    Importer,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Import(args) => import::run(*args).await,
+            Command::Importer => importer_pod::run().await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // One line a person can act on: the cause chain joined with ": ".
+            eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

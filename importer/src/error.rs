@@ -1,0 +1,98 @@
+//! The import pipeline's error type: one variant per cause a user can act on, each with a
+//! message that names the problem (they end up verbatim in DataVolume conditions).
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::format::DiskFormat;
+
+/// Everything that can make an import fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("invalid source {0:?}: {1}")]
+    InvalidSource(String, String),
+    #[error("cannot open source {path}: {source}")]
+    OpenSource { path: PathBuf, source: io::Error },
+    #[error("cannot resolve host {host:?}: {reason}")]
+    Dns { host: String, reason: String },
+    #[error("HTTP request to {url} failed: {reason}")]
+    Http { url: String, reason: String },
+    #[error("HTTP {status} from {url}")]
+    HttpStatus { url: String, status: String },
+    #[error(
+        "connection to {url} dropped after {offset} bytes and the server does not support Range requests, so the transfer cannot resume"
+    )]
+    CannotResume { url: String, offset: u64 },
+    #[error("{url} changed while it was being downloaded (resumed at byte {offset})")]
+    SourceChanged { url: String, offset: u64 },
+    #[error("invalid header {0:?}: {1}")]
+    InvalidHeader(String, String),
+    #[error("invalid TLS configuration: {0}")]
+    Tls(String),
+    #[error("reading source: {0}")]
+    ReadSource(io::Error),
+    #[error("{0} images are not supported yet; convert it to raw or qcow2 first")]
+    UnsupportedFormat(DiskFormat),
+    #[error("decompressing {codec} stream: {source}")]
+    Decompress {
+        codec: &'static str,
+        source: io::Error,
+    },
+    #[error("invalid qcow2 image: {0}")]
+    InvalidQcow2(String),
+    #[error("unsupported qcow2 image: {0}")]
+    UnsupportedQcow2(String),
+    #[error("image is truncated: {0}")]
+    Truncated(String),
+    #[error("invalid size {0:?}: {1}")]
+    InvalidSize(String, String),
+    #[error("requested size {requested} is smaller than the image's virtual size {virtual_size}")]
+    RequestedSizeTooSmall { requested: u64, virtual_size: u64 },
+    #[error(
+        "target too small to contain image: needs {needed} bytes, {available} available on {target}"
+    )]
+    TargetTooSmall {
+        target: PathBuf,
+        needed: u64,
+        available: u64,
+    },
+    #[error("image is larger than the requested size {limit}: data found at offset {offset}")]
+    ImageLargerThanTarget { limit: u64, offset: u64 },
+    #[error("target {path}: {source}")]
+    Target { path: PathBuf, source: io::Error },
+    #[error("invalid checksum {0:?}: {1}")]
+    InvalidChecksum(String, String),
+    #[error("checksum mismatch: expected {algorithm}:{expected}, calculated {algorithm}:{actual}")]
+    ChecksumMismatch {
+        algorithm: &'static str,
+        expected: String,
+        actual: String,
+    },
+    #[error("spill file for out-of-order qcow2 clusters: {0}")]
+    Spill(io::Error),
+    #[error("metrics endpoint {addr}: {source}")]
+    Metrics { addr: String, source: io::Error },
+    #[error("import was cancelled")]
+    Cancelled,
+}
+
+impl ImportError {
+    /// Wraps an I/O error from reading the (possibly decompressed) source stream, unwrapping
+    /// pipeline errors that were smuggled through `io::Error` by `Read` adapters.
+    pub(crate) fn from_read(err: io::Error) -> Self {
+        match err.downcast::<ImportError>() {
+            Ok(inner) => inner,
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => {
+                ImportError::Truncated("the stream ended early".into())
+            }
+            Err(err) => ImportError::ReadSource(err),
+        }
+    }
+
+    /// Carries an `ImportError` through a `std::io::Read` adapter; see [`Self::from_read`].
+    pub(crate) fn into_io(self) -> io::Error {
+        io::Error::other(self)
+    }
+}
+
+pub type Result<T, E = ImportError> = std::result::Result<T, E>;

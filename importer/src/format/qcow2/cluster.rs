@@ -1,0 +1,128 @@
+//! Decoding one compressed qcow2 cluster (raw deflate or zstd). Each writer thread owns a
+//! decoder, so compressed clusters decode on every core.
+
+use flate2::{Decompress, FlushDecompress, Status};
+use zstd::stream::raw::{Decoder as ZstdDecoder, InBuffer, Operation, OutBuffer};
+
+use super::header::ClusterCodec;
+use crate::error::ImportError;
+
+/// Reusable per-thread decoding state.
+#[derive(Default)]
+pub struct ClusterDecoder {
+    out: Vec<u8>,
+    inflate: Option<Decompress>,
+    zstd: Option<ZstdDecoder<'static>>,
+}
+
+impl ClusterDecoder {
+    /// Decodes `input` into exactly `cluster_size` bytes. The input may run on past the
+    /// compressed data (it is rounded up to sectors); a stream that ends early is corrupt.
+    pub fn decode(
+        &mut self,
+        codec: ClusterCodec,
+        input: &[u8],
+        cluster_size: usize,
+        virt: u64,
+    ) -> Result<&[u8], ImportError> {
+        self.out.resize(cluster_size, 0);
+        let result = match codec {
+            ClusterCodec::Deflate => self.inflate(input),
+            ClusterCodec::Zstd => self.unzstd(input),
+        };
+        result.map_err(|why| {
+            ImportError::InvalidQcow2(format!(
+                "compressed cluster at virtual offset {virt:#x}: {why}"
+            ))
+        })?;
+        Ok(&self.out)
+    }
+
+    fn inflate(&mut self, input: &[u8]) -> Result<(), String> {
+        let inflate = self.inflate.get_or_insert_with(|| Decompress::new(false));
+        inflate.reset(false);
+        let status = inflate
+            .decompress(input, &mut self.out, FlushDecompress::Finish)
+            .map_err(|e| format!("deflate data is corrupt: {e}"))?;
+        let produced = inflate.total_out() as usize;
+        match status {
+            _ if produced == self.out.len() => Ok(()),
+            Status::StreamEnd => Err(format!("decodes to {produced} bytes, not a whole cluster")),
+            _ => Err("deflate data ends before the cluster is complete".into()),
+        }
+    }
+
+    fn unzstd(&mut self, input: &[u8]) -> Result<(), String> {
+        if self.zstd.is_none() {
+            self.zstd = Some(ZstdDecoder::new().map_err(|e| e.to_string())?);
+        }
+        let decoder = self.zstd.as_mut().expect("just set");
+        decoder.reinit().map_err(|e| e.to_string())?;
+        let mut src = InBuffer::around(input);
+        let mut dst = OutBuffer::around(&mut self.out[..]);
+        // A cluster may hold several frames; keep going until the cluster is full.
+        while dst.pos() < dst.capacity() {
+            let before = (src.pos, dst.pos());
+            decoder
+                .run(&mut src, &mut dst)
+                .map_err(|e| format!("zstd data is corrupt: {e}"))?;
+            if (src.pos, dst.pos()) == before {
+                return Err("zstd data ends before the cluster is complete".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn deflate_and_zstd_round_trip() {
+        let cluster: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
+        let mut deflate =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        deflate.write_all(&cluster).unwrap();
+        let mut packed = deflate.finish().unwrap();
+        packed.extend_from_slice(&[0u8; 300]); // sector padding
+        let mut decoder = ClusterDecoder::default();
+        assert_eq!(
+            decoder
+                .decode(ClusterCodec::Deflate, &packed, 65536, 0)
+                .unwrap(),
+            &cluster[..]
+        );
+
+        let mut packed = zstd::bulk::compress(&cluster, 1).unwrap();
+        packed.extend_from_slice(&[0u8; 100]);
+        assert_eq!(
+            decoder
+                .decode(ClusterCodec::Zstd, &packed, 65536, 0)
+                .unwrap(),
+            &cluster[..]
+        );
+    }
+
+    #[test]
+    fn short_or_corrupt_clusters_fail() {
+        let cluster = vec![7u8; 65536];
+        let packed = zstd::bulk::compress(&cluster, 1).unwrap();
+        let mut decoder = ClusterDecoder::default();
+        let err = decoder
+            .decode(
+                ClusterCodec::Zstd,
+                &packed[..packed.len() / 2],
+                65536,
+                0x10000,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("virtual offset 0x10000"), "{err}");
+        assert!(
+            decoder
+                .decode(ClusterCodec::Deflate, &[0xff; 64], 65536, 0)
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,27 @@
+//! Ferrovirt's streaming disk-image import pipeline:
+//!
+//! ```text
+//! source ──► checksum tee ──► decompress (auto, nested) ──► format reader ──► sparse sink
+//! ```
+//!
+//! One pass, no scratch space, memory bounded by buffer sizes. [`import`] runs an import
+//! described by an [`ImportRequest`]; the modules are its stages.
+
+pub mod checksum;
+pub mod decompress;
+pub mod error;
+pub mod format;
+pub mod metrics;
+pub mod pipeline;
+pub mod progress;
+pub mod sink;
+pub mod size;
+pub mod source;
+pub mod stream;
+pub mod write_pool;
+
+pub use checksum::Checksum;
+pub use error::ImportError;
+pub use pipeline::{ImportOutcome, ImportRequest, import};
+pub use size::parse_quantity;
+pub use source::http::HttpOptions;
