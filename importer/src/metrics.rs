@@ -89,3 +89,35 @@ pub async fn serve_progress(
     });
     Ok(bound)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn serves_cdis_progress_metric() {
+        let progress = Progress::new();
+        progress.set_total(200);
+        progress.add(100);
+        let addr = serve_progress("127.0.0.1:0".parse().unwrap(), "uid-1".into(), progress)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        assert!(
+            response.contains("kubevirt_cdi_import_progress_total{ownerUID=\"uid-1\"} 50.0"),
+            "{response}"
+        );
+        assert!(
+            response.contains("ferrovirt_import_transferred_bytes 100"),
+            "{response}"
+        );
+    }
+}

@@ -100,6 +100,7 @@ pub struct SparseSink {
     limit: Option<u64>,
     preallocated: bool,
     end: AtomicU64,
+    committed: bool,
 }
 
 impl SparseSink {
@@ -152,6 +153,7 @@ impl SparseSink {
             limit,
             preallocated: preallocate,
             end: AtomicU64::new(0),
+            committed: false,
         })
     }
 
@@ -206,6 +208,7 @@ impl SparseSink {
             self.file.flush().map_err(err)?;
             self.file.sync_all().map_err(err)?;
         }
+        self.committed = true;
         Ok(())
     }
 }
@@ -214,6 +217,9 @@ impl Drop for SparseSink {
     /// An uncommitted sink is a failed import: remove the staging file, or wipe the start of a
     /// block device so that what was written cannot pass for a complete disk.
     fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
         if let Some(staging) = self.staging.take() {
             let _ = fs::remove_file(staging);
         } else if let Target::BlockDevice { size, .. } = self.target {
