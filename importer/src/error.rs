@@ -38,6 +38,12 @@ pub enum ImportError {
         codec: &'static str,
         source: io::Error,
     },
+    #[error("invalid image: {0}")]
+    InvalidImage(String),
+    #[error("invalid {format} image: {reason}")]
+    InvalidFormat { format: DiskFormat, reason: String },
+    #[error("unsupported {format} image: {reason}")]
+    UnsupportedVariant { format: DiskFormat, reason: String },
     #[error("invalid qcow2 image: {0}")]
     InvalidQcow2(String),
     #[error("unsupported qcow2 image: {0}")]

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use crate::error::ImportError;
-use crate::format::qcow2::{ClusterCodec, ClusterDecoder};
+use crate::format::cluster::{BlockCodec, BlockDecoder};
 use crate::sink::SparseSink;
 
 /// Size of one pooled buffer; large enough for coalesced reads, small enough to stay
@@ -30,11 +30,11 @@ pub struct Block {
 pub enum BlockKind {
     /// Bytes to write as they are.
     Data,
-    /// A compressed qcow2 cluster; only the first `len` decoded bytes are written (the last
-    /// cluster of an image may extend past its virtual size).
+    /// A compressed block (qcow2 cluster, VMDK grain) that decodes to `block_size` bytes;
+    /// only the first `len` are written (the last block may extend past the virtual size).
     Compressed {
-        codec: ClusterCodec,
-        cluster_size: usize,
+        codec: BlockCodec,
+        block_size: usize,
         len: usize,
     },
 }
@@ -157,7 +157,7 @@ impl WritePool {
 }
 
 fn worker(shared: &Shared, work: &Mutex<Receiver<Batch>>, free: &SyncSender<Vec<u8>>) {
-    let mut decoder = ClusterDecoder::default();
+    let mut decoder = BlockDecoder::default();
     loop {
         let next = work.lock().unwrap_or_else(|p| p.into_inner()).recv();
         let Ok(batch) = next else { return };
@@ -173,7 +173,7 @@ fn worker(shared: &Shared, work: &Mutex<Receiver<Batch>>, free: &SyncSender<Vec<
 
 fn write_batch(
     sink: &SparseSink,
-    decoder: &mut ClusterDecoder,
+    decoder: &mut BlockDecoder,
     batch: &Batch,
 ) -> Result<(), ImportError> {
     for block in &batch.blocks {
@@ -182,10 +182,10 @@ fn write_batch(
             BlockKind::Data => sink.write_at(block.offset, bytes)?,
             BlockKind::Compressed {
                 codec,
-                cluster_size,
+                block_size,
                 len,
             } => {
-                let cluster = decoder.decode(codec, bytes, cluster_size, block.offset)?;
+                let cluster = decoder.decode(codec, bytes, block_size, block.offset)?;
                 sink.write_at(block.offset, &cluster[..len])?;
             }
         }

@@ -1,7 +1,9 @@
 //! Disk image formats: detection by magic bytes and the readers that turn an image into
 //! writes at virtual offsets.
 
+pub mod cluster;
 pub mod detect;
+pub mod extent;
 pub mod qcow2;
 pub mod raw;
 

@@ -1,6 +1,7 @@
 //! The qcow2 header (versions 2 and 3) and everything the importer refuses in it.
 
 use crate::error::ImportError;
+use crate::format::cluster::BlockCodec;
 
 const MAGIC: &[u8; 4] = b"QFI\xfb";
 const V2_HEADER_LEN: usize = 72;
@@ -22,14 +23,6 @@ const MAX_HOST_OFFSET: u64 = 1 << 56;
 const EXT_END: u32 = 0;
 const EXT_DATA_FILE: u32 = 0x4441_5441;
 
-/// How compressed clusters are encoded (header field `compression_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClusterCodec {
-    /// Raw deflate, no zlib header (compression type 0, and every version 2 image).
-    Deflate,
-    Zstd,
-}
-
 /// The parts of a qcow2 header the converter needs, validated.
 #[derive(Debug, Clone)]
 pub struct Qcow2Header {
@@ -39,7 +32,7 @@ pub struct Qcow2Header {
     pub l1_offset: u64,
     /// L1 entries that cover the virtual size; entries past these are never read.
     pub l1_entries: u64,
-    pub codec: ClusterCodec,
+    pub codec: BlockCodec,
     pub extended_l2: bool,
     pub dirty: bool,
 }
@@ -95,7 +88,7 @@ impl Qcow2Header {
         let (incompatible, header_len, codec) = if version == 3 {
             Self::parse_v3_fields(head, cluster_size)?
         } else {
-            (0, V2_HEADER_LEN, ClusterCodec::Deflate)
+            (0, V2_HEADER_LEN, BlockCodec::Deflate)
         };
         check_extensions(head, header_len, cluster_size)?;
         let extended_l2 = incompatible & INCOMPAT_EXTL2 != 0;
@@ -126,7 +119,7 @@ impl Qcow2Header {
     fn parse_v3_fields(
         head: &[u8],
         cluster_size: u64,
-    ) -> Result<(u64, usize, ClusterCodec), ImportError> {
+    ) -> Result<(u64, usize, BlockCodec), ImportError> {
         if head.len() < V3_MIN_HEADER_LEN {
             return Err(invalid("version 3 header is shorter than 104 bytes"));
         }
@@ -159,15 +152,15 @@ impl Qcow2Header {
             )));
         }
         let codec = if incompatible & INCOMPAT_COMPRESSION == 0 {
-            ClusterCodec::Deflate
+            BlockCodec::Deflate
         } else if header_len <= 104 {
             return Err(invalid(
                 "compression type bit set but the header has no compression_type",
             ));
         } else {
             match head[104] {
-                0 => ClusterCodec::Deflate,
-                1 => ClusterCodec::Zstd,
+                0 => BlockCodec::Deflate,
+                1 => BlockCodec::Zstd,
                 other => return Err(unsupported(format!("compression type {other}"))),
             }
         };
@@ -291,7 +284,7 @@ mod tests {
         let h = Qcow2Header::parse(&v3_header(1 << 30, 2)).unwrap();
         assert_eq!(h.cluster_size(), 65536);
         assert_eq!(h.l1_entries, 2);
-        assert_eq!(h.codec, ClusterCodec::Deflate);
+        assert_eq!(h.codec, BlockCodec::Deflate);
     }
 
     #[test]

@@ -10,11 +10,12 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use super::table::{self, Extent, ExtentKind};
-use super::{Qcow2Header, block_for};
+use super::Qcow2Header;
+use super::table;
 use crate::error::ImportError;
+use crate::format::extent::{BatchBuilder, Extent, ExtentKind};
 use crate::stream::read_full;
-use crate::write_pool::{BATCH_BYTES, Batch, Block, WritePool};
+use crate::write_pool::WritePool;
 
 /// Where and how much a sequential conversion may hold back.
 #[derive(Debug, Clone)]
@@ -56,11 +57,7 @@ pub fn convert(
         l1_done: header.l1_bytes() == 0,
         tables_ahead: 0,
         wants: BTreeMap::new(),
-        batch: BatchBuilder {
-            pool,
-            buf: None,
-            blocks: Vec::new(),
-        },
+        batch: BatchBuilder::new(pool),
     };
     converter.run(reader, chunk_size)
 }
@@ -202,7 +199,7 @@ impl SequentialConverter<'_> {
             }
             Want::Extent(extent) => {
                 let window = &self.window;
-                self.batch.add(self.header, &extent, |out| {
+                self.batch.add(&extent, |out| {
                     window.append(extent.host, extent.host_len, out)
                 })
             }
@@ -403,53 +400,5 @@ impl HeldChunks {
             self.spill = None;
             self.spill_end = 0;
         }
-    }
-}
-
-/// Gathers extents into pool buffers and submits them when full.
-struct BatchBuilder<'a> {
-    pool: &'a WritePool,
-    buf: Option<Vec<u8>>,
-    blocks: Vec<Block>,
-}
-
-impl BatchBuilder<'_> {
-    fn add(
-        &mut self,
-        header: &Qcow2Header,
-        extent: &Extent,
-        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), ImportError>,
-    ) -> Result<(), ImportError> {
-        let len = extent.host_len as usize;
-        if self
-            .buf
-            .as_ref()
-            .is_some_and(|buf| buf.len() + len > BATCH_BYTES)
-        {
-            self.flush()?;
-        }
-        let buf = match &mut self.buf {
-            Some(buf) => buf,
-            None => {
-                let mut fresh = self.pool.buffer()?;
-                fresh.clear();
-                self.buf.insert(fresh)
-            }
-        };
-        let start = buf.len();
-        fill(buf)?;
-        self.blocks
-            .push(block_for(header, extent, start..buf.len()));
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), ImportError> {
-        if let Some(buf) = self.buf.take() {
-            self.pool.submit(Batch {
-                buf,
-                blocks: std::mem::take(&mut self.blocks),
-            })?;
-        }
-        Ok(())
     }
 }

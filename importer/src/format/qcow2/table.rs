@@ -4,34 +4,12 @@
 
 use super::header::Qcow2Header;
 use crate::error::ImportError;
+use crate::format::extent::{Extent, ExtentKind};
 
 const OFFSET_MASK: u64 = 0x00ff_ffff_ffff_fe00;
 const FLAG_COMPRESSED: u64 = 1 << 62;
 const FLAG_ZERO: u64 = 1;
 const SUBCLUSTERS: u64 = 32;
-
-/// A run of image-file bytes that holds data for the virtual range starting at `virt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Extent {
-    pub host: u64,
-    pub host_len: u64,
-    pub virt: u64,
-    pub kind: ExtentKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExtentKind {
-    /// Uncompressed: `host_len` bytes go to the target as they are.
-    Data,
-    /// One compressed cluster; `out_len` of its decoded bytes belong to the image.
-    Compressed { out_len: u64 },
-}
-
-impl Extent {
-    pub fn host_end(&self) -> u64 {
-        self.host + self.host_len
-    }
-}
 
 /// The L2 table offsets of an L1 table, with the virtual offset each table starts at.
 pub fn l2_tables(header: &Qcow2Header, l1: &[u8]) -> Result<Vec<(u64, u64)>, ImportError> {
@@ -92,7 +70,11 @@ fn decode_entry(
             host,
             host_len,
             virt,
-            kind: ExtentKind::Compressed { out_len: in_image },
+            kind: ExtentKind::Compressed {
+                codec: header.codec,
+                decoded_len: cluster,
+                out_len: in_image,
+            },
         });
         return Ok(());
     }
@@ -191,7 +173,7 @@ fn push_data(out: &mut Vec<Extent>, host: u64, len: u64, virt: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::qcow2::header::ClusterCodec;
+    use crate::format::cluster::BlockCodec;
 
     fn header(extended_l2: bool, virtual_size: u64) -> Qcow2Header {
         Qcow2Header {
@@ -200,7 +182,7 @@ mod tests {
             virtual_size,
             l1_offset: 0x30000,
             l1_entries: 1,
-            codec: ClusterCodec::Deflate,
+            codec: BlockCodec::Deflate,
             extended_l2,
             dirty: false,
         }
@@ -252,7 +234,14 @@ mod tests {
         l2_extents(&h, &table(&[entry]), 0, &mut out).unwrap();
         assert_eq!(out[0].host, 0x12345);
         assert_eq!(out[0].host_len, 4 * 512 - 0x145);
-        assert_eq!(out[0].kind, ExtentKind::Compressed { out_len: 65536 });
+        assert_eq!(
+            out[0].kind,
+            ExtentKind::Compressed {
+                codec: BlockCodec::Deflate,
+                decoded_len: 65536,
+                out_len: 65536
+            }
+        );
     }
 
     #[test]

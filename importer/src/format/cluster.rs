@@ -1,55 +1,63 @@
-//! Decoding one compressed qcow2 cluster (raw deflate or zstd). Each writer thread owns a
-//! decoder, so compressed clusters decode on every core.
+//! Decoding one compressed block: a qcow2 cluster (raw deflate or zstd) or a VMDK grain
+//! (zlib). Each writer thread owns a decoder, so compressed blocks decode on every core.
 
 use flate2::{Decompress, FlushDecompress, Status};
 use zstd::stream::raw::{Decoder as ZstdDecoder, InBuffer, Operation, OutBuffer};
 
-use super::header::ClusterCodec;
 use crate::error::ImportError;
+
+/// How a compressed block is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockCodec {
+    /// Raw deflate, no header: qcow2 compression type 0 (and every version 2 image).
+    Deflate,
+    /// Deflate in a zlib wrapper: VMDK compressed grains.
+    Zlib,
+    Zstd,
+}
 
 /// Reusable per-thread decoding state.
 #[derive(Default)]
-pub struct ClusterDecoder {
+pub struct BlockDecoder {
     out: Vec<u8>,
     inflate: Option<Decompress>,
+    inflate_zlib: Option<Decompress>,
     zstd: Option<ZstdDecoder<'static>>,
 }
 
-impl ClusterDecoder {
-    /// Decodes `input` into exactly `cluster_size` bytes. The input may run on past the
+impl BlockDecoder {
+    /// Decodes `input` into exactly `block_size` bytes. The input may run on past the
     /// compressed data (it is rounded up to sectors); a stream that ends early is corrupt.
     pub fn decode(
         &mut self,
-        codec: ClusterCodec,
+        codec: BlockCodec,
         input: &[u8],
-        cluster_size: usize,
+        block_size: usize,
         virt: u64,
     ) -> Result<&[u8], ImportError> {
-        self.out.resize(cluster_size, 0);
+        self.out.resize(block_size, 0);
         let result = match codec {
-            ClusterCodec::Deflate => self.inflate(input),
-            ClusterCodec::Zstd => self.unzstd(input),
+            BlockCodec::Deflate => inflate(
+                self.inflate.get_or_insert_with(|| Decompress::new(false)),
+                false,
+                input,
+                &mut self.out,
+            ),
+            BlockCodec::Zlib => inflate(
+                self.inflate_zlib
+                    .get_or_insert_with(|| Decompress::new(true)),
+                true,
+                input,
+                &mut self.out,
+            ),
+            BlockCodec::Zstd => self.unzstd(input),
         };
         result.map_err(|why| {
-            ImportError::InvalidQcow2(format!(
-                "compressed cluster at virtual offset {virt:#x}: {why}"
+            ImportError::InvalidImage(format!(
+                "compressed block at virtual offset {virt:#x}: {why}"
             ))
         })?;
         Ok(&self.out)
-    }
-
-    fn inflate(&mut self, input: &[u8]) -> Result<(), String> {
-        let inflate = self.inflate.get_or_insert_with(|| Decompress::new(false));
-        inflate.reset(false);
-        let status = inflate
-            .decompress(input, &mut self.out, FlushDecompress::Finish)
-            .map_err(|e| format!("deflate data is corrupt: {e}"))?;
-        let produced = inflate.total_out() as usize;
-        match status {
-            _ if produced == self.out.len() => Ok(()),
-            Status::StreamEnd => Err(format!("decodes to {produced} bytes, not a whole cluster")),
-            _ => Err("deflate data ends before the cluster is complete".into()),
-        }
     }
 
     fn unzstd(&mut self, input: &[u8]) -> Result<(), String> {
@@ -74,6 +82,24 @@ impl ClusterDecoder {
     }
 }
 
+fn inflate(
+    inflate: &mut Decompress,
+    zlib_header: bool,
+    input: &[u8],
+    out: &mut [u8],
+) -> Result<(), String> {
+    inflate.reset(zlib_header);
+    let status = inflate
+        .decompress(input, out, FlushDecompress::Finish)
+        .map_err(|e| format!("deflate data is corrupt: {e}"))?;
+    let produced = inflate.total_out() as usize;
+    match status {
+        _ if produced == out.len() => Ok(()),
+        Status::StreamEnd => Err(format!("decodes to {produced} bytes, not a whole block")),
+        _ => Err("deflate data ends before the block is complete".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,10 +113,10 @@ mod tests {
         deflate.write_all(&cluster).unwrap();
         let mut packed = deflate.finish().unwrap();
         packed.extend_from_slice(&[0u8; 300]); // sector padding
-        let mut decoder = ClusterDecoder::default();
+        let mut decoder = BlockDecoder::default();
         assert_eq!(
             decoder
-                .decode(ClusterCodec::Deflate, &packed, 65536, 0)
+                .decode(BlockCodec::Deflate, &packed, 65536, 0)
                 .unwrap(),
             &cluster[..]
         );
@@ -98,9 +124,7 @@ mod tests {
         let mut packed = zstd::bulk::compress(&cluster, 1).unwrap();
         packed.extend_from_slice(&[0u8; 100]);
         assert_eq!(
-            decoder
-                .decode(ClusterCodec::Zstd, &packed, 65536, 0)
-                .unwrap(),
+            decoder.decode(BlockCodec::Zstd, &packed, 65536, 0).unwrap(),
             &cluster[..]
         );
     }
@@ -109,10 +133,10 @@ mod tests {
     fn short_or_corrupt_clusters_fail() {
         let cluster = vec![7u8; 65536];
         let packed = zstd::bulk::compress(&cluster, 1).unwrap();
-        let mut decoder = ClusterDecoder::default();
+        let mut decoder = BlockDecoder::default();
         let err = decoder
             .decode(
-                ClusterCodec::Zstd,
+                BlockCodec::Zstd,
                 &packed[..packed.len() / 2],
                 65536,
                 0x10000,
@@ -121,7 +145,7 @@ mod tests {
         assert!(err.to_string().contains("virtual offset 0x10000"), "{err}");
         assert!(
             decoder
-                .decode(ClusterCodec::Deflate, &[0xff; 64], 65536, 0)
+                .decode(BlockCodec::Deflate, &[0xff; 64], 65536, 0)
                 .is_err()
         );
     }
