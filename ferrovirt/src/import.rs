@@ -7,14 +7,18 @@ use anyhow::{Context, Result};
 use clap::Args;
 use importer::progress::report_on_stderr;
 use importer::source::http::{Credentials, parse_header};
-use importer::{Checksum, ImportRequest, parse_quantity};
+use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// A local path, or an http:// or https:// URL.
     source: String,
-    /// The raw image to write: a file (created or replaced) or a block device.
+    /// The raw image to write: a file (created or replaced) or a block device; with
+    /// `--content-type archive`, the directory to extract into.
     target: PathBuf,
+    /// `kubevirt` (a disk image, converted to raw) or `archive` (a tar, extracted).
+    #[arg(long, default_value = "kubevirt")]
+    content_type: ContentType,
     /// Size of the target, as a Kubernetes quantity (10Gi, 512Mi); at least the image's virtual size.
     #[arg(long, value_parser = parse_size)]
     size: Option<u64>,
@@ -57,6 +61,7 @@ fn parse_header_arg(text: &str) -> Result<(String, String), String> {
 pub async fn run(args: ImportArgs) -> Result<()> {
     let mut request = ImportRequest::new(args.source, args.target);
     request.size = args.size;
+    request.content_type = args.content_type;
     request.checksum = args.checksum;
     request.preallocate = args.preallocate;
     request.http.cert_dir = args.cert_dir;
@@ -74,6 +79,14 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     let outcome = importer::import(request).await;
     drop(reporter);
     let outcome = outcome?;
+    if args.content_type == ContentType::Archive {
+        println!(
+            "extracted {} bytes into {}",
+            outcome.virtual_size,
+            target.display()
+        );
+        return Ok(());
+    }
     let compressions: Vec<&str> = outcome.compressions.iter().map(|c| c.name()).collect();
     println!(
         "imported {}{} image of virtual size {} to {} ({} bytes{})",

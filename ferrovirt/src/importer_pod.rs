@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use importer::source::http::{Credentials, parse_header};
-use importer::{Checksum, ImportRequest, parse_quantity};
+use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
 use serde::Serialize;
 
 const WRITE_PATH: &str = "/data/disk.img";
@@ -74,10 +74,7 @@ fn env(name: &str) -> Option<String> {
 async fn import(paths: &PodPaths) -> Result<bool> {
     wait_for_ready_file().await?;
     let source = env("IMPORTER_SOURCE").unwrap_or_else(|| "http".into());
-    let content_type = env("IMPORTER_CONTENTTYPE").unwrap_or_else(|| "kubevirt".into());
-    if content_type != "kubevirt" {
-        bail!("content type {content_type:?} is not supported yet (only kubevirt)");
-    }
+    let content_type: ContentType = env("IMPORTER_CONTENTTYPE").unwrap_or_default().parse()?;
     let preallocate = match env("PREALLOCATION") {
         None => false,
         Some(v) => {
@@ -93,13 +90,17 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     let size = target_size(&target, block)?;
     match source.as_str() {
         "http" => {}
+        "none" if content_type == ContentType::Archive => {
+            bail!("Cannot create empty disk with content type archive")
+        }
         "none" => return create_blank(&target, block, size, preallocate),
         other => bail!("Unknown data source: {other} (supported: http, none)"),
     }
     let endpoint =
         env("IMPORTER_ENDPOINT").context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
     let mut request = ImportRequest::new(endpoint, target);
-    request.size = size;
+    request.content_type = content_type;
+    request.size = size.filter(|_| content_type == ContentType::Kubevirt);
     request.preallocate = preallocate;
     request.checksum = env("IMPORTER_CHECKSUM")
         .map(|c| c.parse::<Checksum>())

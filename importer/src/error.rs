@@ -50,6 +50,8 @@ pub enum ImportError {
     UnsupportedQcow2(String),
     #[error("image is truncated: {0}")]
     Truncated(String),
+    #[error("archive entry {entry} refused: {reason}")]
+    UnsafeArchive { entry: String, reason: String },
     #[error("invalid size {0:?}: {1}")]
     InvalidSize(String, String),
     #[error("requested size {requested} is smaller than the image's virtual size {virtual_size}")]
@@ -80,6 +82,8 @@ pub enum ImportError {
     Metrics { addr: String, source: io::Error },
     #[error("import was cancelled")]
     Cancelled,
+    #[error("registry {reference}: {reason}")]
+    Registry { reference: String, reason: String },
 }
 
 impl ImportError {

@@ -7,6 +7,7 @@
 //! One pass, no scratch space, memory bounded by buffer sizes. [`import`] runs an import
 //! described by an [`ImportRequest`]; the modules are its stages.
 
+pub mod archive;
 pub mod checksum;
 pub mod decompress;
 pub mod error;
@@ -22,6 +23,6 @@ pub mod write_pool;
 
 pub use checksum::Checksum;
 pub use error::ImportError;
-pub use pipeline::{ImportOutcome, ImportRequest, import};
+pub use pipeline::{ContentType, ImportOutcome, ImportRequest, import};
 pub use size::parse_quantity;
 pub use source::http::HttpOptions;

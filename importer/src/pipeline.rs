@@ -9,22 +9,49 @@ use crate::checksum::{Checksum, ChecksumTee};
 use crate::decompress::{Decompressed, decompress};
 use crate::error::ImportError;
 use crate::format::detect::{Compression, detect_format};
+use crate::format::extent::{MetaRead, RandomMeta, StreamPrefix, clamp_to_source, read_extents};
 use crate::format::qcow2::sequential::HoldLimits;
 use crate::format::qcow2::{self, Qcow2Header};
-use crate::format::{DiskFormat, raw};
+use crate::format::{DiskFormat, raw, vdi, vhd, vhdx, vmdk};
 use crate::progress::{CountingReader, Progress};
 use crate::sink::{SparseSink, Target};
 use crate::source::http::HttpOptions;
-use crate::source::{OpenedSource, RandomAccess, file, http};
+use crate::source::{OpenedSource, file, http};
 use crate::write_pool::WritePool;
+
+/// What the source holds, as CDI's `contentType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContentType {
+    /// A disk image, converted to raw.
+    #[default]
+    Kubevirt,
+    /// A tar archive, extracted into a directory.
+    Archive,
+}
+
+impl std::str::FromStr for ContentType {
+    type Err = ImportError;
+
+    fn from_str(text: &str) -> Result<Self, ImportError> {
+        match text {
+            "kubevirt" | "" => Ok(Self::Kubevirt),
+            "archive" => Ok(Self::Archive),
+            other => Err(ImportError::InvalidSource(
+                other.into(),
+                "content type must be kubevirt or archive".into(),
+            )),
+        }
+    }
+}
 
 /// What to import and where.
 #[derive(Debug, Clone)]
 pub struct ImportRequest {
     /// A local path, or an `http://` / `https://` URL.
     pub source: String,
-    /// A file to create (or replace) or a block device.
+    /// A file to create (or replace) or a block device; for an archive, a directory.
     pub target: PathBuf,
+    pub content_type: ContentType,
     /// The size the target should have; never less than the image's virtual size.
     pub size: Option<u64>,
     /// Expected checksum of the bytes as transferred.
@@ -40,6 +67,7 @@ impl ImportRequest {
         Self {
             source: source.into(),
             target: target.into(),
+            content_type: ContentType::Kubevirt,
             size: None,
             checksum: None,
             http: HttpOptions::default(),
@@ -109,30 +137,13 @@ fn convert(request: &ImportRequest, source: OpenedSource) -> Result<ImportOutcom
     let Decompressed { mut reader, layers } = decompress(teed)?;
     let format = detect_format(reader.head());
     tracing::info!(%format, compressions = ?layers, "identified image");
+    if request.content_type == ContentType::Archive {
+        return extract_archive(request, reader, format, layers);
+    }
     let plain = layers.is_empty();
 
     match format {
-        DiskFormat::Raw | DiskFormat::Iso => {
-            let known = if plain {
-                source_size.map(sector_aligned)
-            } else {
-                None
-            };
-            let plan = plan_target(request, known)?;
-            let sink = Arc::new(SparseSink::create(
-                plan.target,
-                plan.size,
-                plan.limit,
-                request.preallocate,
-            )?);
-            let pool = WritePool::new(sink.clone());
-            let written = raw::convert(&mut reader, &pool);
-            pool.finish()?;
-            let length = sector_aligned(written?);
-            let target_size = plan.size.unwrap_or(length.max(request.size.unwrap_or(0)));
-            commit(sink, target_size)?;
-            Ok(outcome(request, format, layers, length, target_size, false))
-        }
+        DiskFormat::Raw | DiskFormat::Iso => convert_raw(request, reader, layers, source_size),
         DiskFormat::Qcow2 => {
             let header = Qcow2Header::parse(reader.head())?;
             if header.dirty {
@@ -140,32 +151,15 @@ fn convert(request: &ImportRequest, source: OpenedSource) -> Result<ImportOutcom
                     "qcow2 image was not closed cleanly (dirty bit); its tables are used as they are"
                 );
             }
-            let plan = plan_target(request, Some(header.virtual_size))?;
-            let target_size = plan.size.expect("virtual size is known");
-            let sink = Arc::new(SparseSink::create(
-                plan.target,
-                plan.size,
-                None,
-                request.preallocate,
-            )?);
-            let pool = WritePool::new(sink.clone());
             // The checksum covers every byte, so it needs the whole stream read in order.
             let random = random_access.filter(|_| plain && request.checksum.is_none());
-            let converted = match &random {
+            let target_size = write_image(request, header.virtual_size, |pool| match &random {
                 Some(source) => {
                     drop(reader);
-                    qcow2::random::convert(
-                        source.as_ref() as &dyn RandomAccess,
-                        &header,
-                        &pool,
-                        &request.progress,
-                    )
+                    qcow2::random::convert(source.as_ref(), &header, pool, &request.progress)
                 }
-                None => qcow2::sequential::convert(&mut reader, &header, &pool, &request.hold),
-            };
-            pool.finish()?;
-            converted?;
-            commit(sink, target_size)?;
+                None => qcow2::sequential::convert(&mut reader, &header, pool, &request.hold),
+            })?;
             Ok(outcome(
                 request,
                 format,
@@ -175,8 +169,160 @@ fn convert(request: &ImportRequest, source: OpenedSource) -> Result<ImportOutcom
                 random.is_some(),
             ))
         }
+        DiskFormat::Vhd | DiskFormat::Vdi | DiskFormat::Vhdx | DiskFormat::Vmdk => {
+            let vmdk = (format == DiskFormat::Vmdk)
+                .then(|| vmdk::SparseHeader::parse(reader.head()))
+                .transpose()?;
+            if let Some(header) = vmdk.as_ref().filter(|h| h.is_stream_optimized()) {
+                let virtual_size = header.virtual_size();
+                let target_size = write_image(request, virtual_size, |pool| {
+                    vmdk::convert_stream(&mut reader, header, pool)
+                })?;
+                return Ok(outcome(
+                    request,
+                    format,
+                    layers,
+                    virtual_size,
+                    target_size,
+                    false,
+                ));
+            }
+            let map_tables = |meta: &mut dyn MetaRead| match format {
+                DiskFormat::Vhd => vhd::map(meta),
+                DiskFormat::Vdi => vdi::map(meta),
+                DiskFormat::Vhdx => vhdx::map(meta),
+                _ => vmdk::map(meta, vmdk.as_ref().expect("parsed above")),
+            };
+            let random = random_access.filter(|_| plain && request.checksum.is_none());
+            let (map, target_size) = match &random {
+                Some(source) => {
+                    drop(reader);
+                    let mut meta = RandomMeta {
+                        source: source.as_ref(),
+                        progress: &request.progress,
+                    };
+                    let mut map = map_tables(&mut meta)?;
+                    clamp_to_source(&mut map.extents, source.size())?;
+                    let size = write_image(request, map.virtual_size, |pool| {
+                        read_extents(source.as_ref(), &map.extents, pool, &request.progress)
+                    })?;
+                    (map, size)
+                }
+                None => {
+                    let mut prefix = StreamPrefix::new(&mut reader, STREAM_METADATA_LIMIT);
+                    let map = map_tables(&mut prefix)?;
+                    let size = write_image(request, map.virtual_size, |pool| {
+                        prefix.copy_extents(&map.extents, pool)
+                    })?;
+                    (map, size)
+                }
+            };
+            Ok(outcome(
+                request,
+                format,
+                layers,
+                map.virtual_size,
+                target_size,
+                random.is_some(),
+            ))
+        }
         other => Err(ImportError::UnsupportedFormat(other)),
     }
+}
+
+/// contentType archive: the (decompressed) stream must be a tar, extracted into the target
+/// directory.
+fn extract_archive(
+    request: &ImportRequest,
+    reader: impl Read,
+    format: DiskFormat,
+    layers: Vec<Compression>,
+) -> Result<ImportOutcome, ImportError> {
+    if format != DiskFormat::Tar {
+        return Err(ImportError::InvalidSource(
+            request.source.clone(),
+            format!("content type archive needs a tar archive, this is a {format} image"),
+        ));
+    }
+    let extracted = crate::archive::extract(reader, &request.target)?;
+    Ok(outcome(
+        request,
+        format,
+        layers,
+        extracted.bytes,
+        extracted.bytes,
+        false,
+    ))
+}
+
+/// How far into a stream a format's tables may lie (they are at its start in practice).
+const STREAM_METADATA_LIMIT: usize = 64 << 20;
+
+/// Raw data (and ISO images, which are raw): the stream is the disk. Its size may only be
+/// known at the end, where a fixed VHD's footer is also found and removed.
+fn convert_raw(
+    request: &ImportRequest,
+    mut reader: impl Read,
+    layers: Vec<Compression>,
+    source_size: Option<u64>,
+) -> Result<ImportOutcome, ImportError> {
+    let known = if layers.is_empty() {
+        source_size.map(sector_aligned)
+    } else {
+        None
+    };
+    let plan = plan_target(request, known)?;
+    let block_device = matches!(plan.target, Target::BlockDevice { .. });
+    let sink = Arc::new(SparseSink::create(
+        plan.target,
+        plan.size,
+        plan.limit,
+        request.preallocate,
+    )?);
+    let pool = WritePool::new(sink.clone());
+    let written = raw::convert(&mut reader, &pool);
+    pool.finish()?;
+    let written = written?;
+    let (format, image_size) = match &written.vhd_footer {
+        Some(footer) => (DiskFormat::Vhd, footer.virtual_size),
+        None => (DiskFormat::Raw, sector_aligned(written.length)),
+    };
+    let target_size = match plan.size {
+        Some(size) if block_device => size,
+        _ => request.size.unwrap_or(image_size),
+    };
+    commit(sink, target_size)?;
+    Ok(outcome(
+        request,
+        format,
+        layers,
+        image_size,
+        target_size,
+        false,
+    ))
+}
+
+/// Sizes and opens the target for an image of known virtual size, runs `convert` against a
+/// write pool on it, and commits the target if everything succeeded. Returns the final size.
+fn write_image(
+    request: &ImportRequest,
+    virtual_size: u64,
+    convert: impl FnOnce(&WritePool) -> Result<(), ImportError>,
+) -> Result<u64, ImportError> {
+    let plan = plan_target(request, Some(virtual_size))?;
+    let target_size = plan.size.expect("virtual size is known");
+    let sink = Arc::new(SparseSink::create(
+        plan.target,
+        plan.size,
+        None,
+        request.preallocate,
+    )?);
+    let pool = WritePool::new(sink.clone());
+    let converted = convert(&pool);
+    pool.finish()?;
+    converted?;
+    commit(sink, target_size)?;
+    Ok(target_size)
 }
 
 /// Like qemu, a raw image's size is taken in whole 512-byte sectors: an odd tail is padded

@@ -7,7 +7,7 @@ use ferrovirt_tests::{
     TempDir, fixture, reference_images, reference_sha256, reference_size, sha256_file,
 };
 use importer::format::DiskFormat;
-use importer::{ImportError, ImportRequest, import};
+use importer::{ContentType, ImportError, ImportRequest, import};
 
 async fn import_to(source: &Path, target: &Path) -> Result<importer::ImportOutcome, ImportError> {
     import(ImportRequest::new(source.to_str().unwrap(), target)).await
@@ -43,10 +43,14 @@ async fn every_fixture_matches_qemu_img() {
                 reference_sha256(&name),
                 "{name}: content differs from qemu-img"
             );
-            let plain_qcow2 = name.ends_with(".qcow2");
+            let by_tables = [".qcow2", ".vmdk", ".vhd", ".vhdx", ".vdi"]
+                .iter()
+                .any(|ext| name.ends_with(ext));
+            let streamed_anyway = name == "stream.vmdk" || name == "fixed.vhd";
             assert_eq!(
-                outcome.random_access, plain_qcow2,
-                "{name}: a local qcow2 file is read by offset"
+                outcome.random_access,
+                by_tables && !streamed_anyway,
+                "{name}: access mode"
             );
             std::fs::remove_file(&target).unwrap();
         }
@@ -111,15 +115,34 @@ async fn malformed_and_unsupported_images_fail_clearly() {
     expect_failure("backing.qcow2", "backing file \"base.qcow2\"").await;
     expect_failure("encrypted.qcow2", "encrypted").await;
     expect_failure("truncated.qcow2", "truncated").await;
+    let err = expect_failure("small.tar", "tar archive images are not supported").await;
+    assert!(matches!(
+        err,
+        ImportError::UnsupportedFormat(DiskFormat::Tar)
+    ));
+    expect_failure(
+        "flat.vmdk",
+        "monolithicFlat descriptor whose data lives in \"flat-flat.vmdk\"",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn formats_are_reported() {
+    let dir = TempDir::new("formats");
     for (name, format) in [
-        ("small.vmdk", DiskFormat::Vmdk),
-        ("small.vdi", DiskFormat::Vdi),
-        ("small.vhd", DiskFormat::Vhd),
-        ("small.vhdx", DiskFormat::Vhdx),
-        ("small.tar", DiskFormat::Tar),
+        ("sparse.vmdk", DiskFormat::Vmdk),
+        ("stream.vmdk.gz", DiskFormat::Vmdk),
+        ("fixed.vhd", DiskFormat::Vhd),
+        ("dynamic.vhd.xz", DiskFormat::Vhd),
+        ("fixed.vhdx", DiskFormat::Vhdx),
+        ("static.vdi", DiskFormat::Vdi),
     ] {
-        let err = expect_failure(name, &format!("{format} images are not supported")).await;
-        assert!(matches!(err, ImportError::UnsupportedFormat(f) if f == format));
+        let outcome = import_to(&fixture(name), &dir.join(name))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(outcome.format, format, "{name}");
+        assert_eq!(outcome.virtual_size, reference_size(name), "{name}");
     }
 }
 
@@ -244,6 +267,46 @@ async fn missing_source_and_unknown_scheme() {
         .unwrap_err();
     assert!(
         err.to_string().contains("unsupported scheme \"ftp\""),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn archives_extract_into_a_directory() {
+    let dir = TempDir::new("archive");
+    let target = dir.join("volume");
+    std::fs::create_dir(&target).unwrap();
+    let mut request = ImportRequest::new(fixture("small.tar.gz").to_str().unwrap(), &target);
+    request.content_type = ContentType::Archive;
+    let outcome = import(request).await.unwrap();
+    assert_eq!(outcome.format, DiskFormat::Tar);
+    assert_eq!(
+        std::fs::read_to_string(target.join("hello.txt")).unwrap(),
+        "hello from ferrovirt\n"
+    );
+    assert_eq!(
+        std::fs::metadata(target.join("disk.img")).unwrap().len(),
+        1 << 20
+    );
+
+    // A traversal entry is refused and nothing lands outside the target.
+    let evil_target = dir.join("evil-volume");
+    std::fs::create_dir(&evil_target).unwrap();
+    let mut request = ImportRequest::new(fixture("evil.tar").to_str().unwrap(), &evil_target);
+    request.content_type = ContentType::Archive;
+    let err = import(request).await.unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "archive entry ../evil.txt refused: its path leaves the target directory"
+    );
+    assert!(!dir.join("evil.txt").exists());
+
+    // A disk image is not an archive.
+    let mut request = ImportRequest::new(fixture("v3.qcow2").to_str().unwrap(), &evil_target);
+    request.content_type = ContentType::Archive;
+    let err = import(request).await.unwrap_err().to_string();
+    assert!(
+        err.contains("content type archive needs a tar archive, this is a qcow2 image"),
         "{err}"
     );
 }

@@ -45,6 +45,24 @@ impl Extent {
     }
 }
 
+/// What a format reader found: the image's virtual size and where its data is.
+#[derive(Debug, Clone, Default)]
+pub struct ImageMap {
+    pub virtual_size: u64,
+    /// Sorted by host offset.
+    pub extents: Vec<Extent>,
+}
+
+impl ImageMap {
+    pub fn new(virtual_size: u64, mut extents: Vec<Extent>) -> Self {
+        extents.sort_unstable_by_key(|e| (e.host, e.virt));
+        Self {
+            virtual_size,
+            extents,
+        }
+    }
+}
+
 /// The write-pool block for an extent whose bytes sit at `range` of a batch buffer.
 pub(crate) fn block_for(extent: &Extent, range: Range<usize>) -> Block {
     let kind = match extent.kind {

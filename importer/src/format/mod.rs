@@ -6,6 +6,10 @@ pub mod detect;
 pub mod extent;
 pub mod qcow2;
 pub mod raw;
+pub mod vdi;
+pub mod vhd;
+pub mod vhdx;
+pub mod vmdk;
 
 use std::fmt;
 
