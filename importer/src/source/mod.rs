@@ -4,6 +4,7 @@
 
 pub mod file;
 pub mod http;
+pub mod registry;
 
 use std::io::{self, Read};
 use std::sync::Arc;
