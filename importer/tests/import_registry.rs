@@ -139,6 +139,7 @@ async fn tls_and_basic_auth_with_a_ca_dir() {
         let registry = RegistryServer::start(RegistryServerOptions {
             tls: true,
             auth: Some(("cdi".into(), "s3cret".into())),
+            bearer: false,
         });
         let layout = OciLayout::image(&container_disk(
             "linux/amd64",
@@ -197,6 +198,46 @@ async fn tls_and_basic_auth_with_a_ca_dir() {
             pull(&reference, &unverified).await.unwrap(),
             fixture_digest("v3.qcow2")
         );
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_auth() {
+    bounded(async {
+        let registry = RegistryServer::start(RegistryServerOptions {
+            auth: Some(("cdi".into(), "t0ken".into())),
+            bearer: true,
+            ..Default::default()
+        });
+        let layout = OciLayout::index(&[
+            container_disk("linux/amd64", "v3.qcow2", LayerCompression::Gzip),
+            container_disk("linux/arm64", "zstd.qcow2", LayerCompression::Gzip),
+        ]);
+        registry.push(&layout, "team/disk:v1");
+        let reference = registry.reference("team/disk:v1");
+        let options = RegistryOptions {
+            credentials: Some(Credentials {
+                username: "cdi".into(),
+                password: "t0ken".into(),
+            }),
+            platform: Some("linux/arm64".into()),
+            ..insecure()
+        };
+        assert_eq!(
+            pull(&reference, &options).await.unwrap(),
+            fixture_digest("zstd.qcow2")
+        );
+        let anonymous = RegistryOptions {
+            credentials: None,
+            ..options.clone()
+        };
+        let text = open(&reference, &anonymous)
+            .await
+            .err()
+            .expect("401")
+            .to_string();
+        assert!(text.contains("401 Unauthorized"), "{text}");
     })
     .await
 }

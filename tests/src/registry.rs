@@ -1,5 +1,5 @@
-//! A real OCI registry on loopback (Debian's `docker-registry`), optionally with TLS and
-//! htpasswd basic auth, and test images: containerDisks assembled here as OCI image layouts
+//! A real OCI registry on loopback (Debian's `docker-registry`), optionally with TLS, and
+//! htpasswd basic auth or bearer tokens from a small token server, and test images: containerDisks assembled here as OCI image layouts
 //! (single images and multi-platform indexes, layers plain, gzip or zstd) and pushed with
 //! `skopeo copy --preserve-digests`, or packed as an `oci-archive`.
 
@@ -249,14 +249,73 @@ fn layer_tar(spec: &LayerSpec) -> Vec<u8> {
 pub struct RegistryServerOptions {
     /// Serve HTTPS with the fixtures' server certificate (for `localhost`).
     pub tls: bool,
-    /// Require basic auth (htpasswd, bcrypt) with this user and password.
+    /// Require this user and password: by basic auth (htpasswd, bcrypt), or with `bearer`
+    /// through a token server that checks them and issues signed bearer tokens.
     pub auth: Option<(String, String)>,
+    /// Token auth (the Docker/OCI token flow) instead of basic auth.
+    pub bearer: bool,
 }
+
+/// A token server for the registry's `auth.token` mode: checks basic credentials and
+/// answers with an RS256 JWT (signed by `openssl dgst`) carrying the scopes asked for and
+/// the signing certificate in `x5c`.
+const TOKEN_SERVER: &str = r#"
+import base64, json, os, subprocess, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+key, cert, user, password, port_file = sys.argv[1:6]
+der = "".join(l for l in open(cert).read().splitlines() if "-----" not in l)
+expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+def b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        query = parse_qs(urlparse(self.path).query)
+        if self.headers.get("Authorization") != expected:
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        access = []
+        for scope in query.get("scope", []):
+            kind, rest = scope.split(":", 1)
+            name, actions = rest.rsplit(":", 1)
+            access.append({"type": kind, "name": name, "actions": actions.split(",")})
+        now = int(time.time())
+        header = {"alg": "RS256", "typ": "JWT", "x5c": [der]}
+        claims = {"iss": "ferrovirt-test", "sub": user, "aud": query["service"][0],
+                  "exp": now + 600, "nbf": now - 60, "iat": now,
+                  "jti": os.urandom(8).hex(), "access": access}
+        signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
+        signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key],
+                                   input=signing_input.encode(), capture_output=True,
+                                   check=True).stdout
+        token = signing_input + "." + b64(signature)
+        body = json.dumps({"token": token, "access_token": token, "expires_in": 600}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+os.rename(port_file + ".tmp", port_file)
+server.serve_forever()
+"#;
 
 /// Debian's `docker-registry` on 127.0.0.1 with its storage in a temporary directory;
 /// killed on drop.
 pub struct RegistryServer {
     child: Child,
+    token_server: Option<Child>,
     port: u16,
     options: RegistryServerOptions,
     state: TempDir,
@@ -279,7 +338,17 @@ impl RegistryServer {
                 fixture("tls/server-key.pem").display()
             ));
         }
-        if let Some((user, password)) = &options.auth {
+        let mut token_server = None;
+        if let (Some((user, password)), true) = (&options.auth, options.bearer) {
+            let (child, token_port) = start_token_server(&state, user, password);
+            token_server = Some(child);
+            config.push_str(&format!(
+                "auth:\n  token:\n    realm: http://127.0.0.1:{token_port}/token\n    \
+                 service: ferrovirt-registry\n    issuer: ferrovirt-test\n    \
+                 rootcertbundle: {}\n",
+                state.join("token.pem").display()
+            ));
+        } else if let Some((user, password)) = &options.auth {
             let out = Command::new("htpasswd")
                 .args(["-Bbn", user, password])
                 .output()
@@ -307,6 +376,7 @@ impl RegistryServer {
             .expect("starting docker-registry (Debian package docker-registry)");
         let mut server = RegistryServer {
             child,
+            token_server,
             port,
             options,
             state,
@@ -404,9 +474,54 @@ impl RegistryServer {
 
 impl Drop for RegistryServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in std::iter::once(&mut self.child).chain(self.token_server.as_mut()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
+}
+
+/// Makes the token signing key and certificate in `state` and starts the token server;
+/// returns it and its port.
+fn start_token_server(state: &TempDir, user: &str, password: &str) -> (Child, u16) {
+    let status = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=ferrovirt-test-token-issuer", "-keyout"])
+        .arg(state.join("token-key.pem"))
+        .arg("-out")
+        .arg(state.join("token.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("running openssl");
+    assert!(status.success(), "openssl req failed");
+    fs::write(state.join("token-server.py"), TOKEN_SERVER).unwrap();
+    let port_file = state.join("token-port");
+    let mut child = Command::new("python3")
+        .arg(state.join("token-server.py"))
+        .arg(state.join("token-key.pem"))
+        .arg(state.join("token.pem"))
+        .args([user, password])
+        .arg(&port_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the token server (python3)");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if let Some(port) = fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return (child, port);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the token server did not start within 15 s");
 }
 
 fn free_port() -> u16 {
