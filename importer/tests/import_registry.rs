@@ -425,3 +425,42 @@ async fn other_schemes_are_refused() {
         .expect("not a registry reference");
     assert!(matches!(err, ImportError::InvalidSource(..)), "{err}");
 }
+
+/// Throughput of a pull of the benchmark image (fixtures/perf-image.sh) from the local
+/// registry, against `skopeo copy` of the same image to a directory (the download CDI does
+/// before its conversion). Run with `--ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: needs target/perf-fixtures (fixtures/perf-image.sh)"]
+async fn registry_pull_throughput() {
+    let image = ferrovirt_tests::repo_root().join("target/perf-fixtures/perf.qcow2");
+    let registry = RegistryServer::start(RegistryServerOptions::default());
+    let layout = OciLayout::image(&ImageSpec::new(
+        "linux/amd64",
+        vec![LayerSpec::disk_file(LayerCompression::Gzip, &image)],
+    ));
+    registry.push(&layout, "perf:v1");
+    let reference = registry.reference("perf:v1");
+    for run in 0..3 {
+        let started = std::time::Instant::now();
+        let (size, _) = pull(&reference, &insecure()).await.unwrap();
+        let ours = started.elapsed();
+        let dir = TempDir::new("skopeo-dir");
+        let started = std::time::Instant::now();
+        let status = std::process::Command::new("skopeo")
+            .args([
+                "copy",
+                "--quiet",
+                "--src-tls-verify=false",
+                "--insecure-policy",
+            ])
+            .arg(format!("docker://{}/perf:v1", registry.host()))
+            .arg(format!("dir:{}", dir.path().display()))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let skopeo = started.elapsed();
+        println!(
+            "run {run}: {size} bytes: ferrovirt open+read {ours:.2?}, skopeo copy to dir {skopeo:.2?}"
+        );
+    }
+}

@@ -49,7 +49,13 @@ impl LayerSpec {
 
     /// A containerDisk layer: `disk/<name>` holding the fixture `name`.
     pub fn disk(compression: LayerCompression, name: &str) -> Self {
-        let contents = fs::read(fixture(name)).expect("reading a fixture");
+        Self::disk_file(compression, &fixture(name))
+    }
+
+    /// A containerDisk layer holding the file at `path` as `disk/<its name>`.
+    pub fn disk_file(compression: LayerCompression, path: &Path) -> Self {
+        let contents = fs::read(path).expect("reading a disk image");
+        let name = path.file_name().expect("a file name").to_string_lossy();
         Self::new(compression).file(&format!("disk/{name}"), contents)
     }
 }
