@@ -11,7 +11,8 @@ use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// A local path, or an http:// or https:// URL.
+    /// A local path, an http:// or https:// URL, a registry image (docker://host/repo:tag or
+    /// @sha256:..., whose disk is the file under /disk) or an oci-archive:// path.
     source: String,
     /// The raw image to write: a file (created or replaced) or a block device; with
     /// `--content-type archive`, the directory to extract into.
@@ -28,9 +29,13 @@ pub struct ImportArgs {
     /// A directory of PEM CA certificates to trust for https sources.
     #[arg(long)]
     cert_dir: Option<PathBuf>,
-    /// Do not verify the server's TLS certificate.
+    /// Do not verify the server's TLS certificate (for a registry: also allow plain HTTP).
     #[arg(long)]
     insecure_tls: bool,
+    /// The platform to pick from a multi-arch registry image, os/arch[/variant]; this
+    /// machine's by default.
+    #[arg(long)]
+    platform: Option<String>,
     /// An extra request header, 'Name: value' (repeatable).
     #[arg(long = "header", value_parser = parse_header_arg)]
     headers: Vec<(String, String)>,
@@ -62,6 +67,7 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     let mut request = ImportRequest::new(args.source, args.target);
     request.size = args.size;
     request.content_type = args.content_type;
+    request.platform = args.platform;
     request.checksum = args.checksum;
     request.preallocate = args.preallocate;
     request.http.cert_dir = args.cert_dir;

@@ -89,12 +89,12 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     };
     let size = target_size(&target, block)?;
     match source.as_str() {
-        "http" => {}
+        "http" | "registry" => {}
         "none" if content_type == ContentType::Archive => {
             bail!("Cannot create empty disk with content type archive")
         }
         "none" => return create_blank(&target, block, size, preallocate),
-        other => bail!("Unknown data source: {other} (supported: http, none)"),
+        other => bail!("Unknown data source: {other} (supported: http, registry, none)"),
     }
     let endpoint =
         env("IMPORTER_ENDPOINT").context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
@@ -108,6 +108,9 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     request.http.cert_dir = env("IMPORTER_CERT_DIR").map(PathBuf::from);
     request.http.insecure_tls =
         env("INSECURE_TLS").is_some_and(|v| parse_bool(&v).unwrap_or(false));
+    // CDI names only the architecture; registry images are linux ones.
+    request.platform =
+        env("IMPORTER_REGISTRY_IMAGE_ARCHITECTURE").map(|arch| format!("linux/{arch}"));
     request.http.headers = extra_headers(&paths.secret_headers)?;
     if let (Some(username), Some(password)) =
         (env("IMPORTER_ACCESS_KEY_ID"), env("IMPORTER_SECRET_KEY"))

@@ -297,3 +297,95 @@ fn block_device_targets() {
         "{stderr}"
     );
 }
+
+/// A containerDisk (the disk under /disk/) pushed to a real registry on loopback.
+fn registry_with_disk(disk: &str) -> ferrovirt_tests::registry::RegistryServer {
+    use ferrovirt_tests::registry::{
+        ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
+    };
+    let registry = RegistryServer::start(RegistryServerOptions::default());
+    let image = ImageSpec::new(
+        "linux/amd64",
+        vec![LayerSpec::disk_file(LayerCompression::Gzip, &fixture(disk))],
+    );
+    registry.push(&OciLayout::image(&image), "containerdisk:v1");
+    registry
+}
+
+#[test]
+fn registry_images_import_from_the_command_line_and_the_pod() {
+    let registry = registry_with_disk("zstd.qcow2");
+    let reference = registry.reference("containerdisk:v1");
+    let dir = TempDir::new("cli-registry");
+    let output = ferrovirt()
+        .args(["import", &reference])
+        .arg(dir.join("disk.img"))
+        .arg("--insecure-tls")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert_eq!(
+        sha256_file(&dir.join("disk.img")).unwrap(),
+        reference_sha256("zstd.qcow2")
+    );
+
+    let output = ferrovirt()
+        .args(["import", &registry.reference("missing:v1")])
+        .arg(dir.join("x.img"))
+        .arg("--insecure-tls")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr_of(&output).lines().count(),
+        1,
+        "{}",
+        stderr_of(&output)
+    );
+
+    let (output, message) = run_importer_pod(
+        dir.path(),
+        &[
+            ("IMPORTER_SOURCE", "registry"),
+            ("IMPORTER_ENDPOINT", &reference),
+            ("INSECURE_TLS", "true"),
+            ("IMPORTER_REGISTRY_IMAGE_ARCHITECTURE", "amd64"),
+            ("IMPORTER_IMAGE_SIZE", "64Mi"),
+            ("PREALLOCATION", "false"),
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert!(message.contains("Import Complete"), "{message}");
+    assert_eq!(
+        std::fs::metadata(dir.join("disk.img")).unwrap().len(),
+        64 << 20
+    );
+}
+
+#[test]
+fn archive_content_type_from_the_command_line() {
+    let dir = TempDir::new("cli-archive");
+    let output = ferrovirt()
+        .args(["import", "--content-type", "archive"])
+        .arg(fixture("small.tar.gz"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("hello.txt")).unwrap(),
+        "hello from ferrovirt\n"
+    );
+    let output = ferrovirt()
+        .args(["import", "--content-type", "archive"])
+        .arg(fixture("evil.tar"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr_of(&output).starts_with("error: archive entry ../evil.txt refused"),
+        "{}",
+        stderr_of(&output)
+    );
+}

@@ -16,6 +16,7 @@ use crate::format::{DiskFormat, raw, vdi, vhd, vhdx, vmdk};
 use crate::progress::{CountingReader, Progress};
 use crate::sink::{SparseSink, Target};
 use crate::source::http::HttpOptions;
+use crate::source::registry::{self, RegistryOptions};
 use crate::source::{OpenedSource, file, http};
 use crate::write_pool::WritePool;
 
@@ -57,6 +58,9 @@ pub struct ImportRequest {
     /// Expected checksum of the bytes as transferred.
     pub checksum: Option<Checksum>,
     pub http: HttpOptions,
+    /// For registry sources: the platform (`os/arch[/variant]`) to pick from a multi-arch
+    /// index; this machine's by default.
+    pub platform: Option<String>,
     pub preallocate: bool,
     pub hold: HoldLimits,
     pub progress: Arc<Progress>,
@@ -71,6 +75,7 @@ impl ImportRequest {
             size: None,
             checksum: None,
             http: HttpOptions::default(),
+            platform: None,
             preallocate: false,
             hold: HoldLimits::default(),
             progress: Progress::new(),
@@ -106,10 +111,21 @@ async fn open_source(request: &ImportRequest) -> Result<OpenedSource, ImportErro
     if source.starts_with("http://") || source.starts_with("https://") {
         return http::open(source, &request.http).await;
     }
+    if source.starts_with("docker://") || source.starts_with("oci-archive://") {
+        let options = RegistryOptions {
+            credentials: request.http.credentials.clone(),
+            cert_dir: request.http.cert_dir.clone(),
+            insecure: request.http.insecure_tls,
+            platform: request.platform.clone(),
+        };
+        return registry::open(source, &options).await;
+    }
     if let Some((scheme, _)) = source.split_once("://") {
         return Err(ImportError::InvalidSource(
             source.clone(),
-            format!("unsupported scheme {scheme:?} (use a local path, http:// or https://)"),
+            format!(
+                "unsupported scheme {scheme:?} (use a local path, http://, https://, docker:// or oci-archive://)"
+            ),
         ));
     }
     let path = PathBuf::from(source.strip_prefix("file://").unwrap_or(source));

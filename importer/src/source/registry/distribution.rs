@@ -49,7 +49,7 @@ impl Distribution {
         let registry = parsed.resolve_registry().to_string();
         let mut protocol = ClientProtocol::Https;
         if options.insecure && !speaks_tls(&registry).await {
-            tracing::warn!(%registry, "registry does not speak TLS; using plain HTTP");
+            tracing::info!(%registry, "registry does not speak TLS; using plain HTTP");
             protocol = ClientProtocol::HttpsExcept(vec![registry.clone()]);
         }
         let extra_root_certificates = match &options.cert_dir {
