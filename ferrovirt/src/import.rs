@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use importer::progress::report_on_stderr;
 use importer::source::http::{Credentials, parse_header};
+use importer::source::s3::S3Options;
 use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
 
 #[derive(Args, Debug)]
@@ -36,6 +37,15 @@ pub struct ImportArgs {
     /// machine's by default.
     #[arg(long)]
     platform: Option<String>,
+    /// Sign requests for an http(s) SOURCE as an S3 object (implied by s3://BUCKET/KEY).
+    #[arg(long)]
+    s3: bool,
+    /// The endpoint of s3:// sources (an S3-compatible store); AWS by default.
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    s3_endpoint: Option<String>,
+    /// The S3 signing region; taken from AWS host names, else us-east-1.
+    #[arg(long, env = "AWS_REGION")]
+    s3_region: Option<String>,
     /// An extra request header, 'Name: value' (repeatable).
     #[arg(long = "header", value_parser = parse_header_arg)]
     headers: Vec<(String, String)>,
@@ -68,6 +78,16 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     request.size = args.size;
     request.content_type = args.content_type;
     request.platform = args.platform;
+    if args.s3
+        || args.s3_endpoint.is_some()
+        || args.s3_region.is_some()
+        || request.source.starts_with("s3://")
+    {
+        request.s3 = Some(S3Options {
+            endpoint: args.s3_endpoint,
+            region: args.s3_region,
+        });
+    }
     request.checksum = args.checksum;
     request.preallocate = args.preallocate;
     request.http.cert_dir = args.cert_dir;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use importer::source::http::{Credentials, parse_header};
+use importer::source::s3::S3Options;
 use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
 use serde::Serialize;
 
@@ -89,12 +90,12 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     };
     let size = target_size(&target, block)?;
     match source.as_str() {
-        "http" | "registry" => {}
+        "http" | "registry" | "s3" => {}
         "none" if content_type == ContentType::Archive => {
             bail!("Cannot create empty disk with content type archive")
         }
         "none" => return create_blank(&target, block, size, preallocate),
-        other => bail!("Unknown data source: {other} (supported: http, registry, none)"),
+        other => bail!("Unknown data source: {other} (supported: http, registry, s3, none)"),
     }
     let endpoint =
         env("IMPORTER_ENDPOINT").context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
@@ -109,6 +110,12 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     request.http.insecure_tls =
         env("INSECURE_TLS").is_some_and(|v| parse_bool(&v).unwrap_or(false));
     // CDI names only the architecture; registry images are linux ones.
+    if source == "s3" {
+        request.s3 = Some(S3Options {
+            endpoint: env("AWS_ENDPOINT_URL"),
+            region: env("AWS_REGION"),
+        });
+    }
     request.platform =
         env("IMPORTER_REGISTRY_IMAGE_ARCHITECTURE").map(|arch| format!("linux/{arch}"));
     request.http.headers = extra_headers(&paths.secret_headers)?;

@@ -17,6 +17,7 @@ use crate::progress::{CountingReader, Progress};
 use crate::sink::{SparseSink, Target};
 use crate::source::http::HttpOptions;
 use crate::source::registry::{self, RegistryOptions};
+use crate::source::s3::{self, S3Options};
 use crate::source::{OpenedSource, file, http};
 use crate::write_pool::WritePool;
 
@@ -61,6 +62,8 @@ pub struct ImportRequest {
     /// For registry sources: the platform (`os/arch[/variant]`) to pick from a multi-arch
     /// index; this machine's by default.
     pub platform: Option<String>,
+    /// Treat http(s) URLs as S3 objects (signed with the credentials); `s3://` always is.
+    pub s3: Option<S3Options>,
     pub preallocate: bool,
     pub hold: HoldLimits,
     pub progress: Arc<Progress>,
@@ -76,6 +79,7 @@ impl ImportRequest {
             checksum: None,
             http: HttpOptions::default(),
             platform: None,
+            s3: None,
             preallocate: false,
             hold: HoldLimits::default(),
             progress: Progress::new(),
@@ -108,7 +112,16 @@ pub async fn import(request: ImportRequest) -> Result<ImportOutcome, ImportError
 
 async fn open_source(request: &ImportRequest) -> Result<OpenedSource, ImportError> {
     let source = &request.source;
-    if source.starts_with("http://") || source.starts_with("https://") {
+    let is_http = source.starts_with("http://") || source.starts_with("https://");
+    if source.starts_with("s3://") || (is_http && request.s3.is_some()) {
+        return s3::open(
+            source,
+            &request.http,
+            &request.s3.clone().unwrap_or_default(),
+        )
+        .await;
+    }
+    if is_http {
         return http::open(source, &request.http).await;
     }
     if source.starts_with("docker://") || source.starts_with("oci-archive://") {
@@ -124,7 +137,7 @@ async fn open_source(request: &ImportRequest) -> Result<OpenedSource, ImportErro
         return Err(ImportError::InvalidSource(
             source.clone(),
             format!(
-                "unsupported scheme {scheme:?} (use a local path, http://, https://, docker:// or oci-archive://)"
+                "unsupported scheme {scheme:?} (use a local path, http://, https://, s3://, docker:// or oci-archive://)"
             ),
         ));
     }

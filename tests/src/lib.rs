@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 pub mod registry;
+pub mod s3;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -67,6 +67,14 @@ pub struct HttpOptions {
     pub cert_dir: Option<PathBuf>,
     pub insecure_tls: bool,
     pub retry: RetryPolicy,
+    /// Signs each request (S3's Signature Version 4) instead of basic auth.
+    pub signer: Option<Arc<dyn RequestSigner>>,
+}
+
+/// Adds authentication headers computed per request, such as a signature over the URL and
+/// the time.
+pub trait RequestSigner: fmt::Debug + Send + Sync {
+    fn sign(&self, method: &str, url: &Url) -> Vec<(HeaderName, HeaderValue)>;
 }
 
 /// Splits `Name: value` into a header pair.
@@ -153,6 +161,7 @@ struct HttpClient {
     retry: RetryPolicy,
     /// ETag or Last-Modified of the first response, so a resumed download is the same file.
     validator: Option<HeaderValue>,
+    signer: Option<Arc<dyn RequestSigner>>,
 }
 
 impl HttpClient {
@@ -184,6 +193,7 @@ impl HttpClient {
             headers,
             retry: options.retry.clone(),
             validator: None,
+            signer: options.signer.clone(),
         })
     }
 
@@ -226,7 +236,11 @@ impl HttpClient {
             .client
             .get(self.url.clone())
             .headers(self.headers.clone());
-        if let Some(credentials) = &self.credentials {
+        if let Some(signer) = &self.signer {
+            for (name, value) in signer.sign("GET", &self.url) {
+                request = request.header(name, value);
+            }
+        } else if let Some(credentials) = &self.credentials {
             request = request.basic_auth(&credentials.username, Some(&credentials.password));
         }
         if let Some((start, end)) = range {

@@ -5,6 +5,7 @@
 pub mod file;
 pub mod http;
 pub mod registry;
+pub mod s3;
 
 use std::io::{self, Read};
 use std::sync::Arc;
