@@ -52,6 +52,7 @@ const HTTP_CASES: &[&str] = &[
     "v2.qcow2",
     "zlib.qcow2",
     "zstd.qcow2",
+    "zlib-big.qcow2",
     "c2m.qcow2",
     "c512.qcow2",
     "extl2.qcow2",

@@ -312,29 +312,45 @@ pub(crate) fn read_extents(
     progress: &Arc<Progress>,
 ) -> Result<(), ImportError> {
     let pieces: Vec<(u64, u64)> = extents.iter().map(|e| (e.host, e.host_len)).collect();
+    // Packed compressed clusters share sectors, so a batch can start inside the bytes of the
+    // one before; those are kept rather than fetched again with a new request.
+    let max_overlap = extents.iter().map(|e| e.host_len).max().unwrap_or(0) as usize;
+    let open = |start: u64, end: u64| -> Result<Box<dyn Read + Send + '_>, ImportError> {
+        let stream = source
+            .read_range(start, end - start)
+            .map_err(ImportError::from_read)?;
+        Ok(Box::new(CountingReader::new(stream, progress.clone())))
+    };
     let mut i = 0;
     while i < extents.len() {
         let (run_stop, run_end) = run_end(&pieces, i);
-        let mut stream: Option<Box<dyn Read + Send + '_>> = None;
-        let mut pos = u64::MAX;
+        let mut pos = extents[i].host;
+        let mut stream = open(pos, run_end)?;
+        let mut tail: Vec<u8> = Vec::new();
         while i < run_stop {
             let (batch_stop, batch_end) = batch_end(extents, i, run_stop);
             let batch_start = extents[i].host;
-            if batch_start < pos {
-                // Packed compressed clusters can share a sector across a batch boundary.
-                let fresh = source
-                    .read_range(batch_start, run_end - batch_start)
-                    .map_err(ImportError::from_read)?;
-                stream = Some(Box::new(CountingReader::new(fresh, progress.clone())));
-                pos = batch_start;
-            }
-            let stream = stream.as_mut().expect("opened above");
-            skip(stream, batch_start - pos)?;
             let mut buf = pool.buffer()?;
-            buf.resize((batch_end - batch_start) as usize, 0);
+            buf.clear();
+            if batch_start < pos {
+                let back = (pos - batch_start) as usize;
+                if back <= tail.len() {
+                    buf.extend_from_slice(&tail[tail.len() - back..]);
+                } else {
+                    stream = open(batch_start, run_end)?;
+                    pos = batch_start;
+                }
+            }
+            skip(&mut stream, batch_start.saturating_sub(pos))?;
+            let from = pos.max(batch_start);
+            let kept = buf.len();
+            buf.resize(kept + (batch_end - from) as usize, 0);
             stream
-                .read_exact(&mut buf)
+                .read_exact(&mut buf[kept..])
                 .map_err(ImportError::from_read)?;
+            pos = batch_end;
+            tail.clear();
+            tail.extend_from_slice(&buf[buf.len().saturating_sub(max_overlap)..]);
             let blocks = extents[i..batch_stop]
                 .iter()
                 .map(|e| {
@@ -343,7 +359,6 @@ pub(crate) fn read_extents(
                 })
                 .collect();
             pool.submit(Batch { buf, blocks })?;
-            pos = batch_end;
             i = batch_stop;
         }
     }

@@ -21,8 +21,10 @@ use super::{OpenedSource, RandomAccess};
 use crate::error::ImportError;
 use crate::stream::{ChannelReader, Chunk};
 
-/// Chunks of a body in flight between the network task and the pipeline.
-const BODY_CHANNEL_DEPTH: usize = 64;
+/// Chunks of a body in flight between the network task and the pipeline. hyper hands out
+/// reads of up to ~400 KiB, so this bounds the queue to a few MiB (and the read-ahead wasted
+/// when a range stream is dropped early).
+const BODY_CHANNEL_DEPTH: usize = 8;
 
 /// Basic-auth credentials. Never printed.
 #[derive(Clone, Default)]
