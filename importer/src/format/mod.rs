@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod detect;
 pub mod extent;
+mod fields;
 pub mod qcow2;
 pub mod raw;
 pub mod vdi;

@@ -3,6 +3,7 @@
 use super::DiskFormat;
 use super::extent::{Extent, ExtentKind, ImageMap, MetaRead};
 use crate::error::ImportError;
+use crate::format::fields::{le32, le64};
 
 const HEADER_LEN: usize = 0x190;
 const SIGNATURE: u32 = 0xbeda_107f;
@@ -12,14 +13,6 @@ const TYPE_STATIC: u32 = 2;
 /// Block map entries at or above this are unallocated (0xffffffff) or discarded/zero.
 const FIRST_UNALLOCATED: u32 = 0xffff_fffe;
 const MAX_MAP_BYTES: u64 = 64 << 20;
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
 
 fn invalid(field: &str, reason: impl std::fmt::Display) -> ImportError {
     ImportError::InvalidFormat {

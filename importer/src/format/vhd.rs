@@ -6,6 +6,7 @@
 use super::DiskFormat;
 use super::extent::{Extent, ExtentKind, ImageMap, MetaRead};
 use crate::error::ImportError;
+use crate::format::fields::{be32, be64};
 
 pub const FOOTER_LEN: usize = 512;
 const DYNAMIC_HEADER_LEN: usize = 1024;
@@ -23,14 +24,6 @@ fn invalid(reason: impl Into<String>) -> ImportError {
         format: DiskFormat::Vhd,
         reason: reason.into(),
     }
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn be64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// The hard disk footer.

@@ -5,6 +5,7 @@
 use super::DiskFormat;
 use super::extent::{Extent, ExtentKind, ImageMap, MetaRead};
 use crate::error::ImportError;
+use crate::format::fields::{le16, le32, le64};
 
 const HEADER_OFFSETS: [u64; 2] = [64 << 10, 128 << 10];
 const REGION_TABLE_OFFSET: u64 = 192 << 10;
@@ -22,18 +23,6 @@ fn invalid(field: &str, reason: impl std::fmt::Display) -> ImportError {
         format: DiskFormat::Vhdx,
         reason: format!("{field}: {reason}"),
     }
-}
-
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// A GUID as VHDX stores it: the first three fields little-endian, the rest as written.

@@ -9,6 +9,7 @@ use super::DiskFormat;
 use super::cluster::BlockCodec;
 use super::extent::{BatchBuilder, Extent, ExtentKind, ImageMap, MetaRead, skip};
 use crate::error::ImportError;
+use crate::format::fields::{le16, le32, le64};
 use crate::write_pool::WritePool;
 
 const HEADER_LEN: usize = 512;
@@ -32,18 +33,6 @@ fn unsupported(reason: impl Into<String>) -> ImportError {
         format: DiskFormat::Vmdk,
         reason: reason.into(),
     }
-}
-
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// The sparse extent header (`KDMV`).

@@ -2,6 +2,7 @@
 
 use crate::error::ImportError;
 use crate::format::cluster::BlockCodec;
+use crate::format::fields::{be32, be64};
 
 const MAGIC: &[u8; 4] = b"QFI\xfb";
 const V2_HEADER_LEN: usize = 72;
@@ -35,14 +36,6 @@ pub struct Qcow2Header {
     pub codec: BlockCodec,
     pub extended_l2: bool,
     pub dirty: bool,
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn be64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 fn invalid(msg: impl Into<String>) -> ImportError {
