@@ -9,10 +9,10 @@ use std::time::Duration;
 use ferrovirt_tests::registry::{
     ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
 };
-use ferrovirt_tests::{TempDir, fixture, sha256_file};
-use importer::ImportError;
+use ferrovirt_tests::{TempDir, fixture, reference_sha256, sha256_file};
 use importer::source::http::Credentials;
 use importer::source::registry::{RegistryOptions, open};
+use importer::{ImportError, ImportRequest, import};
 use sha2::{Digest, Sha256};
 
 /// Every test is bounded: a hung registry or reader fails the test instead of CI.
@@ -413,6 +413,69 @@ async fn oci_archive_holds_a_containerdisk() {
             open(&missing, &amd).await.err(),
             Some(ImportError::OpenSource { .. })
         ));
+    })
+    .await
+}
+
+/// The whole pipeline from a registry: the converted disk is byte-identical to
+/// `qemu-img convert -O raw`, also when the disk file in the image is itself compressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_import_from_a_registry_matches_qemu_img() {
+    bounded(async {
+        let registry = RegistryServer::start(RegistryServerOptions::default());
+        for (i, disk) in ["v3.qcow2", "zstd.qcow2", "raw.img.xz"]
+            .into_iter()
+            .enumerate()
+        {
+            let layout =
+                OciLayout::image(&container_disk("linux/amd64", disk, LayerCompression::Gzip));
+            let repo = format!("full{i}:v1");
+            registry.push(&layout, &repo);
+            let dir = TempDir::new("registry-import");
+            let mut request = ImportRequest::new(registry.reference(&repo), dir.join("disk.img"));
+            request.http.insecure_tls = true;
+            import(request)
+                .await
+                .unwrap_or_else(|e| panic!("{disk}: {e}"));
+            assert_eq!(
+                sha256_file(&dir.join("disk.img")).unwrap(),
+                reference_sha256(disk),
+                "{disk}: differs from qemu-img"
+            );
+        }
+    })
+    .await
+}
+
+/// A tampered layer fails the import and leaves no target behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_import_of_a_tampered_layer_fails() {
+    bounded(async {
+        let registry = RegistryServer::start(RegistryServerOptions::default());
+        let layout = OciLayout::image(&container_disk(
+            "linux/amd64",
+            "v3.qcow2",
+            LayerCompression::None,
+        ));
+        registry.push(&layout, "tampered:v1");
+        let disk_layer = &layout.layers[0][1];
+        let size = std::fs::metadata(registry.blob_path(disk_layer))
+            .unwrap()
+            .len();
+        registry.tamper_blob(disk_layer, size / 2);
+        let dir = TempDir::new("registry-import");
+        let mut request =
+            ImportRequest::new(registry.reference("tampered:v1"), dir.join("disk.img"));
+        request.http.insecure_tls = true;
+        let text = import(request).await.expect_err("tampered").to_string();
+        assert!(
+            text.contains(&format!("layer {disk_layer} digest mismatch")),
+            "{text}"
+        );
+        assert!(
+            !dir.join("disk.img").exists(),
+            "a failed import left a target"
+        );
     })
     .await
 }
