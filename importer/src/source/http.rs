@@ -294,7 +294,7 @@ fn validator(headers: &HeaderMap) -> Option<HeaderValue> {
 }
 
 /// Every error in the chain, so "error sending request" says why.
-fn error_chain(err: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -305,11 +305,11 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-/// Reads every regular, non-hidden file of `dir` as PEM certificates (a mounted ConfigMap
-/// also holds `..data` links, which are skipped).
-fn load_ca_dir(dir: &Path) -> Result<Vec<reqwest::Certificate>, ImportError> {
+/// The contents of every regular, non-hidden file of a CA directory (a mounted ConfigMap
+/// also holds `..data` links, which are skipped), with the file's path.
+pub(crate) fn ca_dir_files(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, ImportError> {
     let bad = |e: &dyn fmt::Display| ImportError::Tls(format!("cert dir {}: {e}", dir.display()));
-    let mut certs = Vec::new();
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| bad(&e))? {
         let entry = entry.map_err(|e| bad(&e))?;
         let path = entry.path();
@@ -317,6 +317,15 @@ fn load_ca_dir(dir: &Path) -> Result<Vec<reqwest::Certificate>, ImportError> {
             continue;
         }
         let pem = std::fs::read(&path).map_err(|e| bad(&e))?;
+        files.push((path, pem));
+    }
+    Ok(files)
+}
+
+/// Every certificate in a CA directory's files, trusted besides the system's.
+fn load_ca_dir(dir: &Path) -> Result<Vec<reqwest::Certificate>, ImportError> {
+    let mut certs = Vec::new();
+    for (path, pem) in ca_dir_files(dir)? {
         let found = reqwest::Certificate::from_pem_bundle(&pem)
             .map_err(|e| ImportError::Tls(format!("{}: {e}", path.display())))?;
         if found.is_empty() {
@@ -325,7 +334,10 @@ fn load_ca_dir(dir: &Path) -> Result<Vec<reqwest::Certificate>, ImportError> {
         certs.extend(found);
     }
     if certs.is_empty() {
-        return Err(bad(&"no PEM certificates found"));
+        return Err(ImportError::Tls(format!(
+            "cert dir {}: no PEM certificates found",
+            dir.display()
+        )));
     }
     Ok(certs)
 }

@@ -23,6 +23,7 @@ use super::manifest::{
     select_platform,
 };
 use crate::error::ImportError;
+use crate::source::http::{ca_dir_files, error_chain};
 
 /// A registry and the image in it.
 pub(super) struct Distribution {
@@ -203,25 +204,17 @@ async fn speaks_tls(registry: &str) -> bool {
         .is_ok()
 }
 
-/// Every regular, non-hidden file of `dir` as PEM certificates (a mounted ConfigMap also
-/// holds `..data` links, which are skipped).
+/// Every certificate in a CA directory, one per entry (oci-client reads each with
+/// `from_pem`).
 fn load_ca_dir(dir: &Path) -> Result<Vec<Certificate>, ImportError> {
-    let bad =
-        |e: &dyn std::fmt::Display| ImportError::Tls(format!("cert dir {}: {e}", dir.display()));
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
     let mut certs = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| bad(&e))? {
-        let entry = entry.map_err(|e| bad(&e))?;
-        let path = entry.path();
-        if entry.file_name().to_string_lossy().starts_with('.') || !path.is_file() {
-            continue;
-        }
-        let pem = std::fs::read_to_string(&path)
-            .map_err(|e| ImportError::Tls(format!("{}: {e}", path.display())))?;
-        // One certificate per entry: oci-client reads each with `from_pem`.
-        const END: &str = "-----END CERTIFICATE-----";
+    for (path, pem) in ca_dir_files(dir)? {
+        let pem = String::from_utf8_lossy(&pem);
         for block in pem.split_inclusive(END).filter(|b| b.contains(END)) {
             let start = block
-                .find("-----BEGIN CERTIFICATE-----")
+                .find(BEGIN)
                 .ok_or_else(|| ImportError::Tls(format!("{}: malformed PEM", path.display())))?;
             let data = block.as_bytes()[start..].to_vec();
             reqwest::Certificate::from_pem(&data)
@@ -233,19 +226,10 @@ fn load_ca_dir(dir: &Path) -> Result<Vec<Certificate>, ImportError> {
         }
     }
     if certs.is_empty() {
-        return Err(bad(&"no PEM certificates found"));
+        return Err(ImportError::Tls(format!(
+            "cert dir {}: no PEM certificates found",
+            dir.display()
+        )));
     }
     Ok(certs)
-}
-
-/// Every error in the chain, so "error sending request" says why.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
