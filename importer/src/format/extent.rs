@@ -17,6 +17,9 @@ use crate::write_pool::{BATCH_BYTES, Batch, Block, BlockKind, WritePool};
 /// new request.
 const COALESCE_GAP: u64 = 1 << 20;
 
+/// The largest uncompressed extent handed to the write pool.
+pub const MAX_DATA_EXTENT: u64 = 1 << 20;
+
 /// A run of image-file bytes that holds data for the virtual range starting at `virt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
@@ -54,11 +57,33 @@ pub struct ImageMap {
 }
 
 impl ImageMap {
-    pub fn new(virtual_size: u64, mut extents: Vec<Extent>) -> Self {
-        extents.sort_unstable_by_key(|e| (e.host, e.virt));
+    /// Sorts the extents by host offset and splits uncompressed ones into pieces of at most
+    /// [`MAX_DATA_EXTENT`], so that a format's large blocks (VHDX allows 256 MiB) never need
+    /// more than a pool buffer.
+    pub fn new(virtual_size: u64, extents: Vec<Extent>) -> Self {
+        let mut split = Vec::with_capacity(extents.len());
+        for extent in extents {
+            match extent.kind {
+                ExtentKind::Data if extent.host_len > MAX_DATA_EXTENT => {
+                    let mut done = 0;
+                    while done < extent.host_len {
+                        let len = MAX_DATA_EXTENT.min(extent.host_len - done);
+                        split.push(Extent {
+                            host: extent.host + done,
+                            host_len: len,
+                            virt: extent.virt + done,
+                            ..extent
+                        });
+                        done += len;
+                    }
+                }
+                _ => split.push(extent),
+            }
+        }
+        split.sort_unstable_by_key(|e| (e.host, e.virt));
         Self {
             virtual_size,
-            extents,
+            extents: split,
         }
     }
 }
@@ -428,5 +453,28 @@ impl<'a> BatchBuilder<'a> {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_blocks_are_split_to_fit_a_pool_buffer() {
+        let block = Extent {
+            host: 8 << 20,
+            host_len: 32 << 20,
+            virt: 0,
+            kind: ExtentKind::Data,
+        };
+        let map = ImageMap::new(32 << 20, vec![block]);
+        assert_eq!(map.extents.len(), 32);
+        assert!(
+            map.extents
+                .iter()
+                .all(|e| e.host_len == MAX_DATA_EXTENT && e.host - e.virt == 8 << 20)
+        );
+        assert_eq!(map.extents.last().unwrap().virt, 31 << 20);
     }
 }
