@@ -1,5 +1,6 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
+mod csi_driver;
 mod import;
 mod importer_pod;
 
@@ -26,6 +27,9 @@ enum Command {
     /// The importer pod entrypoint: reads CDI's importer environment, writes /data/disk.img
     /// or /dev/cdi-block-volume and a termination message.
     Importer,
+    /// The CSI hostpath driver: Identity, Controller and Node services on a unix socket over
+    /// this node's storage pools.
+    CsiDriver(Box<csi_driver::CsiDriverArgs>),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Import(args) => import::run(*args).await,
             Command::Importer => importer_pod::run().await,
+            Command::CsiDriver(args) => csi_driver::run(*args).await,
         }
     });
     match result {

@@ -1,0 +1,107 @@
+//! Loop devices for volume images, through util-linux's `losetup`: attach (reusing an existing
+//! attachment of the same file), find, refresh the size after a resize, detach.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Result};
+
+fn losetup(args: &[&std::ffi::OsStr]) -> Result<String> {
+    let output = Command::new("losetup")
+        .args(args)
+        .output()
+        .map_err(|err| Error::Command {
+            program: "losetup".into(),
+            detail: err.to_string(),
+        })?;
+    if !output.status.success() {
+        return Err(Error::Command {
+            program: "losetup".into(),
+            detail: format!(
+                "{}: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The loop devices currently backed by `image`.
+pub fn find(image: &Path) -> Result<Vec<PathBuf>> {
+    let out = losetup(&["-j".as_ref(), image.as_os_str()])?;
+    // Lines look like "/dev/loop3: []: (/path/to/image)".
+    Ok(out
+        .lines()
+        .filter_map(|line| line.split_once(':').map(|(dev, _)| PathBuf::from(dev)))
+        .collect())
+}
+
+/// Attaches `image` to a loop device, or returns the device it is already attached to.
+pub fn attach(image: &Path) -> Result<PathBuf> {
+    if let Some(dev) = find(image)?.into_iter().next() {
+        return Ok(dev);
+    }
+    let out = losetup(&["--find".as_ref(), "--show".as_ref(), image.as_os_str()])?;
+    let dev = out.trim();
+    if dev.is_empty() {
+        return Err(Error::Command {
+            program: "losetup".into(),
+            detail: format!("no device printed for {}", image.display()),
+        });
+    }
+    Ok(PathBuf::from(dev))
+}
+
+/// Makes the loop device see the backing file's current size.
+pub fn refresh_size(device: &Path) -> Result<()> {
+    losetup(&["--set-capacity".as_ref(), device.as_os_str()]).map(|_| ())
+}
+
+/// Detaches every loop device backed by `image`, and waits (up to two seconds) until they are
+/// gone: a device that something else has open at that moment (udev, any `losetup` scanning
+/// devices) is only marked to detach on last close, and must not be reused meanwhile.
+pub fn detach_all(image: &Path) -> Result<()> {
+    let devices = find(image)?;
+    if devices.is_empty() {
+        return Ok(());
+    }
+    for dev in &devices {
+        losetup(&["--detach".as_ref(), dev.as_os_str()])?;
+    }
+    for _ in 0..40 {
+        if find(image)?.is_empty() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    tracing::warn!(image = %image.display(), "loop device still attached after detach");
+    Ok(())
+}
+
+/// Attaches `image` to a new read-only loop device. A read-only bind mount does not stop writes
+/// to a device node (the mount's flag covers the filesystem, not the device behind the node),
+/// so a read-only block publication needs a device that is itself read-only.
+pub fn attach_read_only(image: &Path) -> Result<PathBuf> {
+    let out = losetup(&[
+        "--find".as_ref(),
+        "--show".as_ref(),
+        "--read-only".as_ref(),
+        image.as_os_str(),
+    ])?;
+    Ok(PathBuf::from(out.trim()))
+}
+
+/// Whether the loop device is read-only.
+pub fn is_read_only(device: &Path) -> bool {
+    let Some(name) = device.file_name() else {
+        return false;
+    };
+    let ro = Path::new("/sys/block").join(name).join("ro");
+    std::fs::read_to_string(ro).is_ok_and(|v| v.trim() == "1")
+}
+
+/// Detaches one loop device.
+pub fn detach(device: &Path) -> Result<()> {
+    losetup(&["--detach".as_ref(), device.as_os_str()]).map(|_| ())
+}

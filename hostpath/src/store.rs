@@ -1,0 +1,1118 @@
+//! The hostpath store: every pool, volume and snapshot of this node, the operations on them, and
+//! their persisted records.
+//!
+//! Ordering rules that make a kill -9 harmless: data first, record second on creation (an image
+//! without a record is an orphan, removed at the next start, and the CO's retry makes it again);
+//! record first, data second on deletion. Operations hold one lock for their whole duration, so
+//! the in-memory view and the records never disagree; the CO serialises calls per volume anyway.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::copy::{CopyMethod, copy_image};
+use crate::error::{Error, IoContext, Result};
+use crate::persist::{RecordDir, sync_dir};
+use crate::pool::Pool;
+use crate::{filesystem, loopdev, mount};
+
+/// Size given to a volume whose request names none.
+pub const DEFAULT_VOLUME_SIZE: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+const IMAGE_NAME: &str = "volume.img";
+
+/// How a volume is consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VolumeMode {
+    /// An ext4 filesystem, mounted.
+    Filesystem,
+    /// A raw block device (a loop device).
+    Block,
+}
+
+/// What a new volume is filled from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VolumeSource {
+    /// Restored from this snapshot.
+    Snapshot(String),
+    /// Cloned from this volume.
+    Volume(String),
+}
+
+/// A request to create a volume.
+#[derive(Clone, Debug)]
+pub struct CreateVolume {
+    /// The CO's name for it; the key for idempotency.
+    pub name: String,
+    /// At least this many bytes (0: unspecified).
+    pub required_bytes: u64,
+    /// At most this many bytes (0: unlimited).
+    pub limit_bytes: u64,
+    /// The pool; `None` is the default pool.
+    pub pool: Option<String>,
+    pub mode: VolumeMode,
+    pub source: Option<VolumeSource>,
+    /// An inline ephemeral volume: deleted when unpublished.
+    pub ephemeral: bool,
+}
+
+/// A volume as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeRecord {
+    pub id: String,
+    pub name: String,
+    pub pool: String,
+    /// The image's length in bytes: the most the volume can hold.
+    pub size: u64,
+    pub mode: VolumeMode,
+    pub source: Option<VolumeSource>,
+    pub created_unix_secs: u64,
+    #[serde(default)]
+    pub ephemeral: bool,
+    /// The staging path, when staged.
+    #[serde(default)]
+    pub staged: Option<PathBuf>,
+    /// Published target paths, each with whether it is read-only.
+    #[serde(default)]
+    pub published: BTreeMap<PathBuf, bool>,
+    /// The filesystem inside is smaller than the image (after an expansion, a restore into a
+    /// bigger volume); grown at the next stage or node expansion.
+    #[serde(default)]
+    pub grow_fs: bool,
+}
+
+/// A request to snapshot a volume.
+#[derive(Clone, Debug)]
+pub struct CreateSnapshot {
+    pub name: String,
+    pub source_volume_id: String,
+}
+
+/// A snapshot as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub id: String,
+    pub name: String,
+    pub source_volume_id: String,
+    pub pool: String,
+    pub size: u64,
+    pub created_unix_secs: u64,
+    pub created_nanos: u32,
+}
+
+/// How a volume is being staged or published.
+#[derive(Clone, Debug)]
+pub enum AccessType {
+    /// Mount the filesystem, with these mount options.
+    Mount { fs_type: String, flags: Vec<String> },
+    /// Hand out the block device.
+    Block,
+}
+
+/// Usage figures of a published volume.
+#[derive(Clone, Debug, Default)]
+pub struct VolumeStats {
+    pub total_bytes: u64,
+    pub used_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    pub total_inodes: Option<u64>,
+    pub used_inodes: Option<u64>,
+    pub free_inodes: Option<u64>,
+    /// Why the volume is abnormal, if it is.
+    pub abnormal: Option<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    volumes: BTreeMap<String, VolumeRecord>,
+    snapshots: BTreeMap<String, SnapshotRecord>,
+}
+
+/// Every pool, volume and snapshot of this node.
+pub struct HostPathStore {
+    pools: Vec<Pool>,
+    state_dir: PathBuf,
+    volume_records: RecordDir,
+    snapshot_records: RecordDir,
+    inner: Mutex<Inner>,
+}
+
+fn now() -> (u64, u32) {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (since.as_secs(), since.subsec_nanos())
+}
+
+/// The id for a CO-given name: the name itself when it is path-safe (Kubernetes' `pvc-<uid>`
+/// and `snapshot-<uid>` are), otherwise `h-` and a 64-bit FNV-1a hash of it.
+pub fn id_for_name(name: &str) -> String {
+    let safe = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && !name.starts_with("h-")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if safe {
+        return name.to_string();
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("h-{hash:016x}")
+}
+
+/// The size to give a volume: the request rounded up to whole MiB (4 KiB when the limit does
+/// not allow that), within `[required, limit]`.
+fn choose_size(required: u64, limit: u64, minimum: u64) -> Result<u64> {
+    if limit != 0 && required > limit {
+        return Err(Error::InvalidArgument(format!(
+            "required bytes {required} exceed limit bytes {limit}"
+        )));
+    }
+    let wanted = if required == 0 {
+        if limit != 0 {
+            limit.min(DEFAULT_VOLUME_SIZE)
+        } else {
+            DEFAULT_VOLUME_SIZE
+        }
+    } else {
+        required
+    }
+    .max(minimum);
+    for unit in [MIB, 4096] {
+        let rounded = wanted.div_ceil(unit).saturating_mul(unit);
+        if limit == 0 || rounded <= limit {
+            return Ok(rounded);
+        }
+    }
+    Err(Error::OutOfRange(format!(
+        "no size of whole 4 KiB blocks between {wanted} and {limit} bytes"
+    )))
+}
+
+impl HostPathStore {
+    /// Opens the store: creates the pools' directories, loads the records from `state_dir` and
+    /// removes what interrupted operations left behind. The first pool is the default.
+    pub fn open(pools: Vec<Pool>, state_dir: impl Into<PathBuf>) -> Result<Self> {
+        if pools.is_empty() {
+            return Err(Error::InvalidArgument(
+                "at least one storage pool is needed".into(),
+            ));
+        }
+        let mut names = BTreeSet::new();
+        for pool in &pools {
+            if !names.insert(pool.name.clone()) {
+                return Err(Error::InvalidArgument(format!(
+                    "storage pool {:?} is configured twice",
+                    pool.name
+                )));
+            }
+            for dir in [pool.path.join("csi"), pool.path.join("csi-snapshots")] {
+                fs::create_dir_all(&dir).at("create", &dir)?;
+            }
+        }
+        let state_dir = state_dir.into();
+        let volume_records = RecordDir::open(state_dir.join("volumes"))?;
+        let snapshot_records = RecordDir::open(state_dir.join("snapshots"))?;
+        let mut inner = Inner::default();
+        for record in volume_records.load_all::<VolumeRecord>()? {
+            inner.volumes.insert(record.id.clone(), record);
+        }
+        for record in snapshot_records.load_all::<SnapshotRecord>()? {
+            inner.snapshots.insert(record.id.clone(), record);
+        }
+        let store = Self {
+            pools,
+            state_dir,
+            volume_records,
+            snapshot_records,
+            inner: Mutex::new(inner),
+        };
+        store.remove_orphans()?;
+        Ok(store)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave records half-written (they are written
+        // atomically), so a poisoned lock is safe to take over.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configured pools; the first is the default.
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
+    }
+
+    /// Where the store keeps its records (and ephemeral volumes' staging directories).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    fn pool(&self, name: Option<&str>) -> Result<&Pool> {
+        match name {
+            None | Some("") => Ok(&self.pools[0]),
+            Some(name) => self
+                .pools
+                .iter()
+                .find(|p| p.name == name)
+                .ok_or_else(|| Error::InvalidArgument(format!("unknown storage pool {name:?}"))),
+        }
+    }
+
+    fn volume_dir(pool: &Pool, id: &str) -> PathBuf {
+        pool.path.join("csi").join(id)
+    }
+
+    /// The image file of a volume.
+    pub fn volume_image(&self, record: &VolumeRecord) -> Result<PathBuf> {
+        let pool = self.pool(Some(&record.pool)).map_err(|_| {
+            Error::FailedPrecondition(format!(
+                "volume {} is in storage pool {:?}, which is not configured",
+                record.id, record.pool
+            ))
+        })?;
+        Ok(Self::volume_dir(pool, &record.id).join(IMAGE_NAME))
+    }
+
+    fn snapshot_image(&self, record: &SnapshotRecord) -> Result<PathBuf> {
+        let pool = self.pool(Some(&record.pool)).map_err(|_| {
+            Error::FailedPrecondition(format!(
+                "snapshot {} is in storage pool {:?}, which is not configured",
+                record.id, record.pool
+            ))
+        })?;
+        Ok(pool
+            .path
+            .join("csi-snapshots")
+            .join(format!("{}.img", record.id)))
+    }
+
+    /// Removes images that have no record: left by a create or delete that was interrupted.
+    /// Only what this store makes is touched (a directory holding just `volume.img`, a
+    /// snapshot `.img`), never other content of the pool.
+    fn remove_orphans(&self) -> Result<()> {
+        let inner = self.lock();
+        for pool in &self.pools {
+            let csi = pool.path.join("csi");
+            for entry in fs::read_dir(&csi).at("read directory", &csi)? {
+                let entry = entry.at("read directory", &csi)?;
+                let id = entry.file_name().to_string_lossy().into_owned();
+                if inner.volumes.get(&id).is_some_and(|v| v.pool == pool.name) {
+                    continue;
+                }
+                let dir = entry.path();
+                let Ok(children) = fs::read_dir(&dir) else {
+                    continue;
+                };
+                let children: Vec<_> = children.flatten().map(|c| c.file_name()).collect();
+                let ours = children.iter().all(|c| {
+                    let c = c.to_string_lossy();
+                    c == IMAGE_NAME || c.starts_with(".volume.img")
+                });
+                if ours {
+                    tracing::warn!(pool = %pool.name, volume = %id, "removing orphaned volume image");
+                    fs::remove_dir_all(&dir).at("remove", &dir)?;
+                }
+            }
+            let snaps = pool.path.join("csi-snapshots");
+            for entry in fs::read_dir(&snaps).at("read directory", &snaps)? {
+                let entry = entry.at("read directory", &snaps)?;
+                let file = entry.file_name().to_string_lossy().into_owned();
+                let Some(id) = file.strip_suffix(".img") else {
+                    continue;
+                };
+                if inner.snapshots.get(id).is_none_or(|s| s.pool != pool.name) {
+                    tracing::warn!(pool = %pool.name, snapshot = %id, "removing orphaned snapshot image");
+                    fs::remove_file(entry.path()).at("remove", &entry.path())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes a pool can still give to new volumes: what its filesystem has free, less what
+    /// existing volumes may still grow into (their size minus what they already occupy).
+    pub fn available_bytes(&self, pool: Option<&str>) -> Result<u64> {
+        let pool = self.pool(pool)?;
+        let inner = self.lock();
+        self.available_locked(&inner, pool)
+    }
+
+    fn available_locked(&self, inner: &Inner, pool: &Pool) -> Result<u64> {
+        let vfs = rustix::fs::statvfs(&pool.path).at("statfs", &pool.path)?;
+        let free = vfs.f_bavail.saturating_mul(vfs.f_frsize);
+        let mut promised = 0u64;
+        for volume in inner.volumes.values().filter(|v| v.pool == pool.name) {
+            let image = Self::volume_dir(pool, &volume.id).join(IMAGE_NAME);
+            let occupied = fs::metadata(&image).map(|m| m.blocks() * 512).unwrap_or(0);
+            promised = promised.saturating_add(volume.size.saturating_sub(occupied));
+        }
+        Ok(free.saturating_sub(promised))
+    }
+
+    /// Creates a volume, or returns the existing one of the same name if it is compatible.
+    pub fn create_volume(&self, req: &CreateVolume) -> Result<VolumeRecord> {
+        if req.name.is_empty() {
+            return Err(Error::InvalidArgument("volume name is required".into()));
+        }
+        let pool = self.pool(req.pool.as_deref())?.clone();
+        let id = id_for_name(&req.name);
+        let mut inner = self.lock();
+        if let Some(existing) = inner.volumes.get(&id) {
+            let fits = existing.size >= req.required_bytes
+                && (req.limit_bytes == 0 || existing.size <= req.limit_bytes);
+            if existing.name == req.name
+                && fits
+                && existing.source == req.source
+                && existing.mode == req.mode
+                && existing.pool == pool.name
+            {
+                return Ok(existing.clone());
+            }
+            return Err(Error::AlreadyExists(format!(
+                "volume {:?} exists with size {}, mode {:?}, pool {:?} and source {:?}",
+                req.name, existing.size, existing.mode, existing.pool, existing.source
+            )));
+        }
+        // Where the data comes from, and the smallest size that holds it.
+        let source_image = match &req.source {
+            None => None,
+            Some(VolumeSource::Snapshot(snap)) => {
+                let snap = inner.snapshots.get(snap).ok_or_else(|| {
+                    Error::NotFound(format!("source snapshot {snap:?} does not exist"))
+                })?;
+                Some((self.snapshot_image(snap)?, snap.size))
+            }
+            Some(VolumeSource::Volume(vol)) => {
+                let vol = inner.volumes.get(vol).ok_or_else(|| {
+                    Error::NotFound(format!("source volume {vol:?} does not exist"))
+                })?;
+                Some((self.volume_image(vol)?, vol.size))
+            }
+        };
+        let source_size = source_image.as_ref().map_or(0, |(_, size)| *size);
+        if req.limit_bytes != 0 && source_size > req.limit_bytes {
+            return Err(Error::OutOfRange(format!(
+                "the source holds {source_size} bytes, more than the limit of {} bytes",
+                req.limit_bytes
+            )));
+        }
+        let size = choose_size(req.required_bytes, req.limit_bytes, source_size)?;
+        let available = self.available_locked(&inner, &pool)?;
+        if size > available {
+            return Err(Error::ResourceExhausted {
+                pool: pool.name.clone(),
+                requested: size,
+                available,
+            });
+        }
+        let dir = Self::volume_dir(&pool, &id);
+        if dir.exists() {
+            // Left by an interrupted create of this very name: start over.
+            fs::remove_dir_all(&dir).at("remove", &dir)?;
+        }
+        fs::create_dir(&dir).at("create", &dir)?;
+        let image = dir.join(IMAGE_NAME);
+        match &source_image {
+            Some((src, _)) => {
+                let method = copy_image(src, &image)?;
+                tracing::debug!(volume = %id, ?method, "volume filled from its source");
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&image)
+                    .at("open", &image)?;
+                file.set_len(size).at("resize", &image)?;
+                file.sync_all().at("fsync", &image)?;
+            }
+            None => {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o660)
+                    .open(&image)
+                    .at("create", &image)?;
+                file.set_len(size).at("resize", &image)?;
+                file.sync_all().at("fsync", &image)?;
+            }
+        }
+        sync_dir(&dir)?;
+        sync_dir(&pool.path.join("csi"))?;
+        let record = VolumeRecord {
+            id: id.clone(),
+            name: req.name.clone(),
+            pool: pool.name.clone(),
+            size,
+            mode: req.mode,
+            source: req.source.clone(),
+            created_unix_secs: now().0,
+            ephemeral: req.ephemeral,
+            staged: None,
+            published: BTreeMap::new(),
+            grow_fs: size > source_size && source_size > 0,
+        };
+        self.volume_records.save(&id, &record)?;
+        inner.volumes.insert(id, record.clone());
+        Ok(record)
+    }
+
+    /// Deletes a volume; deleting one that does not exist succeeds.
+    pub fn delete_volume(&self, id: &str) -> Result<()> {
+        let mut inner = self.lock();
+        let Some(record) = inner.volumes.get(id) else {
+            return Ok(());
+        };
+        if record.staged.is_some() || !record.published.is_empty() {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {id} is still staged or published on this node"
+            )));
+        }
+        let image = self.volume_image(record)?;
+        self.volume_records.remove(id)?;
+        inner.volumes.remove(id);
+        let _ = loopdev::detach_all(&image);
+        if let Some(dir) = image.parent() {
+            match fs::remove_dir_all(dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => return Err(Error::io("remove", dir, err)),
+            }
+        }
+        Ok(())
+    }
+
+    /// One volume.
+    pub fn volume(&self, id: &str) -> Result<VolumeRecord> {
+        self.lock()
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))
+    }
+
+    /// Every volume, ordered by id.
+    pub fn volumes(&self) -> Vec<VolumeRecord> {
+        self.lock().volumes.values().cloned().collect()
+    }
+
+    /// Why a volume is abnormal (its pool is gone, its image is missing), or `None`.
+    pub fn volume_condition(&self, record: &VolumeRecord) -> Option<String> {
+        match self.volume_image(record) {
+            Err(err) => Some(err.to_string()),
+            Ok(image) if !image.exists() => {
+                Some(format!("volume image {} is missing", image.display()))
+            }
+            Ok(_) => None,
+        }
+    }
+
+    /// Grows a volume to at least `required` bytes (never shrinks). Returns the new size and
+    /// whether the node must act (grow the filesystem, refresh the loop device).
+    pub fn expand_volume(&self, id: &str, required: u64, limit: u64) -> Result<(u64, bool)> {
+        let mut inner = self.lock();
+        let record = inner
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        if limit != 0 && record.size > limit {
+            return Err(Error::OutOfRange(format!(
+                "volume {id} already holds {} bytes, more than the limit of {limit}",
+                record.size
+            )));
+        }
+        if required <= record.size {
+            return Ok((record.size, record.mode == VolumeMode::Filesystem));
+        }
+        let size = choose_size(required, limit, 0)?;
+        let pool = self.pool(Some(&record.pool))?.clone();
+        let available = self.available_locked(&inner, &pool)?;
+        if size - record.size > available {
+            return Err(Error::ResourceExhausted {
+                pool: pool.name,
+                requested: size - record.size,
+                available,
+            });
+        }
+        let image = self.volume_image(&record)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&image)
+            .at("open", &image)?;
+        file.set_len(size).at("resize", &image)?;
+        file.sync_all().at("fsync", &image)?;
+        let mut updated = record;
+        updated.size = size;
+        updated.grow_fs = updated.mode == VolumeMode::Filesystem;
+        self.volume_records.save(id, &updated)?;
+        inner.volumes.insert(id.to_string(), updated);
+        Ok((size, true))
+    }
+
+    /// Snapshots a volume (reflink where possible), or returns the existing snapshot of that
+    /// name if it is of the same volume. The copy method is `None` when nothing was copied.
+    pub fn create_snapshot(
+        &self,
+        req: &CreateSnapshot,
+    ) -> Result<(SnapshotRecord, Option<CopyMethod>)> {
+        if req.name.is_empty() {
+            return Err(Error::InvalidArgument("snapshot name is required".into()));
+        }
+        let id = id_for_name(&req.name);
+        let mut inner = self.lock();
+        if let Some(existing) = inner.snapshots.get(&id) {
+            if existing.name == req.name && existing.source_volume_id == req.source_volume_id {
+                return Ok((existing.clone(), None));
+            }
+            return Err(Error::AlreadyExists(format!(
+                "snapshot {:?} exists for volume {:?}",
+                req.name, existing.source_volume_id
+            )));
+        }
+        let volume = inner
+            .volumes
+            .get(&req.source_volume_id)
+            .cloned()
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "source volume {:?} does not exist",
+                    req.source_volume_id
+                ))
+            })?;
+        let src = self.volume_image(&volume)?;
+        // Flush what a mounted filesystem still holds in memory, so the copy is consistent
+        // with what the workload has written and synced.
+        if let Some(staged) = &volume.staged
+            && let Ok(dir) = fs::File::open(staged)
+        {
+            let _ = rustix::fs::syncfs(&dir);
+        }
+        let (secs, nanos) = now();
+        let record = SnapshotRecord {
+            id: id.clone(),
+            name: req.name.clone(),
+            source_volume_id: volume.id.clone(),
+            pool: volume.pool.clone(),
+            size: volume.size,
+            created_unix_secs: secs,
+            created_nanos: nanos,
+        };
+        let dst = self.snapshot_image(&record)?;
+        if dst.exists() {
+            fs::remove_file(&dst).at("remove", &dst)?;
+        }
+        let method = copy_image(&src, &dst)?;
+        if let Some(parent) = dst.parent() {
+            sync_dir(parent)?;
+        }
+        self.snapshot_records.save(&id, &record)?;
+        inner.snapshots.insert(id, record.clone());
+        Ok((record, Some(method)))
+    }
+
+    /// Deletes a snapshot; deleting one that does not exist succeeds.
+    pub fn delete_snapshot(&self, id: &str) -> Result<()> {
+        let mut inner = self.lock();
+        let Some(record) = inner.snapshots.get(id).cloned() else {
+            return Ok(());
+        };
+        self.snapshot_records.remove(id)?;
+        inner.snapshots.remove(id);
+        if let Ok(image) = self.snapshot_image(&record) {
+            match fs::remove_file(&image) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => return Err(Error::io("remove", image, err)),
+            }
+        }
+        Ok(())
+    }
+
+    /// One snapshot.
+    pub fn snapshot(&self, id: &str) -> Result<SnapshotRecord> {
+        self.lock()
+            .snapshots
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("snapshot {id:?} does not exist")))
+    }
+
+    /// Every snapshot, ordered by id.
+    pub fn snapshots(&self) -> Vec<SnapshotRecord> {
+        self.lock().snapshots.values().cloned().collect()
+    }
+
+    fn save_volume(&self, inner: &mut Inner, record: VolumeRecord) -> Result<()> {
+        self.volume_records.save(&record.id, &record)?;
+        inner.volumes.insert(record.id.clone(), record);
+        Ok(())
+    }
+
+    fn check_access(record: &VolumeRecord, access: &AccessType) -> Result<()> {
+        match (record.mode, access) {
+            (VolumeMode::Block, AccessType::Mount { .. }) => Err(Error::InvalidArgument(format!(
+                "volume {} is a block volume and cannot be mounted",
+                record.id
+            ))),
+            (VolumeMode::Filesystem, AccessType::Block) => Err(Error::InvalidArgument(format!(
+                "volume {} is a filesystem volume and cannot be used as a block device",
+                record.id
+            ))),
+            (_, AccessType::Mount { fs_type, .. }) if !fs_type.is_empty() && fs_type != "ext4" => {
+                Err(Error::InvalidArgument(format!(
+                    "filesystem type {fs_type:?} is not supported (only ext4)"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Stages a volume at `staging`: attaches its image to a loop device and, for a filesystem
+    /// volume, formats it on first use and mounts it there.
+    pub fn stage(&self, id: &str, staging: &Path, access: &AccessType) -> Result<()> {
+        let mut inner = self.lock();
+        let mut record = inner
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        Self::check_access(&record, access)?;
+        if let Some(current) = &record.staged {
+            if current != staging {
+                return Err(Error::AlreadyExists(format!(
+                    "volume {id} is already staged at {}",
+                    current.display()
+                )));
+            }
+            // Still in place (after a reboot it is not, and is set up again below).
+            let in_place = match record.mode {
+                VolumeMode::Block => !loopdev::find(&self.volume_image(&record)?)?.is_empty(),
+                VolumeMode::Filesystem => mount::mount_at(staging)?.is_some(),
+            };
+            if in_place {
+                return Ok(());
+            }
+        }
+        let image = self.volume_image(&record)?;
+        match access {
+            AccessType::Block => {
+                loopdev::attach(&image)?;
+            }
+            AccessType::Mount { flags, .. } => {
+                if filesystem::ensure_ext4(&image)? {
+                    record.grow_fs = false;
+                }
+                if record.grow_fs && loopdev::find(&image)?.is_empty() {
+                    // Not in use anywhere: grow it offline, before it is mounted.
+                    filesystem::grow_ext4_offline(&image)?;
+                    record.grow_fs = false;
+                }
+                let device = loopdev::attach(&image)?;
+                fs::create_dir_all(staging).at("create", staging)?;
+                if let Err(err) = mount::mount_ext4(&device, staging, flags, false) {
+                    let _ = loopdev::detach_all(&image);
+                    return Err(err);
+                }
+            }
+        }
+        record.staged = Some(staging.to_path_buf());
+        self.save_volume(&mut inner, record)
+    }
+
+    /// Unstages a volume: unmounts the staging path and detaches the loop device.
+    pub fn unstage(&self, id: &str, staging: &Path) -> Result<()> {
+        let mut inner = self.lock();
+        let mut record = inner
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        if let Some(target) = record.published.keys().next() {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {id} is still published at {}",
+                target.display()
+            )));
+        }
+        if record.mode == VolumeMode::Filesystem {
+            mount::unmount_if_mounted(staging)?;
+        }
+        if let Ok(image) = self.volume_image(&record) {
+            loopdev::detach_all(&image)?;
+        }
+        if record.staged.is_some() {
+            record.staged = None;
+            self.save_volume(&mut inner, record)?;
+        }
+        Ok(())
+    }
+
+    /// Publishes a staged volume at `target`: a bind mount of the staged filesystem, or of the
+    /// loop device onto a file, read-only if asked.
+    pub fn publish(
+        &self,
+        id: &str,
+        staging: &Path,
+        target: &Path,
+        access: &AccessType,
+        read_only: bool,
+    ) -> Result<()> {
+        let mut inner = self.lock();
+        let mut record = inner
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        Self::check_access(&record, access)?;
+        if record.staged.as_deref() != Some(staging) {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {id} is not staged at {}",
+                staging.display()
+            )));
+        }
+        if let Some(existing) = record.published.get(target)
+            && mount::mount_at(target)?.is_some()
+        {
+            if *existing == read_only {
+                return Ok(());
+            }
+            return Err(Error::AlreadyExists(format!(
+                "volume {id} is already published at {} with read-only {existing}",
+                target.display()
+            )));
+        }
+        match access {
+            AccessType::Mount { .. } => {
+                fs::create_dir_all(target).at("create", target)?;
+                mount::bind(staging, target, read_only)?;
+            }
+            AccessType::Block => {
+                let image = self.volume_image(&record)?;
+                let device = if read_only {
+                    loopdev::attach_read_only(&image)?
+                } else {
+                    loopdev::attach(&image)?
+                };
+                if let Some(parent) = target.parent() {
+                    fs::create_dir_all(parent).at("create", parent)?;
+                }
+                if !target.exists() {
+                    fs::File::create(target).at("create", target)?;
+                }
+                mount::bind(&device, target, read_only)?;
+            }
+        }
+        record.published.insert(target.to_path_buf(), read_only);
+        self.save_volume(&mut inner, record)
+    }
+
+    /// Unpublishes a volume from `target` and removes the target path.
+    pub fn unpublish(&self, id: &str, target: &Path) -> Result<()> {
+        let mut inner = self.lock();
+        let mut record = inner
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        // A read-only block publication has a read-only loop device of its own: the bind
+        // mount's root names it (devtmpfs-relative, "/loop7").
+        let own_device = match mount::mount_at(target)? {
+            Some(entry) if record.mode == VolumeMode::Block => {
+                let device =
+                    Path::new("/dev").join(entry.root.strip_prefix("/").unwrap_or(&entry.root));
+                loopdev::is_read_only(&device).then_some(device)
+            }
+            _ => None,
+        };
+        while mount::unmount_if_mounted(target)? {}
+        if let Some(device) = own_device {
+            loopdev::detach(&device)?;
+        }
+        match fs::symlink_metadata(target) {
+            Ok(meta) if meta.is_dir() => fs::remove_dir(target).at("remove", target)?,
+            Ok(_) => fs::remove_file(target).at("remove", target)?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(Error::io("stat", target, err)),
+        }
+        if record.published.remove(target).is_some() {
+            self.save_volume(&mut inner, record)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the node see a volume's new size: refreshes its loop device and grows its
+    /// filesystem online. Returns the volume's size.
+    pub fn node_expand(&self, id: &str) -> Result<u64> {
+        let mut inner = self.lock();
+        let mut record = inner
+            .volumes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let image = self.volume_image(&record)?;
+        let devices = loopdev::find(&image)?;
+        for device in &devices {
+            loopdev::refresh_size(device)?;
+        }
+        // A filesystem volume that is not staged grows offline at its next stage.
+        if record.mode == VolumeMode::Filesystem
+            && record.grow_fs
+            && let Some(device) = devices.first()
+        {
+            filesystem::grow_ext4_online(device)?;
+            record.grow_fs = false;
+            let size = record.size;
+            self.save_volume(&mut inner, record)?;
+            return Ok(size);
+        }
+        Ok(record.size)
+    }
+
+    /// Usage of a volume published or staged at `path`.
+    pub fn volume_stats(&self, id: &str, path: &Path) -> Result<VolumeStats> {
+        let record = self.volume(id)?;
+        if !path.exists() {
+            return Err(Error::NotFound(format!(
+                "volume path {} does not exist",
+                path.display()
+            )));
+        }
+        let mut stats = VolumeStats {
+            total_bytes: record.size,
+            abnormal: self.volume_condition(&record),
+            ..VolumeStats::default()
+        };
+        if record.mode == VolumeMode::Filesystem {
+            if mount::mount_at(path)?.is_none() {
+                stats.abnormal = Some(format!("volume {id} is not mounted at {}", path.display()));
+                return Ok(stats);
+            }
+            let vfs = rustix::fs::statvfs(path).at("statfs", path)?;
+            stats.total_bytes = vfs.f_blocks * vfs.f_frsize;
+            stats.available_bytes = Some(vfs.f_bavail * vfs.f_frsize);
+            stats.used_bytes = Some(vfs.f_blocks.saturating_sub(vfs.f_bfree) * vfs.f_frsize);
+            stats.total_inodes = Some(vfs.f_files);
+            stats.free_inodes = Some(vfs.f_ffree);
+            stats.used_inodes = Some(vfs.f_files.saturating_sub(vfs.f_ffree));
+        }
+        Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(tmp: &Path) -> HostPathStore {
+        let pools = vec![Pool {
+            name: "default".into(),
+            path: tmp.join("pool"),
+        }];
+        HostPathStore::open(pools, tmp.join("state")).unwrap()
+    }
+
+    fn req(name: &str, size: u64) -> CreateVolume {
+        CreateVolume {
+            name: name.into(),
+            required_bytes: size,
+            limit_bytes: 0,
+            pool: None,
+            mode: VolumeMode::Filesystem,
+            source: None,
+            ephemeral: false,
+        }
+    }
+
+    #[test]
+    fn ids_are_path_safe() {
+        assert_eq!(id_for_name("pvc-1234"), "pvc-1234");
+        let odd = id_for_name("a/b c");
+        assert!(odd.starts_with("h-") && !odd.contains('/'));
+        assert_ne!(id_for_name("h-x"), "h-x");
+        assert_ne!(id_for_name("../x"), "../x");
+    }
+
+    #[test]
+    fn sizes_are_rounded_within_limits() {
+        assert_eq!(choose_size(1, 0, 0).unwrap(), MIB);
+        assert_eq!(choose_size(0, 0, 0).unwrap(), DEFAULT_VOLUME_SIZE);
+        assert_eq!(choose_size(5000, 8192, 0).unwrap(), 8192);
+        assert!(matches!(
+            choose_size(10, 5, 0),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            choose_size(5000, 5001, 0),
+            Err(Error::OutOfRange(_))
+        ));
+    }
+
+    #[test]
+    fn create_is_idempotent_and_records_survive_reopen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let v = s.create_volume(&req("pvc-a", 3 * MIB)).unwrap();
+        assert_eq!(v.size, 3 * MIB);
+        assert_eq!(s.create_volume(&req("pvc-a", 3 * MIB)).unwrap(), v);
+        assert!(matches!(
+            s.create_volume(&req("pvc-a", 5 * MIB)),
+            Err(Error::AlreadyExists(_))
+        ));
+        let image = s.volume_image(&v).unwrap();
+        assert_eq!(fs::metadata(&image).unwrap().len(), 3 * MIB);
+        drop(s);
+        let s = store(tmp.path());
+        assert_eq!(s.volume("pvc-a").unwrap(), v);
+        s.delete_volume("pvc-a").unwrap();
+        s.delete_volume("pvc-a").unwrap();
+        assert!(!image.exists());
+    }
+
+    #[test]
+    fn orphans_are_removed_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        s.create_volume(&req("pvc-kept", MIB)).unwrap();
+        drop(s);
+        let orphan = tmp.path().join("pool/csi/pvc-orphan");
+        fs::create_dir_all(&orphan).unwrap();
+        fs::write(orphan.join(IMAGE_NAME), b"x").unwrap();
+        let foreign = tmp.path().join("pool/csi/someone-elses");
+        fs::create_dir_all(&foreign).unwrap();
+        fs::write(foreign.join("disk.img"), b"x").unwrap();
+        fs::write(tmp.path().join("pool/csi-snapshots/snap-orphan.img"), b"x").unwrap();
+        let s = store(tmp.path());
+        assert!(!orphan.exists());
+        assert!(
+            foreign.exists(),
+            "content the store did not make is left alone"
+        );
+        assert!(
+            !tmp.path()
+                .join("pool/csi-snapshots/snap-orphan.img")
+                .exists()
+        );
+        assert!(s.volume("pvc-kept").is_ok());
+    }
+
+    #[test]
+    fn capacity_counts_promised_space() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let before = s.available_bytes(None).unwrap();
+        // Big enough that other processes writing to the same disk meanwhile cannot hide it.
+        let size = (before / 2).min(20 << 30) / MIB * MIB;
+        assert!(
+            size >= 4 << 30,
+            "the test needs a few GiB free, {before} bytes are"
+        );
+        s.create_volume(&req("pvc-big", size)).unwrap();
+        let after = s.available_bytes(None).unwrap();
+        // The sparse image occupies nothing yet, but its size is promised.
+        let drop = i128::from(before) - i128::from(after);
+        assert!(drop >= i128::from(size - (1 << 30)), "{before} -> {after}");
+        let too_big = req("pvc-huge", after + (1 << 40));
+        assert!(matches!(
+            s.create_volume(&too_big),
+            Err(Error::ResourceExhausted { .. })
+        ));
+        assert!(matches!(
+            s.create_volume(&CreateVolume {
+                pool: Some("nope".into()),
+                ..req("pvc-x", MIB)
+            }),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn snapshot_restore_and_clone_are_identical() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let v = s.create_volume(&req("pvc-src", 8 * MIB)).unwrap();
+        let image = s.volume_image(&v).unwrap();
+        let pattern: Vec<u8> = (0..MIB as usize).map(|i| (i * 7 % 251) as u8).collect();
+        {
+            use std::os::unix::fs::FileExt;
+            let f = OpenOptions::new().write(true).open(&image).unwrap();
+            f.write_all_at(&pattern, 2 * MIB).unwrap();
+        }
+        let (snap, _) = s
+            .create_snapshot(&CreateSnapshot {
+                name: "snap-1".into(),
+                source_volume_id: v.id.clone(),
+            })
+            .unwrap();
+        assert_eq!(snap.size, 8 * MIB);
+        assert!(matches!(
+            s.create_snapshot(&CreateSnapshot {
+                name: "snap-1".into(),
+                source_volume_id: "other".into()
+            }),
+            Err(Error::AlreadyExists(_))
+        ));
+        let restored = s
+            .create_volume(&CreateVolume {
+                source: Some(VolumeSource::Snapshot(snap.id.clone())),
+                ..req("pvc-restored", 8 * MIB)
+            })
+            .unwrap();
+        let cloned = s
+            .create_volume(&CreateVolume {
+                source: Some(VolumeSource::Volume(v.id.clone())),
+                ..req("pvc-clone", 16 * MIB)
+            })
+            .unwrap();
+        let original = fs::read(&image).unwrap();
+        assert_eq!(
+            fs::read(s.volume_image(&restored).unwrap()).unwrap(),
+            original
+        );
+        let clone_bytes = fs::read(s.volume_image(&cloned).unwrap()).unwrap();
+        assert_eq!(clone_bytes.len() as u64, 16 * MIB);
+        assert_eq!(&clone_bytes[..original.len()], &original[..]);
+        assert!(cloned.grow_fs);
+        // A restore smaller than the snapshot is out of range; a missing source is not found.
+        assert!(matches!(
+            s.create_volume(&CreateVolume {
+                source: Some(VolumeSource::Snapshot(snap.id.clone())),
+                limit_bytes: 4 * MIB,
+                ..req("pvc-small", 4 * MIB)
+            }),
+            Err(Error::OutOfRange(_))
+        ));
+        assert!(matches!(
+            s.create_volume(&CreateVolume {
+                source: Some(VolumeSource::Snapshot("missing".into())),
+                ..req("pvc-y", MIB)
+            }),
+            Err(Error::NotFound(_))
+        ));
+        s.delete_snapshot(&snap.id).unwrap();
+        s.delete_snapshot(&snap.id).unwrap();
+    }
+
+    #[test]
+    fn expansion_grows_and_never_shrinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let v = s.create_volume(&req("pvc-e", 4 * MIB)).unwrap();
+        assert_eq!(s.expand_volume(&v.id, 2 * MIB, 0).unwrap().0, 4 * MIB);
+        let (size, node) = s.expand_volume(&v.id, 10 * MIB, 0).unwrap();
+        assert_eq!(size, 10 * MIB);
+        assert!(node);
+        let image = s.volume_image(&v).unwrap();
+        assert_eq!(fs::metadata(image).unwrap().len(), 10 * MIB);
+        assert!(matches!(
+            s.expand_volume("missing", MIB, 0),
+            Err(Error::NotFound(_))
+        ));
+    }
+}
