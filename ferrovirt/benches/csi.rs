@@ -265,7 +265,11 @@ fn filesystem_of(path: &Path) -> String {
         .args(["-f", "-c", "%T"])
         .arg(path)
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .map(|o| match String::from_utf8_lossy(&o.stdout).trim() {
+            // stat names ext4 by its superblock magic, which ext2/3/4 share.
+            "ext2/ext3" => "ext4".to_string(),
+            other => other.to_string(),
+        })
         .unwrap_or_else(|_| "?".into())
 }
 
