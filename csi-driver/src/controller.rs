@@ -107,27 +107,35 @@ fn capacity_range(range: Option<&CapacityRange>) -> Result<(u64, u64), Status> {
     Ok((required, limit))
 }
 
-/// A page of `items` from `token` (an index), at most `max` long (0: all).
-fn paginate<T: Clone>(items: &[T], token: &str, max: i32) -> Result<(Vec<T>, String), Status> {
+/// The prefix of pagination tokens: `after:<id>` resumes after that id, so a page boundary
+/// stays valid when entries are added or deleted between calls.
+const TOKEN_PREFIX: &str = "after:";
+
+/// A page of `items` (sorted by `key`) after the token's id, at most `max` long (0: all).
+fn paginate<T: Clone>(
+    items: &[T],
+    key: impl Fn(&T) -> &str,
+    token: &str,
+    max: i32,
+) -> Result<(Vec<T>, String), Status> {
     if max < 0 {
         return Err(Status::invalid_argument("max_entries must not be negative"));
     }
     let start = if token.is_empty() {
         0
     } else {
-        token
-            .parse::<usize>()
-            .ok()
-            .filter(|start| *start <= items.len())
-            .ok_or_else(|| Status::aborted(format!("invalid starting_token {token:?}")))?
+        let after = token
+            .strip_prefix(TOKEN_PREFIX)
+            .ok_or_else(|| Status::aborted(format!("invalid starting_token {token:?}")))?;
+        items.partition_point(|item| key(item) <= after)
     };
     let end = if max == 0 {
         items.len()
     } else {
-        (start + max as usize).min(items.len())
+        start.saturating_add(max as usize).min(items.len())
     };
-    let next = if end < items.len() {
-        end.to_string()
+    let next = if end < items.len() && end > start {
+        format!("{TOKEN_PREFIX}{}", key(&items[end - 1]))
     } else {
         String::new()
     };
@@ -255,7 +263,12 @@ impl Controller for ControllerService {
     ) -> Result<Response<ListVolumesResponse>, Status> {
         let req = request.into_inner();
         let volumes = self.shared.store.volumes();
-        let (page, next_token) = paginate(&volumes, &req.starting_token, req.max_entries)?;
+        let (page, next_token) = paginate(
+            &volumes,
+            |v| v.id.as_str(),
+            &req.starting_token,
+            req.max_entries,
+        )?;
         let entries = page
             .iter()
             .map(|record| list_volumes_response::Entry {
@@ -380,7 +393,12 @@ impl Controller for ControllerService {
                 req.source_volume_id.is_empty() || s.source_volume_id == req.source_volume_id
             })
             .collect();
-        let (page, next_token) = paginate(&snapshots, &req.starting_token, req.max_entries)?;
+        let (page, next_token) = paginate(
+            &snapshots,
+            |s| s.id.as_str(),
+            &req.starting_token,
+            req.max_entries,
+        )?;
         Ok(Response::new(ListSnapshotsResponse {
             entries: page
                 .iter()
@@ -455,23 +473,29 @@ mod tests {
 
     #[test]
     fn pagination() {
-        let items: Vec<u32> = (0..5).collect();
+        let items: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        fn key(s: &String) -> &str {
+            s
+        }
+        let page = |token: &str, max| paginate(&items, key, token, max);
+        assert_eq!(page("", 0).unwrap(), (items.clone(), String::new()));
+        let (first, token) = page("", 2).unwrap();
         assert_eq!(
-            paginate(&items, "", 0).unwrap(),
-            (items.clone(), String::new())
-        );
-        assert_eq!(paginate(&items, "", 2).unwrap(), (vec![0, 1], "2".into()));
-        assert_eq!(paginate(&items, "4", 2).unwrap(), (vec![4], String::new()));
-        assert_eq!(
-            paginate(&items, "x", 2).unwrap_err().code(),
-            tonic::Code::Aborted
-        );
-        assert_eq!(
-            paginate(&items, "9", 2).unwrap_err().code(),
-            tonic::Code::Aborted
+            (first, token.as_str()),
+            (vec!["a".into(), "b".into()], "after:b")
         );
         assert_eq!(
-            paginate(&items, "", -1).unwrap_err().code(),
+            page("after:d", 2).unwrap(),
+            (vec!["e".into()], String::new())
+        );
+        // The entry the token names may be gone: the page still starts after it.
+        assert_eq!(
+            page("after:bb", 1).unwrap(),
+            (vec!["c".into()], "after:c".into())
+        );
+        assert_eq!(page("x", 2).unwrap_err().code(), tonic::Code::Aborted);
+        assert_eq!(
+            page("", -1).unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
     }

@@ -343,6 +343,45 @@ async fn list_volumes_paginates() {
     seen.sort();
     ids.sort();
     assert_eq!(seen, ids);
+    // As csi-sanity does: delete the last volume of a page and add one between pages; the
+    // token still resumes where the page ended.
+    let first = d
+        .controller
+        .list_volumes(ListVolumesRequest {
+            max_entries: 2,
+            starting_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let last = first.entries[1].volume.as_ref().unwrap().volume_id.clone();
+    d.controller
+        .delete_volume(DeleteVolumeRequest {
+            volume_id: last,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let added = d.create("pvc-list-new", MIB, mount_cap()).await;
+    let rest = d
+        .controller
+        .list_volumes(ListVolumesRequest {
+            max_entries: 0,
+            starting_token: first.next_token,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut rest: Vec<String> = rest
+        .entries
+        .into_iter()
+        .map(|e| e.volume.unwrap().volume_id)
+        .collect();
+    rest.sort();
+    let mut expected: Vec<String> = ids[2..].to_vec();
+    expected.push(added);
+    expected.sort();
+    assert_eq!(rest, expected);
     let bad = d
         .controller
         .list_volumes(ListVolumesRequest {
