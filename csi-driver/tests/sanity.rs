@@ -253,7 +253,7 @@ async fn get_capacity_accounts_for_created_volumes() {
     // Big enough that other processes writing to the same disk meanwhile cannot hide it.
     let size = (before / 2).min(20 << 30) / MIB * MIB;
     assert!(
-        size >= 4 << 30,
+        size >= 2 << 30,
         "the test needs a few GiB free, {before} bytes are"
     );
     d.create("pvc-cap", size, mount_cap()).await;
