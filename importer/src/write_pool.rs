@@ -16,7 +16,7 @@ use crate::sink::SparseSink;
 /// Size of one pooled buffer; large enough for coalesced reads, small enough to stay
 /// within the memory budget with `POOL_BUFFERS` of them.
 pub const BATCH_BYTES: usize = 4 << 20;
-const POOL_BUFFERS: usize = 6;
+const POOL_BUFFERS: usize = 4;
 
 /// One piece of a batch: bytes of `buf[range]` that belong at virtual offset `offset`.
 #[derive(Debug, Clone)]
