@@ -142,9 +142,32 @@ async fn open_source(request: &ImportRequest) -> Result<OpenedSource, ImportErro
         ));
     }
     let path = PathBuf::from(source.strip_prefix("file://").unwrap_or(source));
-    tokio::task::spawn_blocking(move || file::open(&path))
+    tokio::task::spawn_blocking(move || file::open(&follow_vmdk_descriptor(path)?))
         .await
         .map_err(|e| ImportError::ReadSource(std::io::Error::other(e)))?
+}
+
+/// A local monolithicFlat VMDK is a text descriptor naming a raw extent file beside it:
+/// import that file. Anything else is returned as it is.
+fn follow_vmdk_descriptor(path: PathBuf) -> Result<PathBuf, ImportError> {
+    let mut head = [0u8; 4096];
+    let n = std::fs::File::open(&path)
+        .and_then(|mut f| crate::stream::read_full(&mut f, &mut head))
+        .map_err(|source| ImportError::OpenSource {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(match vmdk::flat_extent(&head[..n]) {
+        Some(extent) => {
+            let flat = path
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join(extent);
+            tracing::info!(descriptor = %path.display(), extent = %flat.display(), "following a monolithicFlat VMDK descriptor");
+            flat
+        }
+        None => path,
+    })
 }
 
 /// The blocking part: identify, plan, convert, commit.

@@ -246,3 +246,16 @@ async fn checksum_mismatch_over_http_leaves_no_target() {
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flat_vmdk_descriptor_over_http_names_its_extent() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let (result, _dir) = import_url(&server.url("flat.vmdk"), |_| {}).await;
+    let err = result.unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "monolithicFlat descriptor whose data lives in \"flat-flat.vmdk\"; import that file"
+        ),
+        "{err}"
+    );
+}

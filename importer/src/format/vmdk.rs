@@ -113,6 +113,28 @@ impl SparseHeader {
     }
 }
 
+/// The one flat extent a descriptor-only VMDK (monolithicFlat) names: its file, relative
+/// to the descriptor. `None` for anything else (sparse or split extents, offsets).
+pub fn flat_extent(descriptor: &[u8]) -> Option<String> {
+    if !descriptor.starts_with(b"# Disk DescriptorFile") {
+        return None;
+    }
+    let text = String::from_utf8_lossy(descriptor);
+    let extents: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("RW ") || l.starts_with("RDONLY "))
+        .collect();
+    let [line] = extents.as_slice() else {
+        return None;
+    };
+    // RW <sectors> FLAT "<file>" <offset>
+    let mut quoted = line.split('"');
+    let (kind, file, offset) = (quoted.next()?, quoted.next()?, quoted.next()?.trim());
+    let flat_at_start =
+        kind.split_whitespace().nth(2) == Some("FLAT") && (offset.is_empty() || offset == "0");
+    flat_at_start.then(|| file.to_string())
+}
+
 fn descriptor_only(head: &[u8]) -> ImportError {
     let create_type = descriptor_value(head, "createType").unwrap_or_else(|| "unknown".into());
     let extent = String::from_utf8_lossy(head)
