@@ -480,11 +480,7 @@ impl HostPathStore {
         inner.volumes.remove(id);
         let _ = loopdev::detach_all(&image);
         if let Some(dir) = image.parent() {
-            match fs::remove_dir_all(dir) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                Err(err) => return Err(Error::io("remove", dir, err)),
-            }
+            absent_is_ok(fs::remove_dir_all(dir)).at("remove", dir)?;
         }
         Ok(())
     }
@@ -627,11 +623,7 @@ impl HostPathStore {
         self.snapshot_records.remove(id)?;
         inner.snapshots.remove(id);
         if let Ok(image) = self.snapshot_image(&record) {
-            match fs::remove_file(&image) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                Err(err) => return Err(Error::io("remove", image, err)),
-            }
+            absent_is_ok(fs::remove_file(&image)).at("remove", &image)?;
         }
         Ok(())
     }
@@ -903,6 +895,14 @@ impl HostPathStore {
             stats.used_inodes = Some(vfs.f_files.saturating_sub(vfs.f_ffree));
         }
         Ok(stats)
+    }
+}
+
+/// Removal is idempotent: something already gone is removed.
+fn absent_is_ok(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
