@@ -44,10 +44,6 @@ pub enum ImportError {
     InvalidFormat { format: DiskFormat, reason: String },
     #[error("unsupported {format} image: {reason}")]
     UnsupportedVariant { format: DiskFormat, reason: String },
-    #[error("invalid qcow2 image: {0}")]
-    InvalidQcow2(String),
-    #[error("unsupported qcow2 image: {0}")]
-    UnsupportedQcow2(String),
     #[error("image is truncated: {0}")]
     Truncated(String),
     #[error("archive entry {entry} refused: {reason}")]

@@ -1,6 +1,7 @@
 //! The qcow2 header (versions 2 and 3) and everything the importer refuses in it.
 
 use crate::error::ImportError;
+use crate::format::DiskFormat;
 use crate::format::cluster::BlockCodec;
 use crate::format::fields::{be32, be64};
 
@@ -38,12 +39,18 @@ pub struct Qcow2Header {
     pub dirty: bool,
 }
 
-fn invalid(msg: impl Into<String>) -> ImportError {
-    ImportError::InvalidQcow2(msg.into())
+pub(super) fn invalid(msg: impl Into<String>) -> ImportError {
+    ImportError::InvalidFormat {
+        format: DiskFormat::Qcow2,
+        reason: msg.into(),
+    }
 }
 
 fn unsupported(msg: impl Into<String>) -> ImportError {
-    ImportError::UnsupportedQcow2(msg.into())
+    ImportError::UnsupportedVariant {
+        format: DiskFormat::Qcow2,
+        reason: msg.into(),
+    }
 }
 
 impl Qcow2Header {

@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::Qcow2Header;
+use super::header::invalid;
 use super::table;
 use crate::error::ImportError;
 use crate::format::extent::{BatchBuilder, Extent, ExtentKind};
@@ -296,7 +297,7 @@ impl Window {
                     .append(chunk_start, within, (end - pos) as usize, out)?,
             };
             if copied == 0 {
-                return Err(ImportError::InvalidQcow2(format!(
+                return Err(invalid(format!(
                     "a table maps host offset {pos:#x}, which the stream passed before any table was known"
                 )));
             }

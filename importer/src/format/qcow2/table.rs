@@ -2,7 +2,7 @@
 //! the image file. Zero and unallocated clusters produce no extent at all (the target reads
 //! zeros wherever nothing is written).
 
-use super::header::Qcow2Header;
+use super::header::{Qcow2Header, invalid};
 use crate::error::ImportError;
 use crate::format::extent::{Extent, ExtentKind};
 
@@ -22,7 +22,7 @@ pub fn l2_tables(header: &Qcow2Header, l1: &[u8]) -> Result<Vec<(u64, u64)>, Imp
             continue;
         }
         if !offset.is_multiple_of(header.cluster_size()) {
-            return Err(ImportError::InvalidQcow2(format!(
+            return Err(invalid(format!(
                 "L1 entry {index} points at unaligned L2 table offset {offset:#x}"
             )));
         }
@@ -80,7 +80,7 @@ fn decode_entry(
     }
     let host = entry & OFFSET_MASK;
     if !host.is_multiple_of(cluster) {
-        return Err(ImportError::InvalidQcow2(format!(
+        return Err(invalid(format!(
             "L2 entry for virtual offset {virt:#x} points at unaligned host offset {host:#x}"
         )));
     }
@@ -88,7 +88,7 @@ fn decode_entry(
         None => {
             let zero = entry & FLAG_ZERO != 0;
             if zero && header.version < 3 {
-                return Err(ImportError::InvalidQcow2(format!(
+                return Err(invalid(format!(
                     "zero flag on virtual offset {virt:#x} in a version 2 image"
                 )));
             }
@@ -122,12 +122,12 @@ fn decode_subclusters(
 ) -> Result<(), ImportError> {
     let (alloc, zero) = (bitmap as u32, (bitmap >> 32) as u32);
     if alloc & zero != 0 {
-        return Err(ImportError::InvalidQcow2(format!(
+        return Err(invalid(format!(
             "subcluster both allocated and zero at virtual offset {virt:#x}"
         )));
     }
     if host == 0 && alloc != 0 {
-        return Err(ImportError::InvalidQcow2(format!(
+        return Err(invalid(format!(
             "allocated subclusters without a host cluster at virtual offset {virt:#x}"
         )));
     }
