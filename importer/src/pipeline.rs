@@ -105,6 +105,15 @@ pub struct ImportOutcome {
 /// Runs an import to completion. Blocking work runs off the async threads.
 pub async fn import(request: ImportRequest) -> Result<ImportOutcome, ImportError> {
     let source = open_source(&request).await?;
+    import_from(request, source).await
+}
+
+/// Runs an import from a source the caller opened (an upload body, for one); `request.source`
+/// only names it in messages.
+pub async fn import_from(
+    request: ImportRequest,
+    source: OpenedSource,
+) -> Result<ImportOutcome, ImportError> {
     tokio::task::spawn_blocking(move || convert(&request, source))
         .await
         .map_err(|e| ImportError::ReadSource(std::io::Error::other(e)))?

@@ -6,6 +6,7 @@ pub mod file;
 pub mod http;
 pub mod registry;
 pub mod s3;
+pub mod upload;
 
 use std::io::{self, Read};
 use std::sync::Arc;

@@ -1,0 +1,244 @@
+//! The upload proxy: the public HTTPS endpoint of uploads. It checks the `Authorization:
+//! Bearer` upload token once, when a request starts (so an upload that outlasts the token's
+//! five minutes is not cut, CDI #925), waits for the PVC's upload server to be ready, and
+//! streams the body to it over mTLS without buffering, as CDI's `cdi-uploadproxy` does.
+//! Missing or malformed authorization is 400, an invalid or expired token 401, an upload
+//! server that is not ready within the wait 503.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode, header};
+use http_body_util::{BodyDataStream, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use importer::ContentType;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::resolver::{Resolution, UploadServerResolver, UploadTarget};
+use crate::routes::{self, escape_html};
+use crate::server::text;
+use crate::tls::{self, Peer};
+use crate::token::UploadTokenValidator;
+
+/// How long the proxy waits for an upload server to become ready, as CDI.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything the proxy needs.
+pub struct UploadProxyConfig {
+    pub validator: UploadTokenValidator,
+    pub resolver: Arc<dyn UploadServerResolver>,
+    /// The client side of the mTLS to upload servers (see [`tls::client_config`]).
+    pub upstream_tls: rustls::ClientConfig,
+    pub ready_timeout: Duration,
+}
+
+/// The proxy; serve it with [`UploadProxy::serve`].
+pub struct UploadProxy {
+    validator: UploadTokenValidator,
+    resolver: Arc<dyn UploadServerResolver>,
+    client: reqwest::Client,
+    ready_timeout: Duration,
+}
+
+/// Why the proxy could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("building the upload proxy's HTTP client: {0}")]
+pub struct ProxyError(String);
+
+/// Request headers that are about one hop, or are the proxy's alone, and are not forwarded.
+const NOT_FORWARDED: &[&str] = &[
+    "authorization",
+    "connection",
+    "expect",
+    "host",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+impl UploadProxy {
+    pub fn new(config: UploadProxyConfig) -> Result<Arc<Self>, ProxyError> {
+        let client = reqwest::Client::builder()
+            .use_preconfigured_tls(config.upstream_tls)
+            .http1_only()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ProxyError(e.to_string()))?;
+        Ok(Arc::new(Self {
+            validator: config.validator,
+            resolver: config.resolver,
+            client,
+            ready_timeout: config.ready_timeout,
+        }))
+    }
+
+    /// Serves HTTPS on `listener` until the task is aborted.
+    pub fn serve(
+        self: &Arc<Self>,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+    ) -> JoinHandle<()> {
+        let proxy = self.clone();
+        tls::serve(listener, tls, move |request, peer| {
+            let proxy = proxy.clone();
+            async move { proxy.handle(request, peer).await }
+        })
+    }
+
+    /// Handles one request.
+    pub async fn handle(&self, request: Request<Incoming>, _peer: Peer) -> Response<Full<Bytes>> {
+        let path = request.uri().path().to_string();
+        if path == "/healthz" {
+            return text(StatusCode::OK, "OK");
+        }
+        if routes::route(&path).is_none() {
+            return text(StatusCode::NOT_FOUND, "not found");
+        }
+        let Some(token) = bearer_token(request.headers()) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "missing or malformed Authorization header (expected \"Bearer <upload token>\")",
+            );
+        };
+        let claims = match self.validator.validate(token) {
+            Ok(claims) => claims,
+            Err(err) if err.is_wrong_purpose() => {
+                tracing::warn!(%err, "token refused");
+                return text(StatusCode::BAD_REQUEST, &escape_html(&err.to_string()));
+            }
+            Err(err) => {
+                tracing::warn!(%err, "token refused");
+                return text(StatusCode::UNAUTHORIZED, &escape_html(&err.to_string()));
+            }
+        };
+        let target = match self.wait_ready(&claims.namespace, &claims.name).await {
+            Ok(target) => target,
+            Err(message) => {
+                return text(StatusCode::SERVICE_UNAVAILABLE, &escape_html(&message));
+            }
+        };
+        let upstream_path = match target.content_type {
+            ContentType::Archive => routes::archive_path(&path),
+            ContentType::Kubevirt => &path,
+        };
+        let url = format!("{}{upstream_path}", target.base_url.trim_end_matches('/'));
+        self.forward(request, &url).await
+    }
+
+    /// Asks the resolver until the upload server is ready, it refuses, or the wait ends.
+    async fn wait_ready(&self, namespace: &str, pvc: &str) -> Result<UploadTarget, String> {
+        let deadline = Instant::now() + self.ready_timeout;
+        let interval =
+            (self.ready_timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        loop {
+            let reason = match self.resolver.resolve(namespace, pvc).await {
+                Resolution::Ready(target) => return Ok(target),
+                Resolution::Rejected(reason) => return Err(reason),
+                Resolution::NotReady(reason) => reason,
+            };
+            if Instant::now() + interval > deadline {
+                return Err(format!(
+                    "upload server for PVC {namespace}/{pvc} not ready after {} s: {reason}",
+                    self.ready_timeout.as_secs_f64()
+                ));
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+
+    /// Streams the request to the upload server and relays its answer.
+    async fn forward(&self, request: Request<Incoming>, url: &str) -> Response<Full<Bytes>> {
+        let (parts, body) = request.into_parts();
+        let mut headers = HeaderMap::new();
+        for (name, value) in &parts.headers {
+            if !NOT_FORWARDED.contains(&name.as_str()) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        let mut upstream = self
+            .client
+            .request(parts.method.clone(), url)
+            .headers(headers);
+        if parts.method != Method::HEAD && parts.method != Method::GET {
+            upstream = upstream.body(reqwest::Body::wrap_stream(BodyDataStream::new(body)));
+        }
+        tracing::debug!(method = %parts.method, %url, "forwarding");
+        let response = match upstream.send().await {
+            Ok(response) => response,
+            Err(err) => {
+                let message = format!("error in upload-proxy: {}", error_chain(&err));
+                tracing::warn!(%url, %message);
+                return text(StatusCode::BAD_GATEWAY, &escape_html(&message));
+            }
+        };
+        let status = response.status();
+        let mut relayed = Response::builder().status(status);
+        for (name, value) in response.headers() {
+            if name == header::CONTENT_LENGTH
+                || name == header::TRANSFER_ENCODING
+                || name == header::CONNECTION
+            {
+                continue;
+            }
+            relayed = relayed.header(name, value);
+        }
+        // Upload server answers are short messages.
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(err) => Bytes::from(format!("error in upload-proxy: {}", error_chain(&err))),
+        };
+        relayed
+            .body(Full::new(body))
+            .unwrap_or_else(|e| text(StatusCode::BAD_GATEWAY, &e.to_string()))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if it is one (case-insensitive
+/// scheme, token characters as CDI's pattern allows).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(char::is_whitespace)?;
+    let token = token.trim_start();
+    let valid = |c: char| c.is_ascii_alphanumeric() || "-._~+/".contains(c);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && token.chars().all(valid))
+        .then_some(token)
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_parsing() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer_token(&headers), None);
+        headers.insert(header::AUTHORIZATION, "bearer abc.def-_".parse().unwrap());
+        assert_eq!(bearer_token(&headers), Some("abc.def-_"));
+        headers.insert(header::AUTHORIZATION, "Basic dXNlcjpwdw==".parse().unwrap());
+        assert_eq!(bearer_token(&headers), None);
+        headers.insert(header::AUTHORIZATION, "Bearer a b".parse().unwrap());
+        assert_eq!(bearer_token(&headers), None);
+        headers.insert(header::AUTHORIZATION, "Bearer".parse().unwrap());
+        assert_eq!(bearer_token(&headers), None);
+    }
+}
