@@ -3,6 +3,7 @@
 mod csi_driver;
 mod import;
 mod importer_pod;
+mod up;
 
 use std::process::ExitCode;
 
@@ -30,6 +31,10 @@ enum Command {
     /// The CSI hostpath driver: Identity, Controller and Node services on a unix socket over
     /// this node's storage pools.
     CsiDriver(Box<csi_driver::CsiDriverArgs>),
+    /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
+    Up(up::UpArgs),
+    /// Stop the control plane `ferrovirt up` started.
+    Down(up::DownArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +60,8 @@ fn main() -> ExitCode {
             Command::Import(args) => import::run(*args).await,
             Command::Importer => importer_pod::run().await,
             Command::CsiDriver(args) => csi_driver::run(*args).await,
+            Command::Up(args) => up::up(args).await,
+            Command::Down(args) => up::down(args).await,
         }
     });
     match result {

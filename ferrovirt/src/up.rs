@@ -1,0 +1,180 @@
+//! `ferrovirt up` and `ferrovirt down`: the single-machine control plane. `up` starts the
+//! embedded API server (in the background unless `--foreground`), writes DIR/kubeconfig and
+//! DIR/ferrovirt.pid; `down` stops it.
+
+use std::collections::HashMap;
+use std::fs;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use rustix::process::{Pid, Signal, kill_process};
+use standalone::apiserver::{ApiServer, ApiServerConfig};
+
+const PID_FILE: &str = "ferrovirt.pid";
+const LOG_FILE: &str = "ferrovirt.log";
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Where the database, certificates, kubeconfig and volumes live
+    /// [default: $FERROVIRT_DATA_DIR, else $XDG_DATA_HOME/ferrovirt, else ~/.local/share/ferrovirt].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Address of the API server (port 0 picks a free port; the kubeconfig names it).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Stay in the foreground instead of detaching (logs go to stderr).
+    #[arg(long)]
+    foreground: bool,
+}
+
+#[derive(Args)]
+pub struct DownArgs {
+    /// The data directory `ferrovirt up` was started with.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FERROVIRT_DATA_DIR") {
+        return dir.into();
+    }
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("ferrovirt")
+}
+
+pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if let Some(pid) = running_pid(&dir) {
+        bail!(
+            "ferrovirt is already running from {} (pid {pid}); `ferrovirt down` stops it",
+            dir.display()
+        );
+    }
+    if args.foreground {
+        return run_foreground(&dir, args.listen).await;
+    }
+    start_detached(&dir, args.listen)?;
+    let kubeconfig = dir.join("kubeconfig");
+    println!(
+        "ferrovirt is up: export KUBECONFIG={}",
+        kubeconfig.display()
+    );
+    Ok(())
+}
+
+/// The pid in DIR/ferrovirt.pid if that process is alive.
+fn running_pid(dir: &Path) -> Option<i32> {
+    let pid: i32 = fs::read_to_string(dir.join(PID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let alive = Pid::from_raw(pid).is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+    alive.then_some(pid)
+}
+
+fn start_detached(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
+    let _ = fs::remove_file(dir.join(PID_FILE));
+    let log_path = dir.join(LOG_FILE);
+    let log =
+        fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the ferrovirt binary")?;
+    let mut child = Command::new(exe)
+        .arg("up")
+        .arg("--foreground")
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--listen")
+        .arg(listen.to_string())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        // Its own process group: a Ctrl-C meant for the shell does not stop the control plane.
+        .process_group(0)
+        .spawn()
+        .context("starting the control plane")?;
+    let started = Instant::now();
+    while started.elapsed() < START_TIMEOUT {
+        if running_pid(dir).is_some() {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            bail!(
+                "the control plane exited ({status}) while starting:\n{}",
+                log.trim()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!(
+        "the control plane did not start within {START_TIMEOUT:?}; see {}",
+        log_path.display()
+    )
+}
+
+async fn run_foreground(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
+    let config = ApiServerConfig {
+        data_dir: dir.to_path_buf(),
+        listen,
+        crds: Vec::new(),
+        admission: Vec::new(),
+        virtual_creates: HashMap::new(),
+    };
+    let server = ApiServer::start(config)
+        .await
+        .context("starting the API server")?;
+    let pid_path = dir.join(PID_FILE);
+    fs::write(&pid_path, std::process::id().to_string())
+        .with_context(|| format!("writing {}", pid_path.display()))?;
+    eprintln!(
+        "API server on https://{}; kubeconfig {}",
+        server.addr,
+        server.kubeconfig.display()
+    );
+    wait_for_stop_signal().await?;
+    server.stop();
+    let _ = fs::remove_file(&pid_path);
+    Ok(())
+}
+
+async fn wait_for_stop_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
+}
+
+pub async fn down(args: DownArgs) -> anyhow::Result<()> {
+    let dir = args.data_dir.unwrap_or_else(default_data_dir);
+    let Some(pid) = running_pid(&dir) else {
+        println!("ferrovirt is not running from {}", dir.display());
+        return Ok(());
+    };
+    let process = Pid::from_raw(pid).context("invalid pid file")?;
+    kill_process(process, Signal::TERM).with_context(|| format!("stopping pid {pid}"))?;
+    let started = Instant::now();
+    while started.elapsed() < STOP_TIMEOUT {
+        if running_pid(&dir).is_none() {
+            let _ = fs::remove_file(dir.join(PID_FILE));
+            println!("ferrovirt is down");
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("pid {pid} did not stop within {STOP_TIMEOUT:?}")
+}

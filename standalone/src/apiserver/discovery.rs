@@ -1,0 +1,279 @@
+//! Discovery documents: /version, /api, /apis, the resource list of each group/version, and
+//! the OpenAPI v3 index and per-group/version documents that kubectl consults to learn that
+//! the server validates fields itself (so it sends `fieldValidation` instead of downloading
+//! schemas).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::resources::ResourceType;
+
+pub const KUBERNETES_VERSION: (&str, &str) = ("1", "33");
+
+pub fn version() -> Value {
+    let (major, minor) = KUBERNETES_VERSION;
+    json!({
+        "major": major,
+        "minor": minor,
+        "gitVersion": format!("v{major}.{minor}.0+ferrovirt"),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    })
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// `/api`: the legacy core group's versions.
+pub fn core_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+    })
+}
+
+/// The named groups and the versions each serves, newest first as a preferred version.
+fn groups(types: &[ResourceType]) -> BTreeMap<String, Vec<String>> {
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rt in types.iter().filter(|rt| !rt.group.is_empty()) {
+        let versions = groups.entry(rt.group.clone()).or_default();
+        for version in &rt.versions {
+            if !versions.contains(version) {
+                versions.push(version.clone());
+            }
+        }
+    }
+    for versions in groups.values_mut() {
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    }
+    groups
+}
+
+/// Kubernetes version ordering: GA over beta over alpha, higher numbers first.
+fn version_priority(version: &str) -> (u8, u32, u32) {
+    let rest = version.trim_start_matches('v');
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (stability, minor) = if let Some(n) = tail.strip_prefix("beta") {
+        (1, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (0, n.parse().unwrap_or(0))
+    } else {
+        (2, 0)
+    };
+    (stability, major, minor)
+}
+
+/// `/apis`.
+pub fn group_list(types: &[ResourceType]) -> Value {
+    let groups: Vec<Value> = groups(types)
+        .into_iter()
+        .map(|(group, versions)| {
+            let entries: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+                .collect();
+            json!({"name": group, "versions": entries, "preferredVersion": entries[0]})
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/{group}`.
+pub fn group(types: &[ResourceType], name: &str) -> Option<Value> {
+    let list = group_list(types);
+    let group = list["groups"]
+        .as_array()?
+        .iter()
+        .find(|g| g["name"] == name)?
+        .clone();
+    let mut group = group;
+    group["kind"] = json!("APIGroup");
+    group["apiVersion"] = json!("v1");
+    Some(group)
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`: the resources and subresources with their verbs.
+pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for rt in types
+        .iter()
+        .filter(|rt| rt.group == group && rt.versions.iter().any(|v| v == version))
+    {
+        resources.push(json!({
+            "name": rt.plural,
+            "singularName": rt.singular,
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": rt.verbs(),
+            "shortNames": rt.short_names,
+            "categories": rt.categories,
+        }));
+        if rt.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+/// `/openapi/v3`: one document per group/version.
+pub fn openapi_v3_index(types: &[ResourceType]) -> Value {
+    let mut paths = serde_json::Map::new();
+    paths.insert(
+        "api/v1".into(),
+        json!({"serverRelativeURL": "/openapi/v3/api/v1"}),
+    );
+    for (group, versions) in groups(types) {
+        for version in versions {
+            let path = format!("apis/{group}/{version}");
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}")}),
+            );
+        }
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`: the operations of each
+/// resource, each PATCH declaring the `fieldValidation` parameter and its kind, which is
+/// what kubectl checks before it leaves validation to the server. Schemas are open
+/// (`x-kubernetes-preserve-unknown-fields`).
+pub fn openapi_v3_document(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    let prefix = if group.is_empty() {
+        "/api/v1".to_string()
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    for rt in types.iter().filter(|rt| {
+        rt.group == group && rt.versions.iter().any(|v| v == version) && !rt.create_only
+    }) {
+        let gvk = json!({"group": group, "version": version, "kind": rt.kind});
+        let schema_name = format!(
+            "{}.{version}.{}",
+            if group.is_empty() {
+                "io.k8s.api.core"
+            } else {
+                group
+            },
+            rt.kind
+        );
+        schemas.insert(
+            schema_name.clone(),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                   "x-kubernetes-group-version-kind": [gvk]}),
+        );
+        let reference = json!({"$ref": format!("#/components/schemas/{schema_name}")});
+        let operation = |verb: &str| {
+            json!({
+                "operationId": format!("{verb}{}", rt.kind),
+                "x-kubernetes-action": verb,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [
+                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                    {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                ],
+                "responses": {"200": {"content": {"application/json": {"schema": reference}}}},
+            })
+        };
+        let item = if rt.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", rt.plural)
+        };
+        paths.insert(
+            item,
+            json!({"get": operation("get"), "put": operation("put"), "patch": operation("patch"), "delete": operation("delete")}),
+        );
+        let collection = if rt.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
+        } else {
+            format!("{prefix}/{}", rt.plural)
+        };
+        paths.insert(
+            collection,
+            json!({"post": operation("post"), "get": operation("list")}),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": self::version()["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::Registry;
+
+    #[test]
+    fn versions_sort_ga_beta_alpha() {
+        let mut versions = vec!["v1alpha1", "v1beta1", "v1", "v2beta1", "v1beta2"];
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(
+            versions,
+            vec!["v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1"]
+        );
+    }
+
+    #[test]
+    fn core_resource_list_has_status_subresources() {
+        let types = Registry::with_builtins().all();
+        let list = resource_list(&types, "", "v1").unwrap();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"pods") && names.contains(&"pods/status"));
+        assert!(resource_list(&types, "", "v2").is_none());
+        let apis = group_list(&types);
+        assert!(
+            apis["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == "storage.k8s.io")
+        );
+    }
+}

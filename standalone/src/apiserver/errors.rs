@@ -1,0 +1,135 @@
+//! Errors of the API server, each ending as a Kubernetes `Status` object with the code and
+//! reason that kubectl and client libraries act on (404 NotFound, 409 Conflict, ...).
+
+use serde_json::{Value, json};
+
+/// What a request failed with; `status()` renders it the way kube-apiserver does.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{resource} \"{name}\" not found")]
+    NotFound { resource: String, name: String },
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists { resource: String, name: String },
+    #[error(
+        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    Conflict { resource: String, name: String },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{kind} \"{name}\" is invalid: {message}")]
+    Invalid {
+        kind: String,
+        name: String,
+        message: String,
+    },
+    #[error("the server could not find the requested resource")]
+    NoSuchResource,
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("the server has received too many requests and has asked us to try again later")]
+    TooManyRequests,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("the provided resource version is too old: {0}")]
+    Gone(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::NotFound { .. } | ApiError::NoSuchResource => 404,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Invalid { .. } => 422,
+            ApiError::MethodNotAllowed => 405,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden(_) => 403,
+            ApiError::Gone(_) => 410,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::TooManyRequests => 429,
+            ApiError::Internal(_) => 500,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::NoSuchResource => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Gone(_) => "Expired",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::TooManyRequests => "TooManyRequests",
+            ApiError::Internal(_) => "InternalError",
+        }
+    }
+
+    /// The `metav1.Status` body for this error.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        let details = match self {
+            ApiError::NotFound { resource, name }
+            | ApiError::AlreadyExists { resource, name }
+            | ApiError::Conflict { resource, name } => Some(details(resource, name)),
+            ApiError::Invalid { kind, name, .. } => Some(json!({"name": name, "kind": kind})),
+            _ => None,
+        };
+        if let Some(details) = details {
+            status["details"] = details;
+        }
+        status
+    }
+
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        ApiError::Internal(err.to_string())
+    }
+}
+
+/// Status details name the group and kind separately: "datavolumes.cdi.kubevirt.io" has
+/// group "cdi.kubevirt.io" and kind "datavolumes".
+fn details(resource: &str, name: &str) -> Value {
+    let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+    json!({"name": name, "group": group, "kind": kind})
+}
+
+impl From<rusqlite::Error> for ApiError {
+    fn from(err: rusqlite::Error) -> Self {
+        ApiError::Internal(format!("database: {err}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_is_409_with_details() {
+        let err = ApiError::Conflict {
+            resource: "datavolumes.cdi.kubevirt.io".into(),
+            name: "dv".into(),
+        };
+        let status = err.status();
+        assert_eq!(status["code"], 409);
+        assert_eq!(status["reason"], "Conflict");
+        assert_eq!(status["details"]["group"], "cdi.kubevirt.io");
+        assert_eq!(status["details"]["kind"], "datavolumes");
+    }
+}

@@ -1,0 +1,196 @@
+//! The embedded Kubernetes-compatible API server: objects in SQLite, served over HTTPS on
+//! loopback with the REST semantics kubectl, kube-rs and client-go rely on.
+
+mod credentials;
+mod discovery;
+mod errors;
+mod gc;
+mod object;
+mod objects;
+mod patch;
+mod resources;
+mod route;
+mod selector;
+mod server;
+mod store;
+mod table;
+mod watch;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+pub use credentials::{Credentials, CredentialsError};
+pub use errors::ApiError;
+pub use objects::{Admission, Objects};
+pub use resources::ResourceType;
+pub use server::VirtualCreate;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("creating the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    #[error("opening the database: {0}")]
+    Store(ApiError),
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("creating {what}: {source}")]
+    Seed { what: String, source: ApiError },
+}
+
+/// How to start the server.
+pub struct ApiServerConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// CRDs installed (created or updated) at start, as JSON objects.
+    pub crds: Vec<Value>,
+    /// Checks run before every create and update: the cluster's validating webhooks.
+    pub admission: Vec<Box<Admission>>,
+    /// Resources answered by a function instead of stored, keyed by (group, plural).
+    pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
+}
+
+/// A running API server.
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    pub kubeconfig: PathBuf,
+    pub objects: Arc<Objects>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl ApiServer {
+    pub async fn start(config: ApiServerConfig) -> Result<ApiServer, StartError> {
+        let dir = &config.data_dir;
+        std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let credentials = Credentials::load_or_create(dir)?;
+        let store = store::Store::open(&dir.join("state.sqlite")).map_err(StartError::Store)?;
+        let mut objects = Objects::new(store, resources::Registry::with_builtins());
+        for check in config.admission {
+            objects.add_admission(check);
+        }
+        objects.load_crds().map_err(StartError::Store)?;
+        let objects = Arc::new(objects);
+        seed(&objects, &config.crds)?;
+        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        gc::spawn(objects.clone(), shutdown_rx.clone());
+
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        let acceptor = TlsAcceptor::from(credentials.server_config()?);
+        let handler = Arc::new(server::Handler {
+            objects: objects.clone(),
+            token: credentials.token.clone(),
+            virtual_creates: config.virtual_creates,
+        });
+        tokio::spawn(server::serve(listener, acceptor, handler, shutdown_rx));
+        let kubeconfig = dir.join("kubeconfig");
+        credentials::write_private(
+            &kubeconfig,
+            &credentials.kubeconfig(&format!("https://{addr}")),
+        )?;
+        tracing::info!(%addr, kubeconfig = %kubeconfig.display(), "API server listening");
+        Ok(ApiServer {
+            addr,
+            kubeconfig,
+            objects,
+            shutdown,
+        })
+    }
+
+    /// Stops accepting connections and ends the garbage collector.
+    pub fn stop(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    pub fn data_dir_kubeconfig(dir: &Path) -> PathBuf {
+        dir.join("kubeconfig")
+    }
+}
+
+/// The objects every cluster has: its system namespaces, and the CRDs of this platform.
+fn seed(objects: &Objects, crds: &[Value]) -> Result<(), StartError> {
+    let registry = &objects.registry;
+    let namespaces = registry
+        .find("", "v1", "namespaces")
+        .expect("namespaces are built in");
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let namespace = json!({"metadata": {"name": name}});
+        create_if_missing(objects, &namespaces, "v1", "", namespace)?;
+    }
+    let crd_type = registry
+        .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .expect("CRDs are built in");
+    for crd in crds {
+        let name = object::name(crd).to_string();
+        let seed_err = |source| StartError::Seed {
+            what: format!("CRD {name}"),
+            source,
+        };
+        match objects.get(&crd_type, "", &name) {
+            Ok(current) => {
+                let mut updated = crd.clone();
+                updated["metadata"]["resourceVersion"] =
+                    current["metadata"]["resourceVersion"].clone();
+                objects
+                    .update(
+                        &crd_type,
+                        "v1",
+                        "",
+                        &name,
+                        updated,
+                        object::UpdateTarget::Main,
+                    )
+                    .map_err(seed_err)?;
+            }
+            Err(ApiError::NotFound { .. }) => {
+                objects
+                    .create(&crd_type, "v1", "", crd.clone())
+                    .map_err(seed_err)?;
+            }
+            Err(err) => return Err(seed_err(err)),
+        }
+    }
+    Ok(())
+}
+
+/// Creates an object unless one of that name exists.
+pub fn create_if_missing(
+    objects: &Objects,
+    rt: &ResourceType,
+    version: &str,
+    ns: &str,
+    object: Value,
+) -> Result<(), StartError> {
+    match objects.create(rt, version, ns, object) {
+        Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+        Err(source) => Err(StartError::Seed {
+            what: rt.kind.clone(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,468 @@
+//! The verbs of the Kubernetes API on stored objects (get, list, create, update, patch,
+//! delete), independent of HTTP: the router translates requests into these calls, and the
+//! garbage collector deletes through them too.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use super::errors::ApiError;
+use super::object::{self, UpdateTarget};
+use super::patch::{self, Patch, PatchType};
+use super::resources::{Registry, ResourceType, from_crd};
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{Change, Store};
+
+/// Checks (and may default) an object before it is stored: the webhooks of a cluster.
+pub type Admission = dyn Fn(&ResourceType, &mut Value) -> Result<(), String> + Send + Sync;
+
+/// How a delete treats the object's dependents.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum Propagation {
+    #[default]
+    Background,
+    Foreground,
+    Orphan,
+}
+
+impl Propagation {
+    pub fn parse(text: &str) -> Result<Self, ApiError> {
+        match text {
+            "" | "Background" => Ok(Propagation::Background),
+            "Foreground" => Ok(Propagation::Foreground),
+            "Orphan" => Ok(Propagation::Orphan),
+            other => Err(ApiError::BadRequest(format!(
+                "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Background\", \"Foreground\", \"Orphan\""
+            ))),
+        }
+    }
+}
+
+/// A list request's filters and paging.
+#[derive(Default)]
+pub struct ListOptions {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+pub struct ListPage {
+    pub items: Vec<Value>,
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<usize>,
+}
+
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+pub struct Objects {
+    pub store: Store,
+    pub registry: Registry,
+    admission: Vec<Box<Admission>>,
+}
+
+impl Objects {
+    pub fn new(store: Store, registry: Registry) -> Self {
+        Objects {
+            store,
+            registry,
+            admission: Vec::new(),
+        }
+    }
+
+    pub fn add_admission(&mut self, check: Box<Admission>) {
+        self.admission.push(check);
+    }
+
+    /// Registers the resources of every stored CRD (after a restart).
+    pub fn load_crds(&self) -> Result<(), ApiError> {
+        let (crds, _) =
+            self.store
+                .list("apiextensions.k8s.io/customresourcedefinitions", None, None)?;
+        for crd in &crds {
+            if let Some(rt) = from_crd(crd) {
+                self.registry.insert(rt);
+            }
+        }
+        Ok(())
+    }
+
+    fn not_found(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::NotFound {
+            resource: rt.qualified_name(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
+        self.store
+            .get(&rt.storage_key(), ns, name)?
+            .ok_or_else(|| Self::not_found(rt, name))
+    }
+
+    pub fn list(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ListPage, ApiError> {
+        let after = options
+            .continue_token
+            .as_deref()
+            .map(decode_continue)
+            .transpose()?;
+        let (all, resource_version) = self.store.list(
+            &rt.storage_key(),
+            ns,
+            after.as_ref().map(|(n, m)| (n.as_str(), m.as_str())),
+        )?;
+        let mut items: Vec<Value> = all
+            .into_iter()
+            .filter(|o| options.labels.matches(o) && options.fields.matches(o))
+            .collect();
+        let mut continue_token = None;
+        let mut remaining = None;
+        if let Some(limit) = options.limit.filter(|l| *l > 0 && *l < items.len()) {
+            let rest = items.split_off(limit);
+            if let Some(last) = items.last() {
+                let ns = last["metadata"]["namespace"].as_str().unwrap_or_default();
+                continue_token = Some(encode_continue(ns, object::name(last)));
+                remaining = Some(rest.len());
+            }
+        }
+        Ok(ListPage {
+            items,
+            resource_version,
+            continue_token,
+            remaining,
+        })
+    }
+
+    fn admit(&self, rt: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
+        for check in &self.admission {
+            check(rt, object).map_err(|message| ApiError::Invalid {
+                kind: rt.kind.clone(),
+                name: object::name(object).to_string(),
+                message,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn check_namespace(&self, rt: &ResourceType, ns: &str) -> Result<(), ApiError> {
+        if !rt.namespaced {
+            return Ok(());
+        }
+        let namespace =
+            self.store
+                .get("/namespaces", "", ns)?
+                .ok_or_else(|| ApiError::NotFound {
+                    resource: "namespaces".into(),
+                    name: ns.to_string(),
+                })?;
+        if object::is_deleting(&namespace) {
+            return Err(ApiError::Forbidden(format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                rt.qualified_name(),
+                ns
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn create(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        mut body: Value,
+    ) -> Result<Value, ApiError> {
+        object::check_type(rt, version, &mut body)?;
+        self.check_namespace(rt, ns)?;
+        let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
+        self.default_storage_class(rt, &mut new)?;
+        self.admit(rt, &mut new)?;
+        let is_crd = rt.plural == "customresourcedefinitions";
+        let crd_type = if is_crd {
+            Some(self.check_crd(&new)?)
+        } else {
+            None
+        };
+        let name = object::name(&new).to_string();
+        let key_ns = if rt.namespaced { ns } else { "" };
+        let written =
+            self.store
+                .write(&rt.storage_key(), key_ns, &name, |current| match current {
+                    Some(_) => Err(ApiError::AlreadyExists {
+                        resource: rt.qualified_name(),
+                        name: name.clone(),
+                    }),
+                    None => Ok(Change::Put(new)),
+                })?;
+        if let Some(crd_type) = crd_type {
+            self.registry.insert(crd_type);
+        }
+        Ok(with_version(rt, version, written.object))
+    }
+
+    /// The DefaultStorageClass admission plugin: a claim without a class gets the default.
+    fn default_storage_class(&self, rt: &ResourceType, pvc: &mut Value) -> Result<(), ApiError> {
+        if !rt.group.is_empty()
+            || rt.plural != "persistentvolumeclaims"
+            || !pvc["spec"]["storageClassName"].is_null()
+        {
+            return Ok(());
+        }
+        let (classes, _) = self
+            .store
+            .list("storage.k8s.io/storageclasses", None, None)?;
+        let default = classes.iter().find(|sc| {
+            sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+        });
+        if let Some(sc) = default {
+            pvc["spec"]["storageClassName"] = json!(object::name(sc));
+        }
+        Ok(())
+    }
+
+    fn check_crd(&self, crd: &Value) -> Result<ResourceType, ApiError> {
+        let invalid = |message: String| ApiError::Invalid {
+            kind: "CustomResourceDefinition".into(),
+            name: object::name(crd).to_string(),
+            message,
+        };
+        let rt = from_crd(crd)
+            .ok_or_else(|| invalid("spec: group, names, scope and versions are required".into()))?;
+        let expected = format!("{}.{}", rt.plural, rt.group);
+        if object::name(crd) != expected {
+            return Err(invalid(format!(
+                "metadata.name: Invalid value: must be spec.names.plural+\".\"+spec.group (\"{expected}\")"
+            )));
+        }
+        Ok(rt)
+    }
+
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        mut body: Value,
+        target: UpdateTarget,
+    ) -> Result<Value, ApiError> {
+        object::check_type(rt, version, &mut body)?;
+        self.write_update(rt, version, ns, name, target, |_| Ok(body))
+    }
+
+    pub fn patch(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        patch: &Patch,
+        target: UpdateTarget,
+    ) -> Result<Value, ApiError> {
+        let (kind, patch) = (patch.kind, &patch.body);
+        if kind == PatchType::Apply && target == UpdateTarget::Main {
+            let exists = self.store.get(&rt.storage_key(), ns, name)?.is_some();
+            if !exists {
+                let mut body = patch.clone();
+                body["metadata"]["name"] = json!(name);
+                return self.create(rt, version, ns, body);
+            }
+        }
+        self.write_update(rt, version, ns, name, target, |current| {
+            let mut patched = patch::apply(kind, current, patch)?;
+            // A patch carries a precondition only if it names a resourceVersion itself.
+            if patch["metadata"].get("resourceVersion").is_none() {
+                patched["metadata"]["resourceVersion"] =
+                    current["metadata"]["resourceVersion"].clone();
+            }
+            Ok(patched)
+        })
+    }
+
+    /// Drops one finalizer; the last one gone from an object being deleted deletes it.
+    pub fn remove_finalizer(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        finalizer: &str,
+    ) -> Result<Value, ApiError> {
+        self.write_update(rt, version, ns, name, UpdateTarget::Main, |current| {
+            let mut new = current.clone();
+            if let Some(list) = new["metadata"]["finalizers"].as_array_mut() {
+                list.retain(|f| f != finalizer);
+            }
+            Ok(new)
+        })
+    }
+
+    /// Reads, transforms and writes one object atomically; removing the last finalizer of an
+    /// object being deleted deletes it.
+    fn write_update<F>(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        target: UpdateTarget,
+        transform: F,
+    ) -> Result<Value, ApiError>
+    where
+        F: FnOnce(&Value) -> Result<Value, ApiError>,
+    {
+        let key_ns = if rt.namespaced { ns } else { "" };
+        let written = self
+            .store
+            .write(&rt.storage_key(), key_ns, name, |current| {
+                let current = current.ok_or_else(|| Self::not_found(rt, name))?;
+                let mut new = object::prepare_update(rt, &current, transform(&current)?, target)?;
+                if target == UpdateTarget::Main {
+                    self.admit(rt, &mut new)?;
+                }
+                if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+                    return Ok(Change::Delete);
+                }
+                if new == current {
+                    return Ok(Change::Keep);
+                }
+                Ok(Change::Put(new))
+            })?;
+        if rt.plural == "customresourcedefinitions" {
+            match written.event {
+                Some(super::store::EventType::Deleted) => self.unregister_crd(&written.object),
+                _ => {
+                    if let Some(crd_type) = from_crd(&written.object) {
+                        self.registry.insert(crd_type);
+                    }
+                }
+            }
+        }
+        Ok(with_version(rt, version, written.object))
+    }
+
+    /// Deletes an object: at once, or (with finalizers, or in the foreground) by marking it
+    /// with a deletionTimestamp for its finalizers to release.
+    pub fn delete(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        propagation: Propagation,
+        precondition_uid: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let key_ns = if rt.namespaced { ns } else { "" };
+        if propagation == Propagation::Orphan {
+            let current = self.get(rt, key_ns, name)?;
+            self.orphan_dependents(object::uid(&current))?;
+        }
+        let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+        let has_content = is_namespace && !self.store.keys_in_namespace(name)?.is_empty();
+        let written = self
+            .store
+            .write(&rt.storage_key(), key_ns, name, |current| {
+                let current = current.ok_or_else(|| Self::not_found(rt, name))?;
+                if let Some(uid) = precondition_uid {
+                    if uid != object::uid(&current) {
+                        return Err(ApiError::Conflict {
+                            resource: rt.qualified_name(),
+                            name: name.to_string(),
+                        });
+                    }
+                }
+                let mut finalizers = object::finalizers(&current);
+                if propagation == Propagation::Foreground
+                    && !finalizers.iter().any(|f| f == FOREGROUND_FINALIZER)
+                {
+                    finalizers.push(FOREGROUND_FINALIZER.to_string());
+                }
+                if finalizers.is_empty() && !has_content {
+                    return Ok(Change::Delete);
+                }
+                if object::is_deleting(&current) && object::finalizers(&current) == finalizers {
+                    return Ok(Change::Keep);
+                }
+                let mut marked = current.clone();
+                if !object::is_deleting(&current) {
+                    marked["metadata"]["deletionTimestamp"] = json!(object::now());
+                    marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                }
+                if !finalizers.is_empty() {
+                    marked["metadata"]["finalizers"] = json!(finalizers);
+                }
+                if is_namespace {
+                    marked["status"]["phase"] = json!("Terminating");
+                }
+                Ok(Change::Put(marked))
+            })?;
+        if rt.plural == "customresourcedefinitions"
+            && written.event == Some(super::store::EventType::Deleted)
+        {
+            self.unregister_crd(&written.object);
+        }
+        Ok(with_version(rt, version, written.object))
+    }
+
+    fn unregister_crd(&self, crd: &Value) {
+        if let Some(rt) = from_crd(crd) {
+            self.registry.remove(&rt.group, &rt.plural);
+        }
+    }
+
+    /// Removes the owner reference to `uid` from every dependent.
+    fn orphan_dependents(&self, uid: &str) -> Result<(), ApiError> {
+        for key in self.store.dependents(uid)? {
+            self.store
+                .write(&key.resource, &key.namespace, &key.name, |current| {
+                    let Some(mut dependent) = current else {
+                        return Ok(Change::Keep);
+                    };
+                    if let Some(refs) = dependent["metadata"]["ownerReferences"].as_array_mut() {
+                        refs.retain(|r| r["uid"] != uid);
+                    }
+                    Ok(Change::Put(dependent))
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The resource type stored under `key`, at its first served version.
+    pub fn type_of_key(&self, key: &str) -> Option<(ResourceType, String)> {
+        let (group, plural) = key.split_once('/')?;
+        self.registry
+            .all()
+            .into_iter()
+            .find(|rt| rt.group == group && rt.plural == plural)
+            .and_then(|rt| {
+                let version = rt.versions.first()?.clone();
+                Some((rt, version))
+            })
+    }
+}
+
+/// Objects are stored once; read at another served version, they carry that apiVersion.
+pub fn with_version(rt: &ResourceType, version: &str, mut object: Value) -> Value {
+    if object.is_object() {
+        object["apiVersion"] = json!(rt.api_version(version));
+    }
+    object
+}
+
+fn encode_continue(ns: &str, name: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{ns}\0{name}"))
+}
+
+fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    let invalid = || ApiError::BadRequest(format!("continue key is not valid: \"{token}\""));
+    let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| invalid())?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    let (ns, name) = text.split_once('\0').ok_or_else(invalid)?;
+    Ok((ns.to_string(), name.to_string()))
+}

@@ -1,0 +1,376 @@
+//! The resource types the server serves: the built-in core kinds, and every kind a stored
+//! CustomResourceDefinition declares (registered when the CRD is written, dropped when it is
+//! deleted).
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use serde_json::Value;
+
+/// A printed column of `kubectl get`: a header and a simple JSONPath into the object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub kind: String,
+    pub json_path: String,
+    pub priority: i64,
+}
+
+/// One resource (a plural name in a group), served at one or more versions.
+#[derive(Clone, Debug)]
+pub struct ResourceType {
+    pub group: String,
+    pub versions: Vec<String>,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub namespaced: bool,
+    /// The status subresource: status is written only through `/status`.
+    pub status_subresource: bool,
+    pub columns: Vec<Column>,
+    /// Served by a handler rather than stored (UploadTokenRequest, access reviews).
+    pub create_only: bool,
+}
+
+impl ResourceType {
+    /// The key objects of this resource are stored under, the same for every version.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// "datavolumes.cdi.kubevirt.io", or "pods" for the core group, as in error messages.
+    pub fn qualified_name(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    pub fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            vec!["create"]
+        } else {
+            vec![
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch",
+            ]
+        }
+    }
+}
+
+/// The set of served resources. Readers take a snapshot; writes happen when CRDs change.
+#[derive(Default)]
+pub struct Registry {
+    types: RwLock<BTreeMap<(String, String), ResourceType>>,
+}
+
+impl Registry {
+    pub fn with_builtins() -> Self {
+        let registry = Registry::default();
+        for resource in builtin_types() {
+            registry.insert(resource);
+        }
+        registry
+    }
+
+    pub fn insert(&self, resource: ResourceType) {
+        let key = (resource.group.clone(), resource.plural.clone());
+        self.types
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, resource);
+    }
+
+    pub fn remove(&self, group: &str, plural: &str) {
+        self.types
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(group.to_string(), plural.to_string()));
+    }
+
+    /// The resource `plural` served at `group/version`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types
+            .get(&(group.to_string(), plural.to_string()))
+            .filter(|r| r.versions.iter().any(|v| v == version))
+            .cloned()
+    }
+
+    /// The resource of a kind, for owner references and apply bodies.
+    pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types
+            .values()
+            .find(|r| r.group == group && r.kind == kind && r.versions.iter().any(|v| v == version))
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<ResourceType> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types.values().cloned().collect()
+    }
+}
+
+/// The resource a CustomResourceDefinition object declares, or `None` when it is malformed.
+pub fn from_crd(crd: &Value) -> Option<ResourceType> {
+    let spec = crd.get("spec")?;
+    let names = spec.get("names")?;
+    let served: Vec<&Value> = spec
+        .get("versions")?
+        .as_array()?
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+        .collect();
+    let storage = served
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .or(served.first())?;
+    let str_list = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let kind = names.get("kind")?.as_str()?.to_string();
+    Some(ResourceType {
+        group: spec.get("group")?.as_str()?.to_string(),
+        versions: served
+            .iter()
+            .filter_map(|v| v.get("name").and_then(Value::as_str).map(String::from))
+            .collect(),
+        plural: names.get("plural")?.as_str()?.to_string(),
+        singular: names
+            .get("singular")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        kind,
+        short_names: str_list(names.get("shortNames")),
+        categories: str_list(names.get("categories")),
+        namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+        status_subresource: storage
+            .get("subresources")
+            .and_then(|s| s.get("status"))
+            .is_some(),
+        columns: crd_columns(storage),
+        create_only: false,
+    })
+}
+
+fn crd_columns(version: &Value) -> Vec<Column> {
+    let Some(columns) = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+    else {
+        return vec![age()];
+    };
+    columns
+        .iter()
+        .filter_map(|c| {
+            Some(Column {
+                name: c.get("name")?.as_str()?.to_string(),
+                kind: c.get("type")?.as_str()?.to_string(),
+                json_path: c.get("jsonPath")?.as_str()?.to_string(),
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+fn column(name: &str, json_path: &str) -> Column {
+    Column {
+        name: name.into(),
+        kind: "string".into(),
+        json_path: json_path.into(),
+        priority: 0,
+    }
+}
+
+fn age() -> Column {
+    Column {
+        name: "Age".into(),
+        kind: "date".into(),
+        json_path: ".metadata.creationTimestamp".into(),
+        priority: 0,
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+    columns: Vec<Column>,
+}
+
+impl Builtin {
+    fn into_type(self) -> ResourceType {
+        let mut columns = self.columns;
+        columns.push(age());
+        ResourceType {
+            group: self.group.into(),
+            versions: vec![self.version.into()],
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+            singular: self.kind.to_lowercase(),
+            short_names: self.short_names.iter().map(|s| s.to_string()).collect(),
+            categories: vec![],
+            namespaced: self.namespaced,
+            status_subresource: self.status,
+            columns,
+            create_only: false,
+        }
+    }
+}
+
+#[rustfmt::skip]
+fn builtin_types() -> Vec<ResourceType> {
+    let b = |group, version, kind, plural, short_names, namespaced, status, columns| Builtin {
+        group, version, kind, plural, short_names, namespaced, status, columns,
+    };
+    let mut types: Vec<ResourceType> = vec![
+        b("", "v1", "Namespace", "namespaces", &["ns"], false, true, vec![column("Status", ".status.phase")]),
+        b("", "v1", "Pod", "pods", &["po"], true, true, vec![
+            column("Status", ".status.phase"),
+            column("Restarts", ".status.containerStatuses[0].restartCount"),
+        ]),
+        b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", &["pvc"], true, true, vec![
+            column("Status", ".status.phase"),
+            column("Volume", ".spec.volumeName"),
+            column("Capacity", ".status.capacity.storage"),
+            column("Access Modes", ".status.accessModes"),
+            column("StorageClass", ".spec.storageClassName"),
+        ]),
+        b("", "v1", "PersistentVolume", "persistentvolumes", &["pv"], false, true, vec![
+            column("Capacity", ".spec.capacity.storage"),
+            column("Access Modes", ".spec.accessModes"),
+            column("Reclaim Policy", ".spec.persistentVolumeReclaimPolicy"),
+            column("Status", ".status.phase"),
+            column("Claim", ".spec.claimRef.name"),
+            column("StorageClass", ".spec.storageClassName"),
+        ]),
+        b("", "v1", "Secret", "secrets", &[], true, false, vec![column("Type", ".type")]),
+        b("", "v1", "ConfigMap", "configmaps", &["cm"], true, false, vec![]),
+        b("", "v1", "Service", "services", &["svc"], true, true, vec![
+            column("Type", ".spec.type"),
+            column("Cluster-IP", ".spec.clusterIP"),
+        ]),
+        b("", "v1", "Endpoints", "endpoints", &["ep"], true, false, vec![]),
+        b("", "v1", "Event", "events", &["ev"], true, false, vec![
+            column("Type", ".type"),
+            column("Reason", ".reason"),
+            column("Object", ".involvedObject.name"),
+            column("Message", ".message"),
+        ]),
+        b("", "v1", "Node", "nodes", &["no"], false, true, vec![]),
+        b("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true, false, vec![]),
+        b("events.k8s.io", "v1", "Event", "events", &["ev"], true, false, vec![
+            column("Type", ".type"),
+            column("Reason", ".reason"),
+            column("Object", ".regarding.name"),
+            column("Note", ".note"),
+        ]),
+        b("storage.k8s.io", "v1", "StorageClass", "storageclasses", &["sc"], false, false, vec![
+            column("Provisioner", ".provisioner"),
+            column("ReclaimPolicy", ".reclaimPolicy"),
+            column("VolumeBindingMode", ".volumeBindingMode"),
+        ]),
+        b("storage.k8s.io", "v1", "CSIDriver", "csidrivers", &[], false, false, vec![]),
+        b("storage.k8s.io", "v1", "CSINode", "csinodes", &[], false, false, vec![]),
+        b("snapshot.storage.k8s.io", "v1", "VolumeSnapshot", "volumesnapshots", &["vs"], true, true, vec![]),
+        b("snapshot.storage.k8s.io", "v1", "VolumeSnapshotContent", "volumesnapshotcontents", &["vsc"], false, true, vec![]),
+        b("snapshot.storage.k8s.io", "v1", "VolumeSnapshotClass", "volumesnapshotclasses", &["vsclass"], false, false, vec![]),
+        b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", &["crd", "crds"], false, true, vec![]),
+        b("apps", "v1", "Deployment", "deployments", &["deploy"], true, true, vec![]),
+        b("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true, vec![]),
+        b("coordination.k8s.io", "v1", "Lease", "leases", &[], true, false, vec![]),
+        b("rbac.authorization.k8s.io", "v1", "Role", "roles", &[], true, false, vec![]),
+        b("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", &[], true, false, vec![]),
+        b("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", &[], false, false, vec![]),
+        b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", &[], false, false, vec![]),
+        b("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", &[], false, false, vec![]),
+        b("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", &[], false, false, vec![]),
+    ]
+    .into_iter()
+    .map(Builtin::into_type)
+    .collect();
+    for (group, kind, plural) in [
+        ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
+        ("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews"),
+    ] {
+        types.push(ResourceType {
+            group: group.into(),
+            versions: vec!["v1".into()],
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            short_names: vec![],
+            categories: vec![],
+            namespaced: false,
+            status_subresource: false,
+            columns: vec![],
+            create_only: true,
+        });
+    }
+    types
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn crd_declares_a_namespaced_resource_with_status_and_columns() {
+        let crd = json!({"spec": {
+        "group": "cdi.kubevirt.io", "scope": "Namespaced",
+        "names": {"kind": "DataVolume", "plural": "datavolumes", "singular": "datavolume", "shortNames": ["dv", "dvs"], "categories": ["all"]},
+        "versions": [
+            {"name": "v1alpha1", "served": false, "storage": false},
+            {"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+             "additionalPrinterColumns": [{"name": "Phase", "type": "string", "jsonPath": ".status.phase"}]}
+        ]}});
+        let resource = from_crd(&crd).unwrap();
+        assert_eq!(resource.versions, vec!["v1beta1"]);
+        assert!(resource.namespaced && resource.status_subresource);
+        assert_eq!(resource.short_names, vec!["dv", "dvs"]);
+        assert_eq!(resource.columns[0].json_path, ".status.phase");
+        assert_eq!(resource.storage_key(), "cdi.kubevirt.io/datavolumes");
+    }
+
+    #[test]
+    fn registry_finds_by_version_and_kind() {
+        let registry = Registry::with_builtins();
+        assert!(registry.find("", "v1", "pods").is_some());
+        assert!(registry.find("", "v2", "pods").is_none());
+        let sc = registry
+            .find_kind("storage.k8s.io/v1", "StorageClass")
+            .unwrap();
+        assert!(!sc.namespaced);
+    }
+}

@@ -1,0 +1,476 @@
+//! The HTTPS front of the API server: TLS on loopback, bearer-token authentication, and
+//! the translation of requests into the verbs of [`Objects`] and back into JSON (objects,
+//! lists, Tables, watch streams and Status errors).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch as shutdown_signal;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::discovery;
+use super::errors::ApiError;
+use super::object::UpdateTarget;
+use super::objects::{ListOptions, Objects, Propagation};
+use super::patch::{self, PatchType};
+use super::resources::ResourceType;
+use super::route::{self, ResourcePath, Route};
+use super::selector::{FieldSelector, LabelSelector};
+use super::table;
+use super::watch::{self, WatchRequest};
+
+/// The largest request body accepted, as kube-apiserver's limit.
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The default watch length when the client gives no timeoutSeconds.
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Answers creates of a resource that is not stored (UploadTokenRequest, access reviews).
+pub type VirtualCreate = dyn Fn(&str, Value) -> Result<Value, ApiError> + Send + Sync;
+
+pub struct Handler {
+    pub objects: Arc<Objects>,
+    pub token: String,
+    /// Keyed by (group, plural).
+    pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
+}
+
+/// Serves `handler` on `listener` with TLS until `shutdown` changes.
+pub async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    handler: Arc<Handler>,
+    mut shutdown: shutdown_signal::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(conn) => conn,
+            Err(err) => {
+                tracing::warn!(%err, "accept failed");
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let tls = match acceptor.accept(stream).await {
+                Ok(tls) => tls,
+                Err(err) => {
+                    tracing::debug!(%peer, %err, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = service_fn(move |request| {
+                let handler = handler.clone();
+                async move { Ok::<_, Infallible>(handler.handle(request).await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+}
+
+fn error_response(err: &ApiError) -> Response<Body> {
+    let status = StatusCode::from_u16(err.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(status, &err.status())
+}
+
+fn query_params(query: Option<&str>) -> HashMap<String, String> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+/// What one resource request carries besides its path.
+struct Call {
+    method: Method,
+    path: ResourcePath,
+    query: HashMap<String, String>,
+    accept: String,
+    content_type: String,
+    body: Bytes,
+}
+
+impl Handler {
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        if !self.authenticated(&request) {
+            return error_response(&ApiError::Unauthorized);
+        }
+        let method = request.method().clone();
+        let path = request.uri().path().to_string();
+        let response = match self.clone().dispatch(request).await {
+            Ok(response) => response,
+            Err(err) => error_response(&err),
+        };
+        tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
+        response
+    }
+
+    fn authenticated(&self, request: &Request<Incoming>) -> bool {
+        let Some(value) = request.headers().get(header::AUTHORIZATION) else {
+            return false;
+        };
+        let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
+            return false;
+        };
+        constant_time_eq(token.trim().as_bytes(), self.token.as_bytes())
+    }
+
+    async fn dispatch(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+    ) -> Result<Response<Body>, ApiError> {
+        let route = route::parse(request.uri().path()).ok_or(ApiError::NoSuchResource)?;
+        let types = || self.objects.registry.all();
+        let ok = |body: Value| Ok(json_response(StatusCode::OK, &body));
+        match route {
+            Route::Version => ok(discovery::version()),
+            Route::Health => Ok(Response::new(Full::new(Bytes::from_static(b"ok")).boxed())),
+            Route::CoreVersions => ok(discovery::core_versions()),
+            Route::Groups => ok(discovery::group_list(&types())),
+            Route::Group(name) => {
+                ok(discovery::group(&types(), &name).ok_or(ApiError::NoSuchResource)?)
+            }
+            Route::ResourceList { group, version } => {
+                ok(discovery::resource_list(&types(), &group, &version)
+                    .ok_or(ApiError::NoSuchResource)?)
+            }
+            Route::OpenApiV3Index => ok(discovery::openapi_v3_index(&types())),
+            Route::OpenApiV3 { group, version } => {
+                ok(discovery::openapi_v3_document(&types(), &group, &version)
+                    .ok_or(ApiError::NoSuchResource)?)
+            }
+            Route::OpenApiV2 => Err(ApiError::NoSuchResource),
+            Route::Resource(path) => {
+                let header = |name: header::HeaderName| {
+                    request
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let accept = header(header::ACCEPT);
+                let content_type = header(header::CONTENT_TYPE);
+                let method = request.method().clone();
+                let query = query_params(request.uri().query());
+                let body = Limited::new(request.into_body(), MAX_BODY)
+                    .collect()
+                    .await
+                    .map_err(|e| ApiError::BadRequest(format!("reading the request body: {e}")))?
+                    .to_bytes();
+                self.resource(Call {
+                    method,
+                    path,
+                    query,
+                    accept,
+                    content_type,
+                    body,
+                })
+                .await
+            }
+        }
+    }
+
+    async fn resource(self: Arc<Self>, call: Call) -> Result<Response<Body>, ApiError> {
+        if call.content_type.contains("protobuf") {
+            return Err(ApiError::UnsupportedMediaType(
+                "this server speaks JSON only, not protobuf (which kubectl's create generators send): use `kubectl create -f` or `kubectl apply -f`".into(),
+            ));
+        }
+        let path = &call.path;
+        let rt = self
+            .objects
+            .registry
+            .find(&path.group, &path.version, &path.plural)
+            .ok_or(ApiError::NoSuchResource)?;
+        if !rt.namespaced && path.namespace.is_some() {
+            return Err(ApiError::NoSuchResource);
+        }
+        match path.subresource.as_deref() {
+            None | Some("status") => {}
+            Some(_) => return Err(ApiError::NoSuchResource),
+        }
+        if call.method == Method::GET && path.name.is_none() && is_true(call.query.get("watch")) {
+            return self.watch(rt, &call);
+        }
+        if call.method == Method::POST && path.name.is_none() {
+            if let Some(create) = self
+                .virtual_creates
+                .get(&(rt.group.clone(), rt.plural.clone()))
+            {
+                let body = parse_json(&call.body)?;
+                let ns = path.namespace.clone().unwrap_or_default();
+                let answer = create(&ns, body)?;
+                return Ok(json_response(StatusCode::CREATED, &answer));
+            }
+        }
+        if rt.create_only {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        let handler = self.clone();
+        tokio::task::spawn_blocking(move || handler.resource_blocking(&rt, &call))
+            .await
+            .map_err(ApiError::internal)?
+    }
+
+    /// The verbs, run on a blocking thread: they wait on the database.
+    fn resource_blocking(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+    ) -> Result<Response<Body>, ApiError> {
+        let path = &call.path;
+        let version = path.version.as_str();
+        let ns = path.namespace.as_deref().unwrap_or("");
+        let target = if path.subresource.as_deref() == Some("status") {
+            UpdateTarget::Status
+        } else {
+            UpdateTarget::Main
+        };
+        let objects = &self.objects;
+        let respond = |status: StatusCode, object: Value| -> Result<Response<Body>, ApiError> {
+            Ok(json_response(
+                status,
+                &self.render_one(rt, &call.accept, object),
+            ))
+        };
+        match (&call.method, path.name.as_deref()) {
+            (&Method::GET, None) => self.list(rt, call),
+            (&Method::GET, Some(name)) => respond(
+                StatusCode::OK,
+                super::objects::with_version(rt, version, objects.get(rt, ns, name)?),
+            ),
+            (&Method::POST, None) => respond(
+                StatusCode::CREATED,
+                objects.create(rt, version, ns, parse_json(&call.body)?)?,
+            ),
+            (&Method::PUT, Some(name)) => {
+                let body = parse_json(&call.body)?;
+                respond(
+                    StatusCode::OK,
+                    objects.update(rt, version, ns, name, body, target)?,
+                )
+            }
+            (&Method::PATCH, Some(name)) => {
+                let kind = PatchType::from_content_type(&call.content_type)?;
+                let patch = patch::Patch {
+                    kind,
+                    body: patch::parse_body(kind, &call.body)?,
+                };
+                let existed = kind == PatchType::Apply
+                    && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
+                let object = objects.patch(rt, version, ns, name, &patch, target)?;
+                let status = if kind == PatchType::Apply && !existed {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                respond(status, object)
+            }
+            (&Method::DELETE, Some(name)) => {
+                let (propagation, uid) = delete_options(&call.query, &call.body)?;
+                respond(
+                    StatusCode::OK,
+                    objects.delete(rt, version, ns, name, propagation, uid.as_deref())?,
+                )
+            }
+            (&Method::DELETE, None) => self.delete_collection(rt, call),
+            _ => Err(ApiError::MethodNotAllowed),
+        }
+    }
+
+    fn render_one(&self, rt: &ResourceType, accept: &str, object: Value) -> Value {
+        if table::wants_table(accept) {
+            let meta = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+            table::render(rt, vec![object], meta)
+        } else {
+            object
+        }
+    }
+
+    fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+        let get = |key: &str| query.get(key).map(String::as_str).unwrap_or("");
+        Ok(ListOptions {
+            labels: LabelSelector::parse(get("labelSelector"))?,
+            fields: FieldSelector::parse(get("fieldSelector"))?,
+            limit: query.get("limit").and_then(|l| l.parse().ok()),
+            continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+        })
+    }
+
+    fn list(&self, rt: &ResourceType, call: &Call) -> Result<Response<Body>, ApiError> {
+        let options = Self::list_options(&call.query)?;
+        let page = self
+            .objects
+            .list(rt, call.path.namespace.as_deref(), &options)?;
+        let version = &call.path.version;
+        let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
+        if let Some(token) = page.continue_token {
+            meta["continue"] = json!(token);
+            meta["remainingItemCount"] = json!(page.remaining);
+        }
+        let items: Vec<Value> = page
+            .items
+            .into_iter()
+            .map(|o| super::objects::with_version(rt, version, o))
+            .collect();
+        let body = if table::wants_table(&call.accept) {
+            table::render(rt, items, meta)
+        } else {
+            json!({
+                "kind": format!("{}List", rt.kind),
+                "apiVersion": rt.api_version(version),
+                "metadata": meta,
+                "items": items,
+            })
+        };
+        Ok(json_response(StatusCode::OK, &body))
+    }
+
+    fn delete_collection(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+    ) -> Result<Response<Body>, ApiError> {
+        let options = Self::list_options(&call.query)?;
+        let (propagation, _) = delete_options(&call.query, &call.body)?;
+        let page = self
+            .objects
+            .list(rt, call.path.namespace.as_deref(), &options)?;
+        let mut deleted = Vec::new();
+        for item in page.items {
+            let ns = item["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let name = super::object::name(&item).to_string();
+            match self
+                .objects
+                .delete(rt, &call.path.version, &ns, &name, propagation, None)
+            {
+                Ok(object) => deleted.push(object),
+                Err(ApiError::NotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        let body = json!({
+            "kind": format!("{}List", rt.kind),
+            "apiVersion": rt.api_version(&call.path.version),
+            "metadata": {},
+            "items": deleted,
+        });
+        Ok(json_response(StatusCode::OK, &body))
+    }
+
+    fn watch(&self, rt: ResourceType, call: &Call) -> Result<Response<Body>, ApiError> {
+        let timeout = call
+            .query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_WATCH_TIMEOUT);
+        let as_table = table::wants_table(&call.accept);
+        let table_type = rt.clone();
+        let render: watch::Render = Arc::new(move |object| {
+            if as_table {
+                let meta = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+                table::render(&table_type, vec![object], meta)
+            } else {
+                object
+            }
+        });
+        let request = WatchRequest {
+            rt,
+            version: call.path.version.clone(),
+            namespace: call.path.namespace.clone(),
+            filter: Self::list_options(&call.query)?,
+            resource_version: call.query.get("resourceVersion").cloned(),
+            bookmarks: is_true(call.query.get("allowWatchBookmarks")),
+            timeout,
+            render,
+        };
+        let lines = watch::start(self.objects.clone(), request);
+        let body = StreamBody::new(ReceiverStream::new(lines).map(|line| Ok(Frame::data(line))));
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::TRANSFER_ENCODING, "chunked")
+            .body(BodyExt::boxed(body))
+            .map_err(ApiError::internal)
+    }
+}
+
+fn is_true(value: Option<&String>) -> bool {
+    matches!(value.map(String::as_str), Some("true" | "1"))
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
+    if let Ok(value) = serde_json::from_slice(body) {
+        return Ok(value);
+    }
+    // kubectl and client libraries send JSON; YAML is accepted for hand-made requests.
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::BadRequest("the request body is not UTF-8".into()))?;
+    serde_saphyr::from_str(text).map_err(|e| {
+        ApiError::BadRequest(format!("the request body is not valid JSON or YAML: {e}"))
+    })
+}
+
+/// propagationPolicy (query or DeleteOptions body) and a uid precondition.
+fn delete_options(
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<(Propagation, Option<String>), ApiError> {
+    let options: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        parse_json(body)?
+    };
+    let mut policy = options["propagationPolicy"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    if let Some(q) = query.get("propagationPolicy") {
+        policy = q.clone();
+    }
+    if policy.is_empty() && options["orphanDependents"].as_bool() == Some(true) {
+        policy = "Orphan".into();
+    }
+    let uid = options["preconditions"]["uid"].as_str().map(String::from);
+    Ok((Propagation::parse(&policy)?, uid))
+}
+
+/// Compares secrets without an early exit that would time how much matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

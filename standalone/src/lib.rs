@@ -1,0 +1,4 @@
+//! Single-machine mode: the embedded Kubernetes-compatible API server (and, as they land,
+//! the local node agent and the PV provisioner) behind `ferrovirt up`.
+
+pub mod apiserver;
