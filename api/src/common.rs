@@ -1,0 +1,107 @@
+//! Types shared by several API groups (condition status, node placement, the operator
+//! condition of openshift/custom-resource-status) and schema helpers that keep generated CRD
+//! schemas structural where a field is deliberately left untyped.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+/// The status of a condition: `True`, `False` or `Unknown`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// Whether the condition holds is not known.
+    Unknown,
+}
+
+/// Where a component's pods may run (the controller-lifecycle-operator-sdk `NodePlacement`
+/// that CDI, HPP and HCO share).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlacement {
+    /// Labels a node must have for the pods to run on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Pod affinity and anti-affinity applied next to the node selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Tolerations added to the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+/// An operator condition (`Available`, `Progressing`, `Degraded`, `Upgradeable`) in the
+/// shape of openshift/custom-resource-status, used by the HPP, CDI and SSP operators.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorCondition {
+    /// The condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// A machine-readable reason for the last transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the condition was last probed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+/// Operator condition types of openshift/custom-resource-status.
+pub mod operator_condition {
+    /// The operand is fully deployed and serving.
+    pub const AVAILABLE: &str = "Available";
+    /// The operator is rolling out a change.
+    pub const PROGRESSING: &str = "Progressing";
+    /// The operand is not working as it should.
+    pub const DEGRADED: &str = "Degraded";
+    /// The operand may be upgraded.
+    pub const UPGRADEABLE: &str = "Upgradeable";
+}
+
+/// Schema of a field kept as arbitrary JSON: an object whose content the API server keeps
+/// unpruned and unvalidated.
+pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Like [`preserve_unknown_object`], for an optional field.
+pub fn nullable_preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Schema of a list of arbitrary JSON objects.
+pub fn preserve_unknown_object_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "nullable": true,
+        "items": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+        },
+    })
+}
+
+/// Unknown fields of a partly typed object, kept as they came so nothing is lost when the
+/// object is read and written back.
+pub type Extra = BTreeMap<String, serde_json::Value>;

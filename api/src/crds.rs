@@ -1,0 +1,40 @@
+//! The CustomResourceDefinitions of every kind in this crate, as deployed to a cluster and
+//! served by the embedded API server.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::{cdi, cnao, hco, hostpath, kubevirt, ssp, upload};
+
+/// Every CRD, in a stable order.
+///
+/// `UploadTokenRequest` is served upstream by CDI's aggregated API server, not a CRD; it is
+/// included so the embedded API server and a cluster without that server can store it.
+pub fn all() -> Vec<CustomResourceDefinition> {
+    vec![
+        cdi::DataVolume::crd(),
+        cdi::DataSource::crd(),
+        cdi::DataImportCron::crd(),
+        cdi::CDI::crd(),
+        cdi::CDIConfig::crd(),
+        cdi::StorageProfile::crd(),
+        upload::UploadTokenRequest::crd(),
+        hostpath::HostPathProvisioner::crd(),
+        kubevirt::VirtualMachine::crd(),
+        kubevirt::VirtualMachineInstance::crd(),
+        kubevirt::KubeVirt::crd(),
+        hco::HyperConverged::crd(),
+        ssp::SSP::crd(),
+        cnao::NetworkAddonsConfig::crd(),
+    ]
+}
+
+/// The file name of a CRD in `deploy/crds`: `<group>_<plural>.yaml`.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// A CRD as YAML, exactly as committed under `deploy/crds`.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(crd)
+}

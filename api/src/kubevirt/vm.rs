@@ -1,0 +1,243 @@
+//! The VirtualMachine (kubevirt.io/v1): a VM that outlives its instances, started and stopped
+//! according to its run strategy, with the DataVolumes it owns.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::vmi::{VirtualMachineCondition, VirtualMachineInstanceTemplateSpec};
+use crate::cdi::datavolume::DataVolumeSpec;
+use crate::common::Extra;
+
+/// The desired state of a VirtualMachine.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "kubevirt.io",
+    version = "v1",
+    kind = "VirtualMachine",
+    namespaced,
+    status = "VirtualMachineStatus",
+    shortname = "vm",
+    shortname = "vms",
+    category = "all",
+    derive = "PartialEq",
+    doc = "VirtualMachine handles the VirtualMachines that are not running or are in a stopped state The VirtualMachine contains the template to create the VirtualMachineInstance. It also mirrors the running state of the created VirtualMachineInstance in its status.",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.printableStatus"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    /// Deprecated switch between `Always` (true) and `Halted` (false); excludes `runStrategy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<bool>,
+    /// When instances are started and restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_strategy: Option<RunStrategy>,
+    /// An instance type to take CPU and memory from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub instancetype: Option<serde_json::Value>,
+    /// A preference to take device defaults from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub preference: Option<serde_json::Value>,
+    /// The instance to create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<VirtualMachineInstanceTemplateSpec>,
+    /// DataVolumes created with the VM and owned by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_volume_templates: Option<Vec<DataVolumeTemplateSpec>>,
+    /// Fields this version does not model (updateVolumesStrategy, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// When the instances of a VirtualMachine run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum RunStrategy {
+    /// Always keep an instance running.
+    Always,
+    /// Restart the instance only when it fails.
+    RerunOnFailure,
+    /// Start and stop only on request.
+    Manual,
+    /// Keep no instance running.
+    Halted,
+    /// Run the instance once, not restarting it.
+    Once,
+    /// Wait to receive a migration from another cluster.
+    WaitAsReceiver,
+}
+
+impl RunStrategy {
+    /// Every run strategy, as written in YAML.
+    pub const ALL: [&'static str; 6] = [
+        "Always",
+        "RerunOnFailure",
+        "Manual",
+        "Halted",
+        "Once",
+        "WaitAsReceiver",
+    ];
+
+    /// The value as written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "Always",
+            Self::RerunOnFailure => "RerunOnFailure",
+            Self::Manual => "Manual",
+            Self::Halted => "Halted",
+            Self::Once => "Once",
+            Self::WaitAsReceiver => "WaitAsReceiver",
+        }
+    }
+
+    /// Parses a value as written in YAML.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Always,
+            Self::RerunOnFailure,
+            Self::Manual,
+            Self::Halted,
+            Self::Once,
+            Self::WaitAsReceiver,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+}
+
+impl VirtualMachineSpec {
+    /// The effective run strategy: `runStrategy`, else `Always`/`Halted` from `running`,
+    /// else `Halted`.
+    pub fn effective_run_strategy(&self) -> RunStrategy {
+        match (self.run_strategy, self.running) {
+            (Some(r), _) => r,
+            (None, Some(true)) => RunStrategy::Always,
+            _ => RunStrategy::Halted,
+        }
+    }
+}
+
+/// A DataVolume created with a VirtualMachine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeTemplateSpec {
+    /// Deprecated and ignored; kept as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Deprecated and ignored; kept as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name, labels and annotations of the DataVolume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub metadata: Option<ObjectMeta>,
+    /// The DataVolume spec.
+    pub spec: DataVolumeSpec,
+    /// Placeholder status, kept as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub status: Option<serde_json::Value>,
+}
+
+/// The observed state of a VirtualMachine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineStatus {
+    /// Whether an instance exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    /// Whether the instance is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// The one-word state shown by `kubectl get vm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status: Option<VirtualMachinePrintableStatus>,
+    /// The run strategy in effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_strategy: Option<RunStrategy>,
+    /// Ready, Failure, Paused, ….
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<VirtualMachineCondition>>,
+    /// Pending start and stop requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_change_requests: Option<Vec<VirtualMachineStateChangeRequest>>,
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The generation of the spec the instance was created from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_generation: Option<i64>,
+    /// Fields this version does not model (snapshot, restore, volume requests, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A request to start or stop the VM's instance.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct VirtualMachineStateChangeRequest {
+    /// `Start` or `Stop`.
+    pub action: String,
+    /// Extra data of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<std::collections::BTreeMap<String, String>>,
+    /// The instance the request is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// The one-word state of a VM, with upstream's names.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum VirtualMachinePrintableStatus {
+    /// No instance exists.
+    Stopped,
+    /// Volumes are being prepared.
+    Provisioning,
+    /// The instance is being started.
+    Starting,
+    /// The instance runs.
+    Running,
+    /// The instance is paused.
+    Paused,
+    /// The instance is being stopped.
+    Stopping,
+    /// The VM is being deleted.
+    Terminating,
+    /// The instance keeps failing and restarts with back-off.
+    CrashLoopBackOff,
+    /// The instance is migrating.
+    Migrating,
+    /// The state cannot be determined.
+    Unknown,
+    /// The launcher pod cannot be scheduled.
+    ErrorUnschedulable,
+    /// A container image cannot be pulled.
+    ErrImagePull,
+    /// Pulling a container image is backing off.
+    ImagePullBackOff,
+    /// A PVC of the VM does not exist.
+    ErrorPvcNotFound,
+    /// A DataVolume of the VM does not exist.
+    ErrorDataVolumeNotFound,
+    /// A DataVolume of the VM failed.
+    DataVolumeError,
+    /// Waiting for PVCs to bind.
+    WaitingForVolumeBinding,
+    /// Waiting to receive a migration.
+    WaitingForReceiver,
+}

@@ -1,0 +1,606 @@
+//! The VirtualMachineInstance (kubevirt.io/v1): one running VM. The spec types here are also
+//! the template of a VirtualMachine. The domain is typed where controllers and the launcher
+//! read it (resources, CPU, memory, firmware, disks, interfaces) and every other field is kept
+//! as it came, so a read-modify-write loses nothing.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{ConditionStatus, Extra};
+
+/// The desired state of a VM instance.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "kubevirt.io",
+    version = "v1",
+    kind = "VirtualMachineInstance",
+    namespaced,
+    status = "VirtualMachineInstanceStatus",
+    shortname = "vmi",
+    shortname = "vmis",
+    category = "all",
+    derive = "PartialEq",
+    doc = "VirtualMachineInstance is *the* VirtualMachineInstance Definition. It represents a virtual machine in the runtime environment of kubernetes.",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "IP",
+        type_ = "string",
+        json_path = ".status.interfaces[0].ipAddress"
+    ),
+    printcolumn(name = "NodeName", type_ = "string", json_path = ".status.nodeName"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
+    printcolumn(
+        name = "Live-Migratable",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='LiveMigratable')].status",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Paused')].status",
+        priority = 1
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstanceSpec {
+    /// The virtual hardware.
+    pub domain: DomainSpec,
+    /// Labels a node must have to run the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Seconds the guest gets to shut down before it is killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    /// The volumes disks are backed by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<Vec<Volume>>,
+    /// The networks interfaces attach to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networks: Option<Vec<Network>>,
+    /// The guest's host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// What happens to the VM when its node is drained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_strategy: Option<String>,
+    /// Fields this version does not model (affinity, tolerations, probes, DNS, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A VM instance spec together with the metadata of the instance, as embedded in a
+/// VirtualMachine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstanceTemplateSpec {
+    /// Labels and annotations of the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub metadata: Option<ObjectMeta>,
+    /// The instance spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<VirtualMachineInstanceSpec>,
+}
+
+/// The virtual hardware of a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainSpec {
+    /// Requests and limits of the launcher pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// The virtual CPU topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    /// The guest memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+    /// The machine type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+    /// BIOS or EFI, serial, UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<Firmware>,
+    /// The devices.
+    pub devices: Devices,
+    /// Fields this version does not model (features, clock, chassis, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Requests and limits of the launcher pod (`memory`, `cpu`, …).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRequirements {
+    /// Requested resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<BTreeMap<String, Quantity>>,
+    /// Limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The virtual CPU topology.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Cpu {
+    /// Cores per socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    /// Sockets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u32>,
+    /// Threads per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// The CPU model, `host-passthrough`, `host-model` or a named model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The guest memory.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Memory {
+    /// The memory the guest sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Quantity>,
+    /// Fields this version does not model (hugepages, maxGuest).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The emulated machine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Machine {
+    /// The QEMU machine type such as `q35`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+}
+
+/// Firmware settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Firmware {
+    /// The SMBIOS UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// The SMBIOS serial number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// The bootloader: `bios: {}` or `efi: {secureBoot: …}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub bootloader: Option<serde_json::Value>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The devices of a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Devices {
+    /// The disks, each backed by the volume of the same name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks: Option<Vec<Disk>>,
+    /// The network interfaces, each attached to the network of the same name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interfaces: Option<Vec<Interface>>,
+    /// Whether a network interface is added automatically (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoattach_pod_interface: Option<bool>,
+    /// Fields this version does not model (rng, tpm, gpus, serial console, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A disk of a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disk {
+    /// The name, the same as the volume's.
+    pub name: String,
+    /// Attached as a disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskTarget>,
+    /// Attached as a CD-ROM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdrom: Option<DiskTarget>,
+    /// Attached as a LUN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lun: Option<DiskTarget>,
+    /// The boot order, lower first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_order: Option<u32>,
+    /// The serial number the guest sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// The cache mode: `none`, `writethrough` or `writeback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// How a disk is attached.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskTarget {
+    /// The bus: `virtio`, `sata`, `scsi` or `usb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<String>,
+    /// Read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readonly: Option<bool>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A network interface of a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Interface {
+    /// The name, the same as the network's.
+    pub name: String,
+    /// The device model such as `virtio` or `e1000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// A fixed MAC address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
+    /// Bridge binding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub bridge: Option<serde_json::Value>,
+    /// Masquerade (NAT) binding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub masquerade: Option<serde_json::Value>,
+    /// SR-IOV binding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub sriov: Option<serde_json::Value>,
+    /// A network binding plugin, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub binding: Option<serde_json::Value>,
+    /// Fields this version does not model (ports, bootOrder, pciAddress, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl Interface {
+    /// The binding methods set on this interface.
+    pub fn binding_methods(&self) -> Vec<&'static str> {
+        let mut methods = Vec::new();
+        for (name, set) in [
+            ("bridge", self.bridge.is_some()),
+            ("masquerade", self.masquerade.is_some()),
+            ("sriov", self.sriov.is_some()),
+            ("binding", self.binding.is_some()),
+        ] {
+            if set {
+                methods.push(name);
+            }
+        }
+        for name in ["slirp", "passt", "macvtap"] {
+            if self.extra.contains_key(name) {
+                methods.push(name);
+            }
+        }
+        methods
+    }
+}
+
+/// A network a VM attaches to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Network {
+    /// The name interfaces refer to.
+    pub name: String,
+    /// The pod network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodNetwork>,
+    /// A Multus network attachment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multus: Option<MultusNetwork>,
+}
+
+/// The pod network.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct PodNetwork {
+    /// The guest's IPv4 CIDR with masquerade.
+    #[serde(
+        default,
+        rename = "vmNetworkCIDR",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vm_network_cidr: Option<String>,
+    /// The guest's IPv6 CIDR with masquerade.
+    #[serde(
+        default,
+        rename = "vmIPv6NetworkCIDR",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vm_ipv6_network_cidr: Option<String>,
+}
+
+/// A Multus network attachment.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MultusNetwork {
+    /// The NetworkAttachmentDefinition, `name` or `namespace/name`.
+    pub network_name: String,
+    /// Whether this replaces the pod network as the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<bool>,
+}
+
+/// A volume of a VM.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    /// The name disks refer to.
+    pub name: String,
+    /// A disk image in a container image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_disk: Option<ContainerDiskSource>,
+    /// A cloud-init NoCloud data source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init_no_cloud: Option<CloudInitSource>,
+    /// A cloud-init ConfigDrive data source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init_config_drive: Option<CloudInitSource>,
+    /// A DataVolume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_volume: Option<DataVolumeVolumeSource>,
+    /// A PVC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+    /// A temporary empty disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_disk: Option<EmptyDiskSource>,
+    /// Fields this version does not model (configMap, secret, hostDisk, sysprep, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl Volume {
+    /// The volume source kinds set on this volume.
+    pub fn source_kinds(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = [
+            ("containerDisk", self.container_disk.is_some()),
+            ("cloudInitNoCloud", self.cloud_init_no_cloud.is_some()),
+            (
+                "cloudInitConfigDrive",
+                self.cloud_init_config_drive.is_some(),
+            ),
+            ("dataVolume", self.data_volume.is_some()),
+            (
+                "persistentVolumeClaim",
+                self.persistent_volume_claim.is_some(),
+            ),
+            ("emptyDisk", self.empty_disk.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(n, _)| n.to_owned())
+        .collect();
+        kinds.extend(self.extra.keys().cloned());
+        kinds
+    }
+}
+
+/// A disk image in a container image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerDiskSource {
+    /// The image.
+    pub image: String,
+    /// When to pull it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// A pull secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secret: Option<String>,
+    /// The path of the disk inside the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// Cloud-init user and network data, inline or from a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudInitSource {
+    /// User data as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
+    /// User data, base64 encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_base64: Option<String>,
+    /// A Secret holding the user data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectName>,
+    /// Network data as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data: Option<String>,
+    /// Network data, base64 encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data_base64: Option<String>,
+    /// A Secret holding the network data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data_secret_ref: Option<LocalObjectName>,
+}
+
+/// A reference to an object in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct LocalObjectName {
+    /// Its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A DataVolume backing a volume.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeVolumeSource {
+    /// The DataVolume's name, in the VM's namespace.
+    pub name: String,
+    /// Whether the volume can be hot-unplugged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotpluggable: Option<bool>,
+}
+
+/// A PVC backing a volume.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PersistentVolumeClaimVolumeSource {
+    /// The PVC's name.
+    pub claim_name: String,
+    /// Read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Whether the volume can be hot-unplugged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotpluggable: Option<bool>,
+}
+
+/// A temporary empty disk.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct EmptyDiskSource {
+    /// Its size.
+    pub capacity: Quantity,
+}
+
+/// The observed state of a VM instance.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstanceStatus {
+    /// The lifecycle phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<VirtualMachineInstancePhase>,
+    /// The node running the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Why the VM is in this phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Ready, Paused, LiveMigratable, AgentConnected, ….
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<VirtualMachineCondition>>,
+    /// The guest's interfaces and addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interfaces: Option<Vec<VirtualMachineInstanceNetworkInterface>>,
+    /// Fields this version does not model (migration state, guest OS info, volume status, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The lifecycle phase of a VM instance.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum VirtualMachineInstancePhase {
+    /// Accepted, not yet scheduled.
+    Pending,
+    /// The launcher pod is being scheduled.
+    Scheduling,
+    /// The launcher pod runs and the VM is being started.
+    Scheduled,
+    /// The VM runs.
+    Running,
+    /// The VM stopped on its own.
+    Succeeded,
+    /// The VM failed.
+    Failed,
+    /// The state cannot be determined.
+    Unknown,
+}
+
+/// A condition of a VM or VM instance.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineCondition {
+    /// The condition type, see [`condition_types`].
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// When it was last probed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<Time>,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// A machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Condition types of VMs and VM instances.
+pub mod condition_types {
+    /// The VM is running and ready.
+    pub const READY: &str = "Ready";
+    /// The VM is paused.
+    pub const PAUSED: &str = "Paused";
+    /// The VM failed to start or run.
+    pub const FAILURE: &str = "Failure";
+    /// The VM can be live-migrated.
+    pub const LIVE_MIGRATABLE: &str = "LiveMigratable";
+    /// The guest agent is connected.
+    pub const AGENT_CONNECTED: &str = "AgentConnected";
+    /// A spec change needs a restart to take effect.
+    pub const RESTART_REQUIRED: &str = "RestartRequired";
+    /// The data volumes of the VM are ready.
+    pub const DATA_VOLUMES_READY: &str = "DataVolumesReady";
+}
+
+/// A guest network interface and its addresses.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstanceNetworkInterface {
+    /// The interface name from the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The primary IP address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_address: Option<String>,
+    /// All IP addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_addresses: Option<Vec<String>>,
+    /// The MAC address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// The name inside the guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_name: Option<String>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}

@@ -1,0 +1,21 @@
+//! The API types of Ferrovirt: upstream CDI, HPP, KubeVirt, HCO, SSP and CNAO kinds with the
+//! same groups, versions, kinds and field names, their defaulting and validation as pure
+//! functions, and the CustomResourceDefinitions generated from them.
+
+// Several `printcolumn(...)` entries of one `#[kube]` attribute share keys such as
+// `type_ = "string"`; clippy mistakes them for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+pub mod cdi;
+pub mod cnao;
+pub mod common;
+pub mod crds;
+pub mod hco;
+pub mod hostpath;
+pub mod kubevirt;
+pub mod quantity;
+pub mod ssp;
+pub mod upload;
+pub mod validation;
+
+pub use validation::{FieldPath, Problem, ValidationError, ValidationResult};
