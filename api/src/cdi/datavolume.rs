@@ -577,8 +577,6 @@ pub mod annotations {
     pub const POD_READY: &str = "cdi.kubevirt.io/storage.pod.ready";
     /// How often that pod restarted.
     pub const POD_RESTARTS: &str = "cdi.kubevirt.io/storage.pod.restarts";
-    /// Whether that pod can be scheduled.
-    pub const POD_SCHEDULABLE: &str = "cdi.kubevirt.io/storage.pod.schedulable";
     /// Running condition status of the target side, `true`/`false`.
     pub const RUNNING_CONDITION: &str = "cdi.kubevirt.io/storage.condition.running";
     /// Running condition message.
@@ -601,13 +599,64 @@ pub mod annotations {
     pub const CONTENT_TYPE: &str = "cdi.kubevirt.io/storage.contentType";
     /// Marks a PVC as an upload target.
     pub const UPLOAD_REQUEST: &str = "cdi.kubevirt.io/storage.upload.target";
-    /// Transfer progress mirrored from the pod.
-    pub const PROGRESS: &str = "cdi.kubevirt.io/storage.import.progress";
+    /// Transfer progress reported by a populator.
+    pub const POPULATOR_PROGRESS: &str = "cdi.kubevirt.io/storage.populator.progress";
+    /// The Secret with the source credentials.
+    pub const SECRET: &str = "cdi.kubevirt.io/storage.import.secretName";
+    /// The ConfigMap with the source's CA certificates.
+    pub const CERT_CONFIG_MAP: &str = "cdi.kubevirt.io/storage.import.certConfigMap";
+    /// Extra http headers of the import.
+    pub const EXTRA_HEADERS: &str = "cdi.kubevirt.io/storage.import.extraHeaders";
+    /// The registry pull method (`pod` or `node`).
+    pub const REGISTRY_IMPORT_METHOD: &str = "cdi.kubevirt.io/storage.import.registryImportMethod";
+    /// The name of the importer pod.
+    pub const IMPORT_POD: &str = "cdi.kubevirt.io/storage.import.importPodName";
+    /// Whether preallocation was requested.
+    pub const PREALLOCATION_REQUESTED: &str = "cdi.kubevirt.io/storage.preallocation.requested";
+    /// Whether preallocation was applied.
+    pub const PREALLOCATION_APPLIED: &str = "cdi.kubevirt.io/storage.preallocation";
+    /// Source running condition message.
+    pub const SOURCE_RUNNING_CONDITION_MESSAGE: &str =
+        "cdi.kubevirt.io/storage.condition.source.running.message";
+    /// Source running condition reason.
+    pub const SOURCE_RUNNING_CONDITION_REASON: &str =
+        "cdi.kubevirt.io/storage.condition.source.running.reason";
+    /// The snapshot of the previous checkpoint of a multistage import.
+    pub const PREVIOUS_CHECKPOINT: &str = "cdi.kubevirt.io/storage.checkpoint.previous";
+    /// The snapshot of the current checkpoint of a multistage import.
+    pub const CURRENT_CHECKPOINT: &str = "cdi.kubevirt.io/storage.checkpoint.current";
+    /// Whether the current checkpoint is the last.
+    pub const FINAL_CHECKPOINT: &str = "cdi.kubevirt.io/storage.checkpoint.final";
+    /// Marks a PVC as populated for the named DataVolume.
+    pub const POPULATED_FOR: &str = "cdi.kubevirt.io/storage.populatedFor";
+    /// Marks a PVC as already populated.
+    pub const PRE_POPULATED: &str = "cdi.kubevirt.io/storage.prePopulated";
     /// Binding mode: immediate binding even with a WaitForFirstConsumer storage class.
     pub const IMMEDIATE_BINDING: &str = "cdi.kubevirt.io/storage.bind.immediate.requested";
     /// Whether the PVC is deleted when the DataVolume completes (garbage collection).
     pub const DELETE_AFTER_COMPLETION: &str = "cdi.kubevirt.io/storage.deleteAfterCompletion";
 }
+
+/// Values of the [`annotations::IMPORT_SOURCE`] annotation.
+pub mod import_source {
+    /// An http(s) endpoint (also the default).
+    pub const HTTP: &str = "http";
+    /// An S3 bucket.
+    pub const S3: &str = "s3";
+    /// Google Cloud Storage.
+    pub const GCS: &str = "gcs";
+    /// A container registry.
+    pub const REGISTRY: &str = "registry";
+    /// ovirt-imageio.
+    pub const IMAGEIO: &str = "imageio";
+    /// VMware VDDK.
+    pub const VDDK: &str = "vddk";
+    /// No source: a blank image.
+    pub const NONE: &str = "none";
+}
+
+/// The progress value of a finished transfer.
+pub const PROGRESS_DONE: &str = "100.0%";
 
 /// The key of the storage size in `resources.requests`.
 pub const STORAGE_RESOURCE: &str = "storage";

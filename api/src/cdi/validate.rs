@@ -9,7 +9,7 @@ use super::datasource::DataSource;
 use super::datavolume::{
     DataVolume, DataVolumeContentType, DataVolumeSource, DataVolumeSourceRegistry, DataVolumeSpec,
     REGISTRY_SCHEME_DOCKER, REGISTRY_SCHEME_OCI_ARCHIVE, SOURCE_KINDS, SOURCE_REF_KIND_DATA_SOURCE,
-    STORAGE_RESOURCE,
+    STORAGE_RESOURCE, VOLUME_MODE_FROM_STORAGE_PROFILE,
 };
 use crate::quantity::{MIB, parse_quantity};
 use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
@@ -81,6 +81,11 @@ pub fn validate_data_volume_spec(spec: &DataVolumeSpec, path: &FieldPath) -> Val
                 return err(pvc_path.child("accessModes"), Problem::Required);
             }
             validate_access_modes(modes, &pvc_path.child("accessModes"))?;
+            validate_volume_mode(
+                pvc.volume_mode.as_deref(),
+                &["Filesystem", "Block"],
+                &pvc_path.child("volumeMode"),
+            )?;
         }
         (None, Some(storage)) => {
             let storage_path = path.child("storage");
@@ -92,6 +97,11 @@ pub fn validate_data_volume_spec(spec: &DataVolumeSpec, path: &FieldPath) -> Val
             if let Some(modes) = storage.access_modes.as_deref() {
                 validate_access_modes(modes, &storage_path.child("accessModes"))?;
             }
+            validate_volume_mode(
+                storage.volume_mode.as_deref(),
+                &["Filesystem", "Block", VOLUME_MODE_FROM_STORAGE_PROFILE],
+                &storage_path.child("volumeMode"),
+            )?;
         }
     }
 
@@ -201,6 +211,23 @@ fn validate_access_modes(modes: &[String], path: &FieldPath) -> ValidationResult
         }
     }
     Ok(())
+}
+
+fn validate_volume_mode(
+    mode: Option<&str>,
+    allowed: &[&str],
+    path: &FieldPath,
+) -> ValidationResult {
+    match mode {
+        Some(m) if !allowed.contains(&m) => err(
+            path.clone(),
+            Problem::Unsupported {
+                value: m.to_owned(),
+                supported: join(allowed),
+            },
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn validate_source(source: &DataVolumeSource, path: &FieldPath) -> ValidationResult {
@@ -677,6 +704,28 @@ mod tests {
             pvc.access_modes = Some(vec!["ReadWriteMany".into()]);
         }
         assert_eq!(check(&spec), Ok(()));
+    }
+
+    #[test]
+    fn volume_modes_are_checked_and_from_storage_profile_only_for_storage() {
+        let mut spec = http_dv();
+        let set = |spec: &mut DataVolumeSpec, m: &str| {
+            if let Some(s) = spec.storage.as_mut() {
+                s.volume_mode = Some(m.into());
+            }
+        };
+        set(&mut spec, "FromStorageProfile");
+        assert_eq!(check(&spec), Ok(()));
+        set(&mut spec, "Tape");
+        assert_eq!(field_of(&spec), "spec.storage.volumeMode");
+        spec.storage = None;
+        spec.pvc = Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            resources: resources("1Gi"),
+            volume_mode: Some("FromStorageProfile".into()),
+            ..Default::default()
+        });
+        assert_eq!(field_of(&spec), "spec.pvc.volumeMode");
     }
 
     #[test]

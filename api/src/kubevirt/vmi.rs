@@ -536,6 +536,8 @@ pub enum VirtualMachineInstancePhase {
     Succeeded,
     /// The VM failed.
     Failed,
+    /// The target of a cross-cluster migration waits for its source.
+    WaitingForSync,
     /// The state cannot be determined.
     Unknown,
 }
