@@ -6,6 +6,7 @@
 // `type_ = "string"`; clippy mistakes them for a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod admission;
 pub mod cdi;
 pub mod cnao;
 pub mod common;

@@ -376,3 +376,22 @@ fn data_import_cron_and_data_source_round_trip_and_validate() {
     });
     assert_eq!(failed_field(validate_data_source(&ds)), "spec.source");
 }
+
+#[test]
+fn every_example_is_admitted() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/examples");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 14, "examples missing: {names:?}");
+    for name in names {
+        let mut v = example_value(&name);
+        if let Err(e) = api::admission::admit(&mut v) {
+            panic!("{name}: {e}");
+        }
+    }
+}
