@@ -186,17 +186,20 @@ pub fn validate_instance_spec(
                 Problem::Invalid(format!("no volume named {:?} backs this disk", disk.name)),
             );
         }
-        let targets = [
-            disk.disk.is_some(),
-            disk.cdrom.is_some(),
-            disk.lun.is_some(),
-        ];
-        if targets.into_iter().filter(|t| *t).count() > 1 {
+        let targets: Vec<&str> = [
+            ("disk", disk.disk.is_some()),
+            ("cdrom", disk.cdrom.is_some()),
+            ("lun", disk.lun.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(n, set)| set.then_some(n))
+        .collect();
+        if targets.len() > 1 {
             return err(
                 p,
                 Problem::MoreThanOneOf {
                     options: join(&["disk", "cdrom", "lun"]),
-                    set: "several".into(),
+                    set: join(&targets),
                 },
             );
         }
@@ -438,6 +441,24 @@ mod tests {
         let mut v = vm_json();
         v["spec"]["template"]["spec"]["domain"]["devices"]["disks"][0]["name"] = json!("data");
         assert_eq!(field(&v), "spec.template.spec.domain.devices.disks[0].name");
+    }
+
+    #[test]
+    fn a_disk_has_one_target() {
+        let mut v = vm_json();
+        v["spec"]["template"]["spec"]["domain"]["devices"]["disks"][0]["cdrom"] = json!({});
+        let e = validate_virtual_machine_json(&v).unwrap_err();
+        assert_eq!(
+            e.field.as_str(),
+            "spec.template.spec.domain.devices.disks[0]"
+        );
+        assert_eq!(
+            e.problem,
+            Problem::MoreThanOneOf {
+                options: "disk, cdrom, lun".into(),
+                set: "disk, cdrom".into()
+            }
+        );
     }
 
     #[test]
