@@ -13,6 +13,25 @@ fn check(s: &JSONSchemaProps, path: &str, problems: &mut Vec<String>) {
     if s.type_.as_deref().is_none_or(str::is_empty) && !preserve && !int_or_string {
         problems.push(format!("{path}: no type"));
     }
+    const FORMATS: [&str; 10] = [
+        "int32",
+        "int64",
+        "float",
+        "double",
+        "byte",
+        "date",
+        "date-time",
+        "password",
+        "uri",
+        "uuid",
+    ];
+    if let Some(format) = s.format.as_deref()
+        && !FORMATS.contains(&format)
+    {
+        problems.push(format!(
+            "{path}: format {format:?} is not one Kubernetes knows"
+        ));
+    }
     if s.ref_path.is_some() {
         problems.push(format!("{path}: $ref is not allowed"));
     }

@@ -144,12 +144,15 @@ pub struct ResourceRequirements {
 pub struct Cpu {
     /// Cores per socket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>")]
     pub cores: Option<u32>,
     /// Sockets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>")]
     pub sockets: Option<u32>,
     /// Threads per core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>")]
     pub threads: Option<u32>,
     /// The CPU model, `host-passthrough`, `host-model` or a named model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,6 +237,7 @@ pub struct Disk {
     pub lun: Option<DiskTarget>,
     /// The boot order, lower first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>")]
     pub boot_order: Option<u32>,
     /// The serial number the guest sees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
