@@ -30,7 +30,9 @@ struct PodPaths {
 impl PodPaths {
     fn from_env() -> Self {
         let path = |var: &str, default: &str| {
-            PathBuf::from(std::env::var(var).unwrap_or_else(|_| default.into()))
+            std::env::var(var)
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| crate::pod_paths::in_pod(default))
         };
         Self {
             data_file: path("FERROVIRT_IMPORTER_WRITE_PATH", WRITE_PATH),

@@ -3,6 +3,7 @@
 mod csi_driver;
 mod import;
 mod importer_pod;
+mod pod_paths;
 mod up;
 
 use std::process::ExitCode;

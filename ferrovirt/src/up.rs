@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use rustix::process::{Pid, Signal, kill_process};
-use standalone::apiserver::{ApiServer, ApiServerConfig};
+use standalone::control_plane::{ControlPlane, ControlPlaneConfig};
 
 const PID_FILE: &str = "ferrovirt.pid";
 const LOG_FILE: &str = "ferrovirt.log";
@@ -125,16 +125,20 @@ fn start_detached(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
 }
 
 async fn run_foreground(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
-    let config = ApiServerConfig {
+    let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
         listen,
-        crds: Vec::new(),
-        admission: Vec::new(),
+        executable: std::env::current_exe().context("finding the ferrovirt binary")?,
+        node: node_name(),
+        admission: vec![Box::new(|_, object| {
+            api::admission::admit(object).map_err(|err| err.to_string())
+        })],
         virtual_creates: HashMap::new(),
     };
-    let server = ApiServer::start(config)
+    let control_plane = ControlPlane::start(config)
         .await
-        .context("starting the API server")?;
+        .context("starting the control plane")?;
+    let server = &control_plane.api_server;
     let pid_path = dir.join(PID_FILE);
     fs::write(&pid_path, std::process::id().to_string())
         .with_context(|| format!("writing {}", pid_path.display()))?;
@@ -147,6 +151,15 @@ async fn run_foreground(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     server.stop();
     let _ = fs::remove_file(&pid_path);
     Ok(())
+}
+
+/// This machine's name, as its Node is called.
+fn node_name() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_lowercase())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 async fn wait_for_stop_signal() -> anyhow::Result<()> {

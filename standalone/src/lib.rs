@@ -2,3 +2,7 @@
 //! the local node agent and the PV provisioner) behind `ferrovirt up`.
 
 pub mod apiserver;
+pub mod control_plane;
+pub mod csi;
+pub mod node_agent;
+pub mod provisioner;

@@ -1,0 +1,724 @@
+//! The local node agent: the kubelet of one machine for the platform's own pods. A pod whose
+//! container image is Ferrovirt's (importer, upload server, cloner) runs as a child process
+//! `ferrovirt <args>` with the pod's environment; its claims are bound (selecting this node
+//! for WaitForFirstConsumer classes) and published through CSI NodeStage/NodePublish under
+//! the pod's root directory, at the paths the pod expects (`FERROVIRT_POD_ROOT` tells the
+//! program where that root is). Each pod gets its own loopback address as its pod IP. The
+//! agent reports phase, restarts and termination messages, restarts per restartPolicy, and
+//! stops the process when the pod is deleted. Pods of other images stay Pending with a
+//! reason that says why.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
+};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio::sync::watch as stop_signal;
+
+use crate::csi::{CsiClient, CsiError, Mode};
+use crate::provisioner::SELECTED_NODE;
+
+/// The repository name of the images this agent runs (any registry, any tag).
+pub const OWN_IMAGE: &str = "ferrovirt";
+/// Where a pod's program finds the root its fixed paths (/data, /dev/...) live under.
+pub const POD_ROOT_ENV: &str = "FERROVIRT_POD_ROOT";
+const TERMINATION_LOG: &str = "dev/termination-log";
+const STOP_GRACE: Duration = Duration::from_secs(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Csi(#[from] CsiError),
+    #[error("pod {pod}: {message}")]
+    Pod { pod: String, message: String },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Whether `image` is one this agent runs: its repository's last segment is `ferrovirt`.
+pub fn is_own_image(image: &str) -> bool {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    let repository = last.split(':').next().unwrap_or(last);
+    repository == OWN_IMAGE
+}
+
+pub struct LocalNodeAgent {
+    pub client: Client,
+    pub csi: CsiClient,
+    pub node: String,
+    /// Pod roots, volume staging and logs live here.
+    pub state_dir: PathBuf,
+    /// The `ferrovirt` binary the pods run.
+    pub executable: PathBuf,
+}
+
+struct Running {
+    stop: stop_signal::Sender<bool>,
+}
+
+struct Shared {
+    agent: LocalNodeAgent,
+    running: Mutex<HashMap<String, Running>>,
+    next_ip: AtomicU32,
+}
+
+impl LocalNodeAgent {
+    /// Runs until the pod watch ends.
+    pub async fn run(self) -> Result<(), AgentError> {
+        let pods = Api::<Pod>::all(self.client.clone());
+        let shared = Arc::new(Shared {
+            agent: self,
+            running: Mutex::new(HashMap::new()),
+            next_ip: AtomicU32::new(2),
+        });
+        let mut events = watcher(pods, watcher::Config::default()).boxed();
+        let mut listed: Vec<String> = Vec::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(pod)) => {
+                    listed.push(pod.uid().unwrap_or_default());
+                    shared.clone().observe(pod).await;
+                }
+                Ok(watcher::Event::InitDone) => shared.stop_all_except(&listed),
+                Ok(watcher::Event::Apply(pod)) => shared.clone().observe(pod).await,
+                Ok(watcher::Event::Delete(pod)) => shared.stop(&pod.uid().unwrap_or_default()),
+                Err(err) => tracing::warn!(%err, "pod watch"),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn observe(self: Arc<Self>, pod: Pod) {
+        let uid = pod.uid().unwrap_or_default();
+        if pod.metadata.deletion_timestamp.is_some() {
+            self.stop(&uid);
+            return;
+        }
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" || self.running().contains_key(&uid) {
+            return;
+        }
+        let Some(container) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .cloned()
+        else {
+            return;
+        };
+        let image = container.image.clone().unwrap_or_default();
+        if !is_own_image(&image) {
+            if let Err(err) = self.report_unsupported(&pod, &container).await {
+                tracing::warn!(pod = %pod.name_any(), %err, "cannot report status");
+            }
+            return;
+        }
+        let (stop, stopped) = stop_signal::channel(false);
+        self.running().insert(uid.clone(), Running { stop });
+        let ip = self.pod_ip();
+        tokio::spawn(async move {
+            let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+            let run = PodRun {
+                shared: self.clone(),
+                pod,
+                container,
+                ip,
+                published: Vec::new(),
+            };
+            if let Err(err) = run.supervise(stopped).await {
+                tracing::warn!(pod = %name, %err, "pod failed to run");
+            }
+            self.running().remove(&uid);
+        });
+    }
+
+    fn pod_ip(&self) -> Ipv4Addr {
+        let n = self.next_ip.fetch_add(1, Ordering::Relaxed);
+        // 127.1.0.0/16: loopback addresses that need no configuration on Linux.
+        Ipv4Addr::new(127, 1, (n >> 8) as u8, (n & 0xff) as u8)
+    }
+
+    fn stop(&self, uid: &str) {
+        if let Some(running) = self.running().remove(uid) {
+            let _ = running.stop.send(true);
+        }
+    }
+
+    fn stop_all_except(&self, keep: &[String]) {
+        let gone: Vec<String> = self
+            .running()
+            .keys()
+            .filter(|uid| !keep.contains(uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.stop(&uid);
+        }
+    }
+
+    async fn report_unsupported(&self, pod: &Pod, container: &Container) -> Result<(), AgentError> {
+        let reason = "ImageNotSupported";
+        let waiting = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone());
+        if waiting.as_deref() == Some(reason) {
+            return Ok(());
+        }
+        let image = container.image.clone().unwrap_or_default();
+        let message = format!(
+            "the local node agent runs only Ferrovirt's own images (…/{OWN_IMAGE}:TAG); {image} needs a Kubernetes cluster"
+        );
+        let status = json!({"status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}],
+            "containerStatuses": [{"name": container.name, "image": image, "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}],
+        }});
+        patch_status(&self.agent.client, pod, &status).await
+    }
+}
+
+async fn patch_status(client: &Client, pod: &Pod, status: &Value) -> Result<(), AgentError> {
+    let api = Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    api.patch_status(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await?;
+    Ok(())
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// A volume published for this pod, to unpublish when it ends.
+struct Published {
+    handle: String,
+    staging: PathBuf,
+    target: PathBuf,
+}
+
+/// One pod's life on this node.
+struct PodRun {
+    shared: Arc<Shared>,
+    pod: Pod,
+    container: Container,
+    ip: Ipv4Addr,
+    published: Vec<Published>,
+}
+
+enum Exit {
+    Stopped,
+    Exited { code: i32, message: String },
+}
+
+impl PodRun {
+    fn agent(&self) -> &LocalNodeAgent {
+        &self.shared.agent
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{}/{}",
+            self.pod.namespace().unwrap_or_default(),
+            self.pod.name_any()
+        )
+    }
+
+    fn root(&self) -> PathBuf {
+        self.agent()
+            .state_dir
+            .join("pods")
+            .join(self.pod.uid().unwrap_or_default())
+            .join("root")
+    }
+
+    async fn supervise(
+        mut self,
+        mut stopped: stop_signal::Receiver<bool>,
+    ) -> Result<(), AgentError> {
+        let prepared = tokio::select! {
+            result = self.prepare() => result,
+            _ = stopped.changed() => Ok(None),
+        };
+        let env = match prepared {
+            Ok(Some(env)) => env,
+            Ok(None) => return self.cleanup().await,
+            Err(err) => {
+                self.cleanup().await?;
+                return Err(err);
+            }
+        };
+        let policy = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into());
+        let mut restarts = self.observed_restarts();
+        loop {
+            let started = now();
+            let child = self.spawn(&env)?;
+            self.report_running(restarts, &started).await?;
+            match self.wait(child, &mut stopped).await? {
+                Exit::Stopped => return self.cleanup().await,
+                Exit::Exited { code, message } => {
+                    let restart = match policy.as_str() {
+                        "Never" => false,
+                        "OnFailure" => code != 0,
+                        _ => true,
+                    };
+                    if !restart {
+                        self.report_terminated(restarts, &started, code, &message)
+                            .await?;
+                        return self.cleanup().await;
+                    }
+                    restarts += 1;
+                    self.report_restarting(restarts, code, &message).await?;
+                    let backoff = Duration::from_secs(1 << restarts.min(4)).min(MAX_BACKOFF);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stopped.changed() => return self.cleanup().await,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Restarts reported before (a pod that was running when the agent last stopped).
+    fn observed_restarts(&self) -> i32 {
+        let status = self.pod.status.as_ref();
+        let statuses = status.and_then(|s| s.container_statuses.as_ref());
+        let previous = statuses
+            .and_then(|c| c.first())
+            .map(|c| c.restart_count)
+            .unwrap_or(0);
+        let was_running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+        previous + i32::from(was_running)
+    }
+
+    /// Volumes published and the environment built; `None` when stopped meanwhile.
+    async fn prepare(&mut self) -> Result<Option<Vec<(String, String)>>, AgentError> {
+        let root = self.root();
+        for dir in [root.join("dev"), root.clone()] {
+            std::fs::create_dir_all(&dir).map_err(|source| AgentError::Io {
+                what: "creating",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        self.publish_volumes(&root).await?;
+        Ok(Some(self.environment(&root).await?))
+    }
+
+    async fn publish_volumes(&mut self, root: &Path) -> Result<(), AgentError> {
+        let spec = self.pod.spec.clone().unwrap_or_default();
+        let namespace = self.pod.namespace().unwrap_or_default();
+        let container = self.container.clone();
+        for volume in spec.volumes.unwrap_or_default() {
+            let mounts: Vec<String> = container
+                .volume_mounts
+                .iter()
+                .flatten()
+                .filter(|m| m.name == volume.name)
+                .map(|m| m.mount_path.clone())
+                .collect();
+            let devices: Vec<String> = container
+                .volume_devices
+                .iter()
+                .flatten()
+                .filter(|d| d.name == volume.name)
+                .map(|d| d.device_path.clone())
+                .collect();
+            if let Some(claim) = &volume.persistent_volume_claim {
+                let pv = self.bound_volume(&namespace, &claim.claim_name).await?;
+                let pv_spec = pv.spec.clone().unwrap_or_default();
+                let Some(csi) = pv_spec.csi else {
+                    return Err(self.error(format!("volume {} is not a CSI volume", pv.name_any())));
+                };
+                let mode = Mode::from_volume_mode(pv_spec.volume_mode.as_deref());
+                let staging = self.agent().state_dir.join("staging").join(pv.name_any());
+                for path in mounts.iter().chain(devices.iter()) {
+                    let target = under(root, path);
+                    self.agent()
+                        .csi
+                        .publish(&csi.volume_handle, mode, &staging, &target)
+                        .await?;
+                    self.published.push(Published {
+                        handle: csi.volume_handle.clone(),
+                        staging: staging.clone(),
+                        target,
+                    });
+                }
+            } else if let Some(source) = &volume.secret {
+                let name = source.secret_name.clone().unwrap_or_default();
+                let secret = Api::<Secret>::namespaced(self.agent().client.clone(), &namespace)
+                    .get(&name)
+                    .await?;
+                let files: BTreeMap<String, Vec<u8>> = secret
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                write_files(root, &mounts, &files)?;
+            } else if let Some(source) = &volume.config_map {
+                let map = Api::<ConfigMap>::namespaced(self.agent().client.clone(), &namespace)
+                    .get(&source.name)
+                    .await?;
+                let files: BTreeMap<String, Vec<u8>> = map
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_bytes()))
+                    .collect();
+                write_files(root, &mounts, &files)?;
+            } else {
+                write_files(root, &mounts, &BTreeMap::new())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The PV of a claim, once bound; selects this node for a claim waiting for a consumer.
+    async fn bound_volume(
+        &self,
+        namespace: &str,
+        claim: &str,
+    ) -> Result<PersistentVolume, AgentError> {
+        let claims =
+            Api::<PersistentVolumeClaim>::namespaced(self.agent().client.clone(), namespace);
+        let mut selected = false;
+        loop {
+            let pvc = claims.get(claim).await?;
+            let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+            let bound = pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+            if let (Some(volume), true) = (volume, bound) {
+                return Ok(Api::<PersistentVolume>::all(self.agent().client.clone())
+                    .get(&volume)
+                    .await?);
+            }
+            if !selected && !pvc.annotations().contains_key(SELECTED_NODE) {
+                let patch =
+                    json!({"metadata": {"annotations": {SELECTED_NODE: self.agent().node}}});
+                claims
+                    .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                selected = true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn environment(&self, root: &Path) -> Result<Vec<(String, String)>, AgentError> {
+        let namespace = self.pod.namespace().unwrap_or_default();
+        let mut env = vec![
+            (POD_ROOT_ENV.to_string(), root.display().to_string()),
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            ),
+        ];
+        for var in self.container.env.iter().flatten() {
+            let value = match (&var.value, &var.value_from) {
+                (Some(value), _) => value.clone(),
+                (None, Some(from)) => {
+                    if let Some(key) = &from.secret_key_ref {
+                        let secret =
+                            Api::<Secret>::namespaced(self.agent().client.clone(), &namespace)
+                                .get(&key.name)
+                                .await?;
+                        let bytes = secret
+                            .data
+                            .and_then(|d| d.get(&key.key).map(|b| b.0.clone()));
+                        String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned()
+                    } else if let Some(key) = &from.config_map_key_ref {
+                        let map =
+                            Api::<ConfigMap>::namespaced(self.agent().client.clone(), &namespace)
+                                .get(&key.name)
+                                .await?;
+                        map.data
+                            .and_then(|d| d.get(&key.key).cloned())
+                            .unwrap_or_default()
+                    } else if let Some(field) = &from.field_ref {
+                        self.field(&field.field_path)
+                    } else {
+                        String::new()
+                    }
+                }
+                (None, None) => String::new(),
+            };
+            // 0.0.0.0 is the pod's own network; here, its loopback address.
+            env.push((
+                var.name.clone(),
+                value.replace("0.0.0.0:", &format!("{}:", self.ip)),
+            ));
+        }
+        Ok(env)
+    }
+
+    fn field(&self, path: &str) -> String {
+        match path {
+            "metadata.name" => self.pod.name_any(),
+            "metadata.namespace" => self.pod.namespace().unwrap_or_default(),
+            "metadata.uid" => self.pod.uid().unwrap_or_default(),
+            "status.podIP" => self.ip.to_string(),
+            "spec.nodeName" => self.agent().node.clone(),
+            _ => String::new(),
+        }
+    }
+
+    fn spawn(&self, env: &[(String, String)]) -> Result<Child, AgentError> {
+        let args = self.container.args.clone().unwrap_or_default();
+        let log_path = self
+            .root()
+            .parent()
+            .map(|p| p.join("container.log"))
+            .unwrap_or_default();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|source| AgentError::Io {
+                what: "opening",
+                path: log_path.clone(),
+                source,
+            })?;
+        let log_err = log.try_clone().map_err(|source| AgentError::Io {
+            what: "opening",
+            path: log_path.clone(),
+            source,
+        })?;
+        let mut command = Command::new(&self.agent().executable);
+        command
+            .args(&args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .kill_on_drop(true);
+        // SAFETY: only calls prctl, which is async-signal-safe, between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+        command.spawn().map_err(|source| AgentError::Io {
+            what: "starting",
+            path: self.agent().executable.clone(),
+            source,
+        })
+    }
+
+    async fn wait(
+        &self,
+        mut child: Child,
+        stopped: &mut stop_signal::Receiver<bool>,
+    ) -> Result<Exit, AgentError> {
+        tokio::select! {
+            status = child.wait() => {
+                let code = status.map(|s| s.code().unwrap_or(137)).unwrap_or(1);
+                let log = self.root().join(TERMINATION_LOG);
+                let message = std::fs::read_to_string(&log).unwrap_or_default();
+                let _ = std::fs::remove_file(&log);
+                Ok(Exit::Exited { code, message: message.trim().to_string() })
+            }
+            _ = stopped.changed() => {
+                if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+                if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+                    let _ = child.kill().await;
+                }
+                Ok(Exit::Stopped)
+            }
+        }
+    }
+
+    fn container_status(&self, restarts: i32, state: Value, ready: bool) -> Value {
+        json!({
+            "name": self.container.name,
+            "image": self.container.image,
+            "imageID": "",
+            "containerID": format!("ferrovirt://{}", self.pod.uid().unwrap_or_default()),
+            "ready": ready,
+            "started": ready,
+            "restartCount": restarts,
+            "state": state,
+        })
+    }
+
+    async fn report_running(&self, restarts: i32, started: &str) -> Result<(), AgentError> {
+        let status = json!({"status": {
+            "phase": "Running",
+            "podIP": self.ip.to_string(),
+            "podIPs": [{"ip": self.ip.to_string()}],
+            "hostIP": "127.0.0.1",
+            "startTime": started,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ],
+            "containerStatuses": [self.container_status(restarts, json!({"running": {"startedAt": started}}), true)],
+        }});
+        patch_status(&self.agent().client, &self.pod, &status).await
+    }
+
+    async fn report_restarting(
+        &self,
+        restarts: i32,
+        code: i32,
+        message: &str,
+    ) -> Result<(), AgentError> {
+        let mut waiting = self.container_status(
+            restarts,
+            json!({"waiting": {"reason": "CrashLoopBackOff", "message": format!("back-off restarting failed container {}", self.container.name)}}),
+            false,
+        );
+        waiting["lastState"] = json!({"terminated": {"exitCode": code, "reason": "Error", "message": message, "finishedAt": now()}});
+        let status = json!({"status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+            "containerStatuses": [waiting],
+        }});
+        patch_status(&self.agent().client, &self.pod, &status).await
+    }
+
+    async fn report_terminated(
+        &self,
+        restarts: i32,
+        started: &str,
+        code: i32,
+        message: &str,
+    ) -> Result<(), AgentError> {
+        let reason = if code == 0 { "Completed" } else { "Error" };
+        let terminated = json!({"terminated": {
+            "exitCode": code, "reason": reason, "message": message, "startedAt": started, "finishedAt": now(),
+        }});
+        let status = json!({"status": {
+            "phase": if code == 0 { "Succeeded" } else { "Failed" },
+            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+            "containerStatuses": [self.container_status(restarts, terminated, false)],
+        }});
+        patch_status(&self.agent().client, &self.pod, &status).await
+    }
+
+    async fn cleanup(&mut self) -> Result<(), AgentError> {
+        for published in self.published.drain(..) {
+            if let Err(err) = self
+                .shared
+                .agent
+                .csi
+                .unpublish(&published.handle, &published.staging, &published.target)
+                .await
+            {
+                tracing::warn!(volume = %published.handle, %err, "cannot unpublish");
+            }
+        }
+        if let Some(pod_dir) = self.root().parent() {
+            let _ = std::fs::remove_dir_all(pod_dir.join("root"));
+        }
+        Ok(())
+    }
+
+    fn error(&self, message: String) -> AgentError {
+        AgentError::Pod {
+            pod: self.name(),
+            message,
+        }
+    }
+}
+
+/// `root` joined with an absolute in-pod path.
+fn under(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+/// Materializes Secret/ConfigMap keys as files (and empty directories for emptyDir).
+fn write_files(
+    root: &Path,
+    mounts: &[String],
+    files: &BTreeMap<String, Vec<u8>>,
+) -> Result<(), AgentError> {
+    for mount in mounts {
+        let dir = under(root, mount);
+        let io = |what, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| AgentError::Io { what, path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
+        for (key, content) in files {
+            let path = dir.join(key);
+            std::fs::write(&path, content).map_err(io("writing", &path))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_images_are_recognized_by_repository_name() {
+        assert!(is_own_image("quay.io/ferrovirt/ferrovirt:latest"));
+        assert!(is_own_image("ferrovirt"));
+        assert!(is_own_image("localhost:5000/ferrovirt@sha256:abc"));
+        assert!(!is_own_image("quay.io/kubevirt/cdi-importer:v1.60"));
+        assert!(!is_own_image("quay.io/ferrovirt/other:1"));
+    }
+
+    #[test]
+    fn in_pod_paths_land_under_the_root() {
+        assert_eq!(under(Path::new("/r"), "/data"), PathBuf::from("/r/data"));
+        assert_eq!(
+            under(Path::new("/r"), "/dev/cdi-block-volume"),
+            PathBuf::from("/r/dev/cdi-block-volume")
+        );
+    }
+}

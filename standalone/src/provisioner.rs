@@ -1,0 +1,321 @@
+//! The local PV provisioner and binder: what external-provisioner and the PV controller do on
+//! a cluster. A claim of a StorageClass served by the local CSI driver gets a volume from
+//! CreateVolume (a clone when its dataSource is another claim), a PersistentVolume, and is
+//! bound; WaitForFirstConsumer claims wait for the node agent to select the node; a released
+//! volume with reclaim policy Delete is deleted. Level-triggered: every pass looks at all
+//! claims and volumes, woken by watches and a periodic resync.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::csi::{CsiClient, CsiError, Mode};
+
+/// Set on a claim by the scheduler (here: the node agent) when a pod that uses it is placed.
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+const RESYNC: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Csi(#[from] CsiError),
+    #[error("claim {claim}: {message}")]
+    Claim { claim: String, message: String },
+}
+
+pub struct LocalProvisioner {
+    pub client: Client,
+    pub csi: CsiClient,
+    /// The CSI driver name StorageClasses name as their provisioner.
+    pub driver: String,
+    pub node: String,
+}
+
+impl LocalProvisioner {
+    /// Runs until the watches end.
+    pub async fn run(self) -> Result<(), ProvisionError> {
+        let claims = watcher(
+            Api::<PersistentVolumeClaim>::all(self.client.clone()),
+            watcher::Config::default(),
+        );
+        let volumes = watcher(
+            Api::<PersistentVolume>::all(self.client.clone()),
+            watcher::Config::default(),
+        );
+        let mut wakeups =
+            futures_util::stream::select(claims.map(|_| ()).boxed(), volumes.map(|_| ()).boxed());
+        loop {
+            if let Err(err) = self.pass().await {
+                tracing::warn!(%err, "provisioning pass failed");
+            }
+            tokio::select! {
+                _ = wakeups.next() => {}
+                _ = tokio::time::sleep(RESYNC) => {}
+            }
+        }
+    }
+
+    /// One look at every claim and volume.
+    pub async fn pass(&self) -> Result<(), ProvisionError> {
+        let classes: HashMap<String, StorageClass> = Api::<StorageClass>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .filter(|sc| sc.provisioner == self.driver)
+            .map(|sc| (sc.name_any(), sc))
+            .collect();
+        let claims = Api::<PersistentVolumeClaim>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let volumes = Api::<PersistentVolume>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        for claim in &claims {
+            if let Err(err) = self.provision(claim, &classes, &volumes).await {
+                tracing::warn!(claim = %claim.name_any(), %err, "cannot provision");
+            }
+        }
+        for volume in &volumes {
+            if let Err(err) = self.reclaim(volume, &claims).await {
+                tracing::warn!(volume = %volume.name_any(), %err, "cannot reclaim");
+            }
+        }
+        Ok(())
+    }
+
+    async fn provision(
+        &self,
+        claim: &PersistentVolumeClaim,
+        classes: &HashMap<String, StorageClass>,
+        volumes: &[PersistentVolume],
+    ) -> Result<(), ProvisionError> {
+        let spec = claim.spec.clone().unwrap_or_default();
+        let Some(class) = spec
+            .storage_class_name
+            .as_ref()
+            .and_then(|c| classes.get(c))
+        else {
+            return Ok(());
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        if bound {
+            return Ok(());
+        }
+        let waits = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+        if waits && !claim.annotations().contains_key(SELECTED_NODE) && spec.volume_name.is_none() {
+            return Ok(());
+        }
+        let pv_name = format!("pvc-{}", claim.uid().unwrap_or_default());
+        let volume = match volumes.iter().find(|v| v.name_any() == pv_name) {
+            Some(volume) => volume.clone(),
+            None => self.create_volume(claim, class, &pv_name, volumes).await?,
+        };
+        self.bind(claim, &volume).await
+    }
+
+    async fn create_volume(
+        &self,
+        claim: &PersistentVolumeClaim,
+        class: &StorageClass,
+        pv_name: &str,
+        volumes: &[PersistentVolume],
+    ) -> Result<PersistentVolume, ProvisionError> {
+        let spec = claim.spec.clone().unwrap_or_default();
+        let claim_name = format!(
+            "{}/{}",
+            claim.namespace().unwrap_or_default(),
+            claim.name_any()
+        );
+        let requested = spec
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .and_then(|q| api::quantity::parse_quantity(&q.0))
+            .ok_or_else(|| ProvisionError::Claim {
+                claim: claim_name.clone(),
+                message: "spec.resources.requests.storage is missing or not a quantity".into(),
+            })?;
+        let mode = Mode::from_volume_mode(spec.volume_mode.as_deref());
+        let clone_of = self.clone_source(claim, volumes)?;
+        let parameters: HashMap<String, String> = class
+            .parameters
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        tracing::info!(claim = %claim_name, bytes = requested, "creating volume");
+        let created = self
+            .csi
+            .create_volume(pv_name, requested as u64, mode, parameters, clone_of)
+            .await?;
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {
+                "name": pv_name,
+                "annotations": {PROVISIONED_BY: self.driver},
+                "finalizers": ["kubernetes.io/pv-protection"],
+            },
+            "spec": {
+                "capacity": {"storage": created.capacity.to_string()},
+                "accessModes": spec.access_modes.clone().unwrap_or_else(|| vec!["ReadWriteOnce".into()]),
+                "volumeMode": spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".into()),
+                "persistentVolumeReclaimPolicy": class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into()),
+                "storageClassName": class.name_any(),
+                "claimRef": {
+                    "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                    "namespace": claim.namespace(), "name": claim.name_any(), "uid": claim.uid(),
+                },
+                "csi": {
+                    "driver": self.driver,
+                    "volumeHandle": created.handle,
+                    "fsType": if mode == Mode::Filesystem { "ext4" } else { "" },
+                    "volumeAttributes": created.context.into_iter().collect::<BTreeMap<_, _>>(),
+                },
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [self.node]}
+                ]}]}},
+            }
+        }))
+        .map_err(|e| ProvisionError::Claim {
+            claim: claim_name,
+            message: format!("building its PersistentVolume: {e}"),
+        })?;
+        let api = Api::<PersistentVolume>::all(self.client.clone());
+        Ok(api.create(&PostParams::default(), &pv).await?)
+    }
+
+    /// The volume handle to clone from when the claim's dataSource is another claim.
+    fn clone_source(
+        &self,
+        claim: &PersistentVolumeClaim,
+        volumes: &[PersistentVolume],
+    ) -> Result<Option<String>, ProvisionError> {
+        let spec = claim.spec.clone().unwrap_or_default();
+        let Some(source) = spec
+            .data_source_ref
+            .map(|r| (r.kind, r.name))
+            .or(spec.data_source.map(|r| (r.kind, r.name)))
+        else {
+            return Ok(None);
+        };
+        if source.0 != "PersistentVolumeClaim" {
+            return Ok(None);
+        }
+        let namespace = claim.namespace().unwrap_or_default();
+        let handle = volumes.iter().find_map(|v| {
+            let pv_spec = v.spec.as_ref()?;
+            let claim_ref = pv_spec.claim_ref.as_ref()?;
+            let matches = claim_ref.name.as_deref() == Some(&source.1)
+                && claim_ref.namespace.as_deref() == Some(&namespace);
+            matches.then(|| pv_spec.csi.as_ref().map(|c| c.volume_handle.clone()))?
+        });
+        handle.map(Some).ok_or_else(|| ProvisionError::Claim {
+            claim: claim.name_any(),
+            message: format!(
+                "clone source claim {namespace}/{} is not bound yet",
+                source.1
+            ),
+        })
+    }
+
+    async fn bind(
+        &self,
+        claim: &PersistentVolumeClaim,
+        volume: &PersistentVolume,
+    ) -> Result<(), ProvisionError> {
+        let namespace = claim.namespace().unwrap_or_default();
+        let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &namespace);
+        let volumes = Api::<PersistentVolume>::all(self.client.clone());
+        let params = PatchParams::default();
+        let pv_spec = volume.spec.clone().unwrap_or_default();
+        let capacity = pv_spec.capacity.clone().unwrap_or_default();
+        let claim_patch = json!({
+            "metadata": {"annotations": {BIND_COMPLETED: "yes"}},
+            "spec": {"volumeName": volume.name_any()},
+        });
+        claims
+            .patch(&claim.name_any(), &params, &Patch::Merge(&claim_patch))
+            .await?;
+        let status = json!({"status": {
+            "phase": "Bound",
+            "capacity": capacity,
+            "accessModes": pv_spec.access_modes,
+        }});
+        claims
+            .patch_status(&claim.name_any(), &params, &Patch::Merge(&status))
+            .await?;
+        volumes
+            .patch_status(
+                &volume.name_any(),
+                &params,
+                &Patch::Merge(&json!({"status": {"phase": "Bound"}})),
+            )
+            .await?;
+        tracing::info!(claim = %claim.name_any(), volume = %volume.name_any(), "bound");
+        Ok(())
+    }
+
+    /// Deletes a volume of ours whose claim is gone, when its reclaim policy says so.
+    async fn reclaim(
+        &self,
+        volume: &PersistentVolume,
+        claims: &[PersistentVolumeClaim],
+    ) -> Result<(), ProvisionError> {
+        if volume.annotations().get(PROVISIONED_BY) != Some(&self.driver) {
+            return Ok(());
+        }
+        let spec = volume.spec.clone().unwrap_or_default();
+        let claim_uid = spec.claim_ref.as_ref().and_then(|r| r.uid.clone());
+        let claimed = claims.iter().any(|c| c.uid() == claim_uid);
+        if claimed {
+            return Ok(());
+        }
+        let api = Api::<PersistentVolume>::all(self.client.clone());
+        if spec.persistent_volume_reclaim_policy.as_deref() != Some("Delete") {
+            let released = json!({"status": {"phase": "Released"}});
+            api.patch_status(
+                &volume.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&released),
+            )
+            .await?;
+            return Ok(());
+        }
+        if let Some(csi) = &spec.csi {
+            self.csi.delete_volume(&csi.volume_handle).await?;
+        }
+        let unprotect = json!({"metadata": {"finalizers": null}});
+        api.patch(
+            &volume.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&unprotect),
+        )
+        .await?;
+        match api
+            .delete(&volume.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        }
+        tracing::info!(volume = %volume.name_any(), "deleted released volume");
+        Ok(())
+    }
+}
