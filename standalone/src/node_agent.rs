@@ -34,6 +34,8 @@ use crate::provisioner::SELECTED_NODE;
 pub const OWN_IMAGE: &str = "ferrovirt";
 /// Where a pod's program finds the root its fixed paths (/data, /dev/...) live under.
 pub const POD_ROOT_ENV: &str = "FERROVIRT_POD_ROOT";
+/// The pod's own address, for programs that would listen on 0.0.0.0 in a container.
+pub const POD_IP_ENV: &str = "FERROVIRT_POD_IP";
 const TERMINATION_LOG: &str = "dev/termination-log";
 const STOP_GRACE: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -454,6 +456,7 @@ impl PodRun {
         let namespace = self.pod.namespace().unwrap_or_default();
         let mut env = vec![
             (POD_ROOT_ENV.to_string(), root.display().to_string()),
+            (POD_IP_ENV.to_string(), self.ip.to_string()),
             (
                 "PATH".to_string(),
                 std::env::var("PATH").unwrap_or_default(),

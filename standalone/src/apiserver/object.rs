@@ -2,6 +2,8 @@
 //! functions: names and uids, timestamps, generation, the status subresource split,
 //! resourceVersion preconditions, and the initial status of built-in kinds.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
@@ -122,8 +124,44 @@ pub fn prepare_create(
             map.remove("status");
         }
     }
+    fold_string_data(rt, &mut object)?;
     initial_status(rt, &mut object);
     Ok(object)
+}
+
+/// A Secret's `stringData` is write-only: the API server merges it into `data`, base64
+/// encoded and winning over a key of the same name, and does not store it.
+fn fold_string_data(rt: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
+    if !rt.group.is_empty() || rt.plural != "secrets" {
+        return Ok(());
+    }
+    let Some(map) = object.as_object_mut() else {
+        return Ok(());
+    };
+    let strings = match map.remove("stringData") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(strings)) => strings,
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "stringData: must be a map of strings".into(),
+            ));
+        }
+    };
+    if !map.get("data").is_some_and(Value::is_object) {
+        map.insert("data".into(), json!({}));
+    }
+    let Some(data) = map.get_mut("data").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    for (key, value) in strings {
+        let Some(text) = value.as_str() else {
+            return Err(ApiError::BadRequest(format!(
+                "stringData.{key}: must be a string"
+            )));
+        };
+        data.insert(key, json!(STANDARD.encode(text)));
+    }
+    Ok(())
 }
 
 /// DNS-1123 subdomain rules, as the API server enforces on names.
@@ -273,6 +311,7 @@ pub fn prepare_update(
     if let Some(map) = new["metadata"].as_object_mut() {
         map.remove("managedFields");
     }
+    fold_string_data(rt, &mut new)?;
     let generation = old_meta["generation"].as_i64().unwrap_or(1);
     let bumped = if spec_changed(current, &new) {
         generation + 1
@@ -339,6 +378,29 @@ mod tests {
         .unwrap();
         assert_eq!(out["status"]["phase"], "Pending");
         assert_eq!(out["spec"]["volumeMode"], "Filesystem");
+    }
+
+    #[test]
+    fn secret_string_data_is_folded_into_data() {
+        let registry = Registry::with_builtins();
+        let secrets = registry.find("", "v1", "secrets").unwrap();
+        let secret = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="},
+                            "stringData": {"b": "new", "c": "hello"}});
+        let out = prepare_create(&secrets, "default", secret).unwrap();
+        assert_eq!(
+            out["data"],
+            json!({"a": "eA==", "b": "bmV3", "c": "aGVsbG8="})
+        );
+        assert!(out.get("stringData").is_none());
+        let update = json!({"metadata": {"name": "s"}, "stringData": {"d": "x"}});
+        let out = prepare_update(&secrets, &out, update, UpdateTarget::Main).unwrap();
+        assert_eq!(out["data"], json!({"d": "eA=="}));
+        let bad = json!({"metadata": {"name": "s"}, "stringData": {"e": 1}});
+        assert!(prepare_create(&secrets, "default", bad).is_err());
+        let config_maps = registry.find("", "v1", "configmaps").unwrap();
+        let cm = json!({"metadata": {"name": "c"}, "stringData": {"kept": "as is"}});
+        let out = prepare_create(&config_maps, "default", cm).unwrap();
+        assert_eq!(out["stringData"]["kept"], "as is");
     }
 
     #[test]

@@ -112,28 +112,28 @@ impl Objects {
             .as_deref()
             .map(decode_continue)
             .transpose()?;
-        let (all, resource_version) = self.store.list(
+        let keep = |o: &Value| options.labels.matches(o) && options.fields.matches(o);
+        let scan = self.store.scan(
             &rt.storage_key(),
             ns,
             after.as_ref().map(|(n, m)| (n.as_str(), m.as_str())),
+            options.limit.filter(|l| *l > 0),
+            &keep,
         )?;
-        let mut items: Vec<Value> = all
-            .into_iter()
-            .filter(|o| options.labels.matches(o) && options.fields.matches(o))
-            .collect();
         let mut continue_token = None;
         let mut remaining = None;
-        if let Some(limit) = options.limit.filter(|l| *l > 0 && *l < items.len()) {
-            let rest = items.split_off(limit);
-            if let Some(last) = items.last() {
+        if scan.more {
+            if let Some(last) = scan.items.last() {
                 let ns = last["metadata"]["namespace"].as_str().unwrap_or_default();
                 continue_token = Some(encode_continue(ns, object::name(last)));
-                remaining = Some(rest.len());
+                // As kube-apiserver: a count only when no selector filters the list.
+                let unfiltered = options.labels.is_empty() && options.fields.is_empty();
+                remaining = scan.remaining.filter(|_| unfiltered);
             }
         }
         Ok(ListPage {
-            items,
-            resource_version,
+            items: scan.items,
+            resource_version: scan.resource_version,
             continue_token,
             remaining,
         })

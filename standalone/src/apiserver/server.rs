@@ -207,6 +207,12 @@ impl Handler {
                 "this server speaks JSON only, not protobuf (which kubectl's create generators send): use `kubectl create -f` or `kubectl apply -f`".into(),
             ));
         }
+        if call.method != Method::GET && call.query.get("dryRun").is_some_and(|d| !d.is_empty()) {
+            // Refused rather than ignored: ignoring it would make a dry run write.
+            return Err(ApiError::BadRequest(
+                "dryRun is not supported by this server; leave out --dry-run=server".into(),
+            ));
+        }
         let path = &call.path;
         let rt = self
             .objects
@@ -337,7 +343,9 @@ impl Handler {
         let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
         if let Some(token) = page.continue_token {
             meta["continue"] = json!(token);
-            meta["remainingItemCount"] = json!(page.remaining);
+        }
+        if let Some(remaining) = page.remaining {
+            meta["remainingItemCount"] = json!(remaining);
         }
         let items: Vec<Value> = page
             .items
@@ -430,8 +438,13 @@ impl Handler {
     }
 }
 
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it (the API server's parser):
+/// Python's client sends `watch=True`.
 fn is_true(value: Option<&String>) -> bool {
-    matches!(value.map(String::as_str), Some("true" | "1"))
+    matches!(
+        value.map(String::as_str),
+        Some("1" | "t" | "T" | "true" | "True" | "TRUE")
+    )
 }
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {

@@ -20,6 +20,9 @@ use super::errors::ApiError;
 /// How many changes the log keeps; a watch from before them gets 410 Gone.
 const EVENT_RETENTION: u64 = 100_000;
 
+/// The log is trimmed to [`EVENT_RETENTION`] once per this many writes.
+const COMPACT_EVERY: u64 = 1_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
     Added,
@@ -87,13 +90,37 @@ pub struct Written {
     pub event: Option<EventType>,
 }
 
+/// A page of objects read in key order.
+pub struct Scan {
+    pub items: Vec<Value>,
+    /// The resourceVersion the page is consistent with.
+    pub resource_version: u64,
+    /// Whether objects `keep` accepts follow the page.
+    pub more: bool,
+    /// How many stored objects of the resource, accepted or not, follow the page.
+    pub remaining: Option<usize>,
+}
+
 pub struct Store {
     conn: Mutex<Connection>,
     changes: broadcast::Sender<Arc<ChangeEvent>>,
+    /// How many changes the log keeps, and how often (in writes) it is trimmed to that.
+    retention: u64,
+    compact_every: u64,
 }
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, ApiError> {
+        Self::open_with_retention(path, EVENT_RETENTION, COMPACT_EVERY)
+    }
+
+    /// A store whose change log keeps `retention` changes, trimmed every `compact_every`
+    /// writes: small values let tests reach the 410 Gone horizon.
+    pub fn open_with_retention(
+        path: &Path,
+        retention: u64,
+        compact_every: u64,
+    ) -> Result<Store, ApiError> {
         let conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
@@ -121,6 +148,8 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             changes,
+            retention,
+            compact_every: compact_every.max(1),
         })
     }
 
@@ -157,23 +186,65 @@ impl Store {
         namespace: Option<&str>,
         after: Option<(&str, &str)>,
     ) -> Result<(Vec<Value>, u64), ApiError> {
+        let scan = self.scan(resource, namespace, after, None, &|_| true)?;
+        Ok((scan.items, scan.resource_version))
+    }
+
+    /// The objects of `resource` (in `namespace`, or all) after `after` in key order that
+    /// `keep` accepts, at most `limit` of them: a page read without decoding the objects
+    /// beyond it.
+    pub fn scan(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+        keep: &dyn Fn(&Value) -> bool,
+    ) -> Result<Scan, ApiError> {
         let conn = self.conn();
-        let rv = meta(&conn, "rv")?;
+        let resource_version = meta(&conn, "rv")?;
         let (after_ns, after_name) = after.unwrap_or(("", ""));
         let started = after.is_some();
         let mut stmt = conn.prepare_cached(
-            "SELECT body FROM objects WHERE resource=?1 AND (?2 IS NULL OR namespace=?2)
+            "SELECT namespace, name, body FROM objects WHERE resource=?1
+             AND (?2 IS NULL OR namespace=?2)
              AND (NOT ?5 OR (namespace, name) > (?3, ?4)) ORDER BY namespace, name",
         )?;
-        let rows = stmt.query_map(
-            params![resource, namespace, after_ns, after_name, started],
-            |row| row.get::<_, String>(0),
-        )?;
+        let mut rows = stmt.query(params![resource, namespace, after_ns, after_name, started])?;
         let mut items = Vec::new();
-        for body in rows {
-            items.push(parse(&body?)?);
+        let mut last: Option<(String, String)> = None;
+        let mut more = false;
+        while let Some(row) = rows.next()? {
+            let object = parse(&row.get::<_, String>(2)?)?;
+            if !keep(&object) {
+                continue;
+            }
+            if limit.is_some_and(|limit| items.len() >= limit) {
+                more = true;
+                break;
+            }
+            last = Some((row.get(0)?, row.get(1)?));
+            items.push(object);
         }
-        Ok((items, rv))
+        drop(rows);
+        let remaining = match (more, &last) {
+            (true, Some((last_ns, last_name))) => {
+                let count: i64 = conn.query_row(
+                    "SELECT COUNT(*) FROM objects WHERE resource=?1
+                     AND (?2 IS NULL OR namespace=?2) AND (namespace, name) > (?3, ?4)",
+                    params![resource, namespace, last_ns, last_name],
+                    |row| row.get(0),
+                )?;
+                Some(count as usize)
+            }
+            _ => None,
+        };
+        Ok(Scan {
+            items,
+            resource_version,
+            more,
+            remaining,
+        })
     }
 
     /// The (resource, name) of every object in `namespace`: what deleting it removes.
@@ -285,8 +356,8 @@ impl Store {
             params![rv_sql, resource, namespace, kind.as_str(), body],
         )?;
         tx.execute("UPDATE meta SET value=?1 WHERE key='rv'", params![rv_sql])?;
-        if rv % 1000 == 0 && rv > EVENT_RETENTION {
-            let horizon = (rv - EVENT_RETENTION) as i64;
+        if rv % self.compact_every == 0 && rv > self.retention {
+            let horizon = (rv - self.retention) as i64;
             tx.execute("DELETE FROM changes WHERE rv <= ?1", params![horizon])?;
             tx.execute(
                 "UPDATE meta SET value=?1 WHERE key='compacted'",
@@ -458,6 +529,36 @@ mod tests {
     }
 
     #[test]
+    fn the_log_is_compacted_and_older_versions_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = Store::open_with_retention(&path, 10, 5).unwrap();
+        for i in 0..30 {
+            put(&store, &format!("o{i}"), i);
+        }
+        let rv = store.current_rv().unwrap();
+        assert_eq!(rv, 31, "versions start after 1");
+        // Compacted at 30 down to the last 10 changes: 21..=30 remain, then 31.
+        assert!(matches!(
+            store.changes_since("/configmaps", 5),
+            Err(ApiError::Gone(_))
+        ));
+        let recent = store.changes_since("/configmaps", 20).unwrap();
+        assert_eq!(
+            recent.iter().map(|c| c.rv).collect::<Vec<_>>(),
+            (21..=31).collect::<Vec<_>>()
+        );
+        drop(store);
+        // The horizon is stored: after a reopen old versions are still gone.
+        let store = Store::open(&path).unwrap();
+        assert!(matches!(
+            store.changes_since("/configmaps", 19),
+            Err(ApiError::Gone(_))
+        ));
+        assert_eq!(store.changes_since("/configmaps", 30).unwrap().len(), 1);
+    }
+
+    #[test]
     fn list_pages_in_key_order_and_deletes_log_last_state() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
@@ -472,6 +573,27 @@ mod tests {
             .map(|o| o["metadata"]["name"].clone())
             .collect();
         assert_eq!(names, vec![json!("b"), json!("c")]);
+        for name in ["d", "e"] {
+            put(&store, name, 1);
+        }
+        let everything = |_: &Value| true;
+        let page = store
+            .scan("/configmaps", None, None, Some(2), &everything)
+            .unwrap();
+        assert!(page.more);
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.remaining, Some(3));
+        let ones = |o: &Value| o["data"]["v"] == 1;
+        let page = store
+            .scan("/configmaps", None, Some(("default", "a")), Some(1), &ones)
+            .unwrap();
+        assert_eq!(page.items[0]["metadata"]["name"], "d");
+        assert!(page.more);
+        let page = store
+            .scan("/configmaps", None, Some(("default", "d")), Some(1), &ones)
+            .unwrap();
+        assert_eq!(page.items[0]["metadata"]["name"], "e");
+        assert!(!page.more && page.remaining.is_none());
         let before = store.current_rv().unwrap();
         let deleted = store
             .write("/configmaps", "default", "b", |_| Ok(Change::Delete))

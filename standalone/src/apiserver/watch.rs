@@ -134,7 +134,9 @@ impl Watch {
                 let err =
                     ApiError::BadRequest("resourceVersion: Invalid value: not a number".into());
                 self.send_raw(json!({"type": "ERROR", "object": err.status()}))
-                    .await
+                    .await?;
+                // An ERROR event ends a watch.
+                Err(Disconnected)
             }
             None => self.send_existing().await,
         }
@@ -148,9 +150,9 @@ impl Watch {
         ) {
             Ok(page) => page,
             Err(err) => {
-                return self
-                    .send_raw(json!({"type": "ERROR", "object": err.status()}))
-                    .await;
+                self.send_raw(json!({"type": "ERROR", "object": err.status()}))
+                    .await?;
+                return Err(Disconnected);
             }
         };
         self.last_rv = page.resource_version;
@@ -256,4 +258,89 @@ fn object_key(object: &Value) -> (String, String) {
         meta["namespace"].as_str().unwrap_or_default().to_string(),
         meta["name"].as_str().unwrap_or_default().to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::Registry;
+    use crate::apiserver::store::Store;
+
+    /// A server's objects whose change log keeps only the last 10 changes.
+    fn short_memory(dir: &std::path::Path) -> (Arc<Objects>, ResourceType) {
+        let store = Store::open_with_retention(&dir.join("db"), 10, 5).unwrap();
+        let objects = Objects::new(store, Registry::with_builtins());
+        let namespaces = objects.registry.find("", "v1", "namespaces").unwrap();
+        objects
+            .create(
+                &namespaces,
+                "v1",
+                "",
+                json!({"metadata": {"name": "default"}}),
+            )
+            .unwrap();
+        let config_maps = objects.registry.find("", "v1", "configmaps").unwrap();
+        for i in 0..30 {
+            let cm = json!({"metadata": {"name": format!("cm-{i}")}});
+            objects.create(&config_maps, "v1", "default", cm).unwrap();
+        }
+        (Arc::new(objects), config_maps)
+    }
+
+    fn request(rt: &ResourceType, resource_version: &str) -> WatchRequest {
+        WatchRequest {
+            rt: rt.clone(),
+            version: "v1".into(),
+            namespace: Some("default".into()),
+            filter: ListOptions::default(),
+            resource_version: Some(resource_version.into()),
+            bookmarks: false,
+            timeout: Duration::from_secs(20),
+            render: Arc::new(|object| object),
+        }
+    }
+
+    async fn next_line(lines: &mut mpsc::Receiver<Bytes>) -> Option<Value> {
+        tokio::time::timeout(Duration::from_secs(10), lines.recv())
+            .await
+            .expect("a watch line or the end within 10s")
+            .map(|line| serde_json::from_slice(&line).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_before_the_log_gets_410_gone_and_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (objects, config_maps) = short_memory(dir.path());
+        let mut lines = start(objects, request(&config_maps, "3"));
+        let event = next_line(&mut lines).await.expect("an ERROR event");
+        assert_eq!(event["type"], "ERROR");
+        assert_eq!(event["object"]["kind"], "Status");
+        assert_eq!(event["object"]["code"], 410);
+        assert_eq!(event["object"]["reason"], "Expired");
+        assert!(next_line(&mut lines).await.is_none(), "the watch ends");
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_recent_version_replays_what_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (objects, config_maps) = short_memory(dir.path());
+        let current = objects.store.current_rv().unwrap();
+        let from = (current - 3).to_string();
+        let mut lines = start(objects, request(&config_maps, &from));
+        for i in 27..30 {
+            let event = next_line(&mut lines).await.expect("a replayed event");
+            assert_eq!(event["type"], "ADDED");
+            assert_eq!(event["object"]["metadata"]["name"], format!("cm-{i}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unparsable_version_is_an_error_that_ends_the_watch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (objects, config_maps) = short_memory(dir.path());
+        let mut lines = start(objects, request(&config_maps, "yesterday"));
+        let event = next_line(&mut lines).await.expect("an ERROR event");
+        assert_eq!(event["object"]["code"], 400);
+        assert!(next_line(&mut lines).await.is_none(), "the watch ends");
+    }
 }

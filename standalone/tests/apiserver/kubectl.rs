@@ -1,0 +1,588 @@
+//! kubectl (the machine's /usr/bin/kubectl) against the embedded server: the CRDs of
+//! deploy/crds, upstream-style DataVolume and VirtualMachine manifests, and the verbs and
+//! flags an administrator uses on them.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{Cluster, crds, crds_dir, data_file, run, wait_with_deadline};
+
+fn path(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn kubectl_applies_crds_and_manages_a_datavolume() {
+    let c = Cluster::start(vec![]);
+    let crd_dir = path(&crds_dir());
+    let out = c.ok(&["apply", "-f", &crd_dir]);
+    assert!(
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/datavolumes.cdi.kubevirt.io created"
+        ),
+        "{out}"
+    );
+    c.ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=30s",
+        "-f",
+        &crd_dir,
+    ]);
+    // Applying the same CRDs again changes nothing.
+    let again = c.ok(&["apply", "-f", &crd_dir]);
+    assert!(
+        again.contains("datavolumes.cdi.kubevirt.io unchanged"),
+        "{again}"
+    );
+
+    let resources = c.ok(&["api-resources"]);
+    let line = |name: &str| {
+        resources
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from api-resources:\n{resources}"))
+            .to_string()
+    };
+    let dv = line("datavolumes");
+    assert!(
+        dv.contains("dv,dvs")
+            && dv.contains("cdi.kubevirt.io/v1beta1")
+            && dv.contains("true")
+            && dv.contains("DataVolume"),
+        "{dv}"
+    );
+    let vm = line("virtualmachines");
+    assert!(
+        vm.contains("vm,vms") && vm.contains("kubevirt.io/v1"),
+        "{vm}"
+    );
+    assert!(line("configmaps").contains("cm"));
+
+    // apply, get (Table with the CRD's printer columns), -o yaml, describe.
+    let manifest = path(&data_file("datavolume-http.yaml"));
+    let out = c.ok(&["apply", "-f", &manifest]);
+    assert_eq!(out.trim(), "datavolume.cdi.kubevirt.io/fedora-http created");
+    let table = c.ok(&["get", "dv"]);
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with("NAME") && header.contains("PHASE") && header.contains("AGE"),
+        "{table}"
+    );
+    assert!(
+        table.lines().nth(1).unwrap().starts_with("fedora-http"),
+        "{table}"
+    );
+    let yaml = c.ok(&["get", "datavolume", "fedora-http", "-o", "yaml"]);
+    assert!(
+        yaml.contains("kind: DataVolume")
+            && yaml.contains("storage: 5Gi")
+            && yaml.contains("resourceVersion:"),
+        "{yaml}"
+    );
+    let described = c.ok(&["describe", "dv", "fedora-http"]);
+    assert!(
+        described.contains("Name:")
+            && described.contains("fedora-http")
+            && described.contains("Kind:         DataVolume"),
+        "{described}"
+    );
+    let dv = c.json(&["get", "dv", "fedora-http"]);
+    assert_eq!(dv["metadata"]["generation"], 1);
+    assert_eq!(
+        dv["metadata"]["annotations"]["cdi.kubevirt.io/storage.bind.immediate.requested"],
+        "true"
+    );
+    assert!(
+        dv["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+
+    // Merge and JSON patches on the spec bump the generation.
+    c.ok(&[
+        "patch",
+        "dv",
+        "fedora-http",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"preallocation":true}}"#,
+    ]);
+    c.ok(&[
+        "patch",
+        "dv",
+        "fedora-http",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/storage/resources/requests/storage","value":"6Gi"}]"#,
+    ]);
+    let dv = c.json(&["get", "dv", "fedora-http"]);
+    assert_eq!(dv["spec"]["preallocation"], true);
+    assert_eq!(
+        dv["spec"]["storage"]["resources"]["requests"]["storage"],
+        "6Gi"
+    );
+    assert_eq!(dv["metadata"]["generation"], 3);
+
+    // A status patch on the main resource is ignored; through the subresource it lands, and
+    // `kubectl wait --for=condition=Ready` (started before) sees it.
+    c.ok(&[
+        "patch",
+        "dv",
+        "fedora-http",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Bogus"}}"#,
+    ]);
+    assert!(c.json(&["get", "dv", "fedora-http"])["status"]["phase"] != "Bogus");
+    let waiter = c
+        .kubectl_command(&[
+            "wait",
+            "--for=condition=Ready",
+            "dv/fedora-http",
+            "--timeout=40s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    c.ok(&[
+        "patch", "dv", "fedora-http", "--subresource=status", "--type=merge", "-p",
+        r#"{"spec":{"preallocation":false},"status":{"phase":"Succeeded","progress":"100.0%","conditions":[{"type":"Ready","status":"True","reason":"Completed","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#,
+    ]);
+    let waited = wait_with_deadline(waiter, Duration::from_secs(60), "kubectl wait");
+    assert!(
+        waited.status.success(),
+        "kubectl wait: {}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("condition met"));
+    let dv = c.json(&["get", "dv", "fedora-http"]);
+    assert_eq!(dv["status"]["phase"], "Succeeded");
+    assert_eq!(
+        dv["spec"]["preallocation"], true,
+        "spec changes through status are ignored"
+    );
+    assert_eq!(
+        dv["metadata"]["generation"], 3,
+        "status changes leave the generation"
+    );
+    let table = c.ok(&["get", "dv", "fedora-http"]);
+    assert!(
+        table.contains("Succeeded") && table.contains("100.0%"),
+        "{table}"
+    );
+
+    // label, then select by it.
+    c.ok(&["label", "dv", "fedora-http", "tier=gold"]);
+    assert_eq!(
+        c.ok(&["get", "dv", "-l", "tier=gold", "-o", "name"]).trim(),
+        "datavolume.cdi.kubevirt.io/fedora-http"
+    );
+    assert_eq!(
+        c.ok(&["get", "dv", "-l", "tier!=gold", "-o", "name"])
+            .trim(),
+        ""
+    );
+
+    // Re-applying the manifest unchanged, then changed.
+    let text = std::fs::read_to_string(data_file("datavolume-http.yaml")).unwrap();
+    let out = c.ok_stdin(&["apply", "-f", "-"], &text);
+    assert!(
+        out.contains("configured") || out.contains("unchanged"),
+        "{out}"
+    );
+    let changed = text.replace("storage: 5Gi", "storage: 7Gi");
+    let out = c.ok_stdin(&["apply", "-f", "-"], &changed);
+    assert_eq!(
+        out.trim(),
+        "datavolume.cdi.kubevirt.io/fedora-http configured"
+    );
+    let dv = c.json(&["get", "dv", "fedora-http"]);
+    assert_eq!(
+        dv["spec"]["storage"]["resources"]["requests"]["storage"],
+        "7Gi"
+    );
+    assert_eq!(
+        dv["metadata"]["labels"]["tier"], "gold",
+        "apply keeps fields it does not own"
+    );
+    let out = c.ok_stdin(&["apply", "-f", "-"], &changed);
+    assert_eq!(
+        out.trim(),
+        "datavolume.cdi.kubevirt.io/fedora-http unchanged"
+    );
+
+    // A replace carrying an old resourceVersion is refused with 409 Conflict.
+    let old = c.ok(&["get", "dv", "fedora-http", "-o", "json"]);
+    c.ok(&["annotate", "dv", "fedora-http", "touched=yes"]);
+    let err = c.ok_stdin_fails(&["replace", "-f", "-"], &old);
+    assert!(
+        err.contains("(Conflict)") && err.contains("the object has been modified"),
+        "{err}"
+    );
+    // ... and accepted once it carries the current one.
+    let mut current: Value =
+        serde_json::from_str(&c.ok(&["get", "dv", "fedora-http", "-o", "json"])).unwrap();
+    current["spec"]["preallocation"] = Value::Bool(false);
+    let out = c.ok_stdin(&["replace", "-f", "-"], &current.to_string());
+    assert_eq!(
+        out.trim(),
+        "datavolume.cdi.kubevirt.io/fedora-http replaced"
+    );
+
+    // delete and wait --for=delete.
+    let waiter = c
+        .kubectl_command(&["wait", "--for=delete", "dv/fedora-http", "--timeout=40s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = c.ok(&["delete", "dv", "fedora-http"]);
+    assert_eq!(
+        out.trim(),
+        "datavolume.cdi.kubevirt.io \"fedora-http\" deleted"
+    );
+    let waited = wait_with_deadline(waiter, Duration::from_secs(60), "kubectl wait --for=delete");
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    let err = c.fails(&["get", "dv", "fedora-http"]);
+    assert!(err.contains("(NotFound)"), "{err}");
+}
+
+impl Cluster {
+    fn ok_stdin_fails(&self, args: &[&str], input: &str) -> String {
+        let out = crate::common::run(self.kubectl_command(args), Some(input));
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded unexpectedly"
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+#[test]
+fn kubectl_manages_a_virtual_machine_with_datavolume_templates() {
+    let c = Cluster::start(crds());
+    let manifest = path(&data_file("virtualmachine-dvtemplates.yaml"));
+    let out = c.ok(&["apply", "-f", &manifest]);
+    assert_eq!(
+        out.trim(),
+        "virtualmachine.kubevirt.io/vm-fedora-datavolume created"
+    );
+    let vm = c.json(&["get", "vm", "vm-fedora-datavolume"]);
+    assert_eq!(
+        vm["spec"]["dataVolumeTemplates"][0]["metadata"]["name"],
+        "fedora-dv"
+    );
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["volumes"][0]["dataVolume"]["name"],
+        "fedora-dv"
+    );
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"]["userData"],
+        "#cloud-config\npassword: fedora\nchpasswd: { expire: False }"
+    );
+    let table = c.ok(&["get", "vms"]);
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("vm-fedora-datavolume"),
+        "{table}"
+    );
+    let described = c.ok(&["describe", "virtualmachine", "vm-fedora-datavolume"]);
+    assert!(
+        described.contains("Data Volume Templates:") && described.contains("fedora-dv"),
+        "{described}"
+    );
+
+    c.ok(&[
+        "patch",
+        "vm",
+        "vm-fedora-datavolume",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"runStrategy":"Always"}}"#,
+    ]);
+    c.ok(&[
+        "patch", "vm", "vm-fedora-datavolume", "--subresource=status", "--type=merge", "-p",
+        r#"{"status":{"printableStatus":"Running","ready":true,"conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    c.ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "vm/vm-fedora-datavolume",
+        "--timeout=30s",
+    ]);
+    let vm = c.json(&["get", "vm", "vm-fedora-datavolume"]);
+    assert_eq!(vm["spec"]["runStrategy"], "Always");
+    assert_eq!(vm["status"]["printableStatus"], "Running");
+    assert_eq!(vm["metadata"]["generation"], 2);
+    c.ok(&["delete", "-f", &manifest, "--wait=true", "--timeout=30s"]);
+    assert_eq!(c.ok(&["get", "vm", "-o", "name"]).trim(), "");
+}
+
+#[test]
+fn kubectl_get_watch_prints_changes_made_by_another_kubectl() {
+    let c = Cluster::start(crds());
+    c.ok(&["apply", "-f", &path(&data_file("datavolume-http.yaml"))]);
+    let mut watcher = c
+        .kubectl_command(&["get", "dv", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watcher.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut lines = Vec::new();
+    let mut wait_for = |pred: &dyn Fn(&str) -> bool, what: &str| {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = pred(&line);
+                    lines.push(line);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => panic!(
+                    "kubectl get -w never printed {what}; it printed:\n{}",
+                    lines.join("\n")
+                ),
+            }
+        }
+    };
+    wait_for(
+        &|l| l.starts_with("ADDED") && l.contains("fedora-http"),
+        "the existing DataVolume",
+    );
+    c.ok(&[
+        "patch",
+        "dv",
+        "fedora-http",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"ImportInProgress","progress":"42.0%"}}"#,
+    ]);
+    wait_for(
+        &|l| l.starts_with("MODIFIED") && l.contains("ImportInProgress") && l.contains("42.0%"),
+        "the status change",
+    );
+    let second = std::fs::read_to_string(data_file("datavolume-http.yaml"))
+        .unwrap()
+        .replace("name: fedora-http", "name: second");
+    c.ok_stdin(&["create", "-f", "-"], &second);
+    wait_for(
+        &|l| l.starts_with("ADDED") && l.contains("second"),
+        "the new DataVolume",
+    );
+    c.ok(&["delete", "dv", "second"]);
+    wait_for(
+        &|l| l.starts_with("DELETED") && l.contains("second"),
+        "the deletion",
+    );
+    watcher.kill().unwrap();
+    watcher.wait().unwrap();
+}
+
+#[test]
+fn kubectl_delete_waits_for_finalizers() {
+    let c = Cluster::start(crds());
+    c.ok(&["apply", "-f", &path(&data_file("datavolume-http.yaml"))]);
+    c.ok(&[
+        "patch",
+        "dv",
+        "fedora-http",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["test.ferrovirt.io/hold"]}}"#,
+    ]);
+    c.ok(&["delete", "dv", "fedora-http", "--wait=false"]);
+    let dv = c.json(&["get", "dv", "fedora-http"]);
+    assert!(dv["metadata"]["deletionTimestamp"].is_string(), "{dv}");
+    assert_eq!(dv["metadata"]["finalizers"][0], "test.ferrovirt.io/hold");
+    // Deleting again changes nothing; the object stays until the finalizer goes.
+    c.ok(&["delete", "dv", "fedora-http", "--wait=false"]);
+    std::thread::sleep(Duration::from_millis(300));
+    c.ok(&["get", "dv", "fedora-http"]);
+    let waiter = c
+        .kubectl_command(&["wait", "--for=delete", "dv/fedora-http", "--timeout=40s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    c.ok(&[
+        "patch",
+        "dv",
+        "fedora-http",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let waited = wait_with_deadline(waiter, Duration::from_secs(60), "kubectl wait --for=delete");
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(
+        c.fails(&["get", "dv", "fedora-http"])
+            .contains("(NotFound)")
+    );
+}
+
+#[test]
+fn kubectl_deleting_an_owner_collects_its_dependents() {
+    let c = Cluster::start(crds());
+    c.ok(&["apply", "-f", &path(&data_file("datavolume-http.yaml"))]);
+    let uid = c.ok(&["get", "dv", "fedora-http", "-o", "jsonpath={.metadata.uid}"]);
+    assert_eq!(uid.len(), 36, "{uid}");
+    let owned = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","ownerReferences":[{{"apiVersion":"cdi.kubevirt.io/v1beta1","kind":"DataVolume","name":"fedora-http","uid":"{uid}","controller":true,"blockOwnerDeletion":true}}]}},"data":{{"k":"v"}}}}"#
+        )
+    };
+    c.ok_stdin(&["create", "-f", "-"], &owned("owned-by-dv"));
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"unrelated"}}"#,
+    );
+    c.ok(&["delete", "dv", "fedora-http"]);
+    c.ok(&[
+        "wait",
+        "--for=delete",
+        "configmap/owned-by-dv",
+        "--timeout=30s",
+    ]);
+    assert_eq!(
+        c.ok(&["get", "cm", "unrelated", "-o", "name"]).trim(),
+        "configmap/unrelated"
+    );
+
+    // With --cascade=orphan the dependent stays, without its owner reference.
+    c.ok(&["apply", "-f", &path(&data_file("datavolume-http.yaml"))]);
+    let uid2 = c.ok(&["get", "dv", "fedora-http", "-o", "jsonpath={.metadata.uid}"]);
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        &owned("orphaned").replace(&uid, &uid2),
+    );
+    c.ok(&["delete", "dv", "fedora-http", "--cascade=orphan"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let cm = c.json(&["get", "cm", "orphaned"]);
+    assert!(
+        cm["metadata"]["ownerReferences"]
+            .as_array()
+            .is_none_or(|r| r.is_empty()),
+        "{cm}"
+    );
+}
+
+#[test]
+fn kubectl_selects_by_label_and_field_and_pages() {
+    let c = Cluster::start(vec![]);
+    let mut manifest = String::new();
+    for i in 0..5 {
+        let parity = if i % 2 == 0 { "even" } else { "odd" };
+        manifest.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  labels:\n    parity: {parity}\n    app: paging\ndata:\n  index: \"{i}\"\n"
+        ));
+    }
+    let out = c.ok_stdin(&["create", "-f", "-"], &manifest);
+    assert_eq!(out.lines().count(), 5, "{out}");
+
+    let names = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["get", "cm", "-o", "name"];
+        all.extend(args);
+        c.ok(&all).lines().map(String::from).collect()
+    };
+    assert_eq!(
+        names(&["-l", "parity=odd"]),
+        ["configmap/cm-1", "configmap/cm-3"]
+    );
+    assert_eq!(names(&["-l", "app=paging,parity in (even)"]).len(), 3);
+    assert!(
+        names(&["-l", "!parity"])
+            .iter()
+            .all(|n| !n.starts_with("configmap/cm-"))
+    );
+    assert_eq!(
+        names(&["--field-selector", "metadata.name=cm-2"]),
+        ["configmap/cm-2"]
+    );
+    assert_eq!(
+        names(&[
+            "--field-selector",
+            "metadata.name!=cm-2",
+            "-l",
+            "app=paging"
+        ])
+        .len(),
+        4
+    );
+    assert_eq!(
+        names(&[
+            "-A",
+            "--field-selector",
+            "metadata.namespace=default",
+            "-l",
+            "app=paging"
+        ])
+        .len(),
+        5
+    );
+
+    // --chunk-size=2: kubectl follows the continue tokens over three pages.
+    let paged = c.ok(&["get", "cm", "-l", "app=paging", "--chunk-size=2", "-v=6"]);
+    let rows: Vec<&str> = paged.lines().skip(1).collect();
+    assert_eq!(rows.len(), 5, "{paged}");
+    for (i, row) in rows.iter().enumerate() {
+        assert!(row.starts_with(&format!("cm-{i} ")), "{paged}");
+    }
+    let out = c.kubectl(&["get", "cm", "-l", "app=paging", "--chunk-size=2", "-v=6"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    let requests = log.lines().filter(|l| l.contains("limit=2")).count();
+    assert_eq!(requests, 3, "expected three pages of two:\n{log}");
+    assert_eq!(
+        log.lines().filter(|l| l.contains("continue=")).count(),
+        2,
+        "{log}"
+    );
+}
+
+#[test]
+fn kubectl_server_dry_run_is_refused_and_writes_nothing() {
+    let c = Cluster::start(vec![]);
+    let manifest = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dry"}}"#;
+    let out = run(
+        c.kubectl_command(&["apply", "--dry-run=server", "-f", "-"]),
+        Some(manifest),
+    );
+    assert!(!out.status.success(), "a server-side dry run is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dryRun is not supported"), "{stderr}");
+    let err = c.fails(&["get", "cm", "dry"]);
+    assert!(err.contains("not found"), "{err}");
+}
