@@ -65,14 +65,33 @@ const NOT_FORWARDED: &[&str] = &[
 
 impl UploadProxy {
     pub fn new(config: UploadProxyConfig) -> Result<Arc<Self>, ProxyError> {
-        let client = reqwest::Client::builder()
+        Self::build(config, None)
+    }
+
+    /// A proxy that finds upload servers' addresses with `names` instead of the system's
+    /// resolver: where there is no cluster DNS for `<service>.<namespace>.svc` names (one
+    /// machine), while TLS still checks the server's certificate against that name.
+    pub fn with_name_resolver(
+        config: UploadProxyConfig,
+        names: Arc<dyn reqwest::dns::Resolve>,
+    ) -> Result<Arc<Self>, ProxyError> {
+        Self::build(config, Some(names))
+    }
+
+    fn build(
+        config: UploadProxyConfig,
+        names: Option<Arc<dyn reqwest::dns::Resolve>>,
+    ) -> Result<Arc<Self>, ProxyError> {
+        let mut builder = reqwest::Client::builder()
             .use_preconfigured_tls(config.upstream_tls)
             .http1_only()
             .no_proxy()
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ProxyError(e.to_string()))?;
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(names) = names {
+            builder = builder.dns_resolver(names);
+        }
+        let client = builder.build().map_err(|e| ProxyError(e.to_string()))?;
         Ok(Arc::new(Self {
             validator: config.validator,
             resolver: config.resolver,

@@ -7,7 +7,7 @@
 //! pipeline, which waited for the bytes (up to the idle timeout).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -140,6 +140,24 @@ pub struct UploadServer {
     config: UploadServerConfig,
     state: Mutex<State>,
     succeeded: watch::Sender<Option<ImportOutcome>>,
+    /// Requests being handled, so that a finished server answers them before it exits.
+    in_flight: AtomicUsize,
+}
+
+/// Counts a request as in flight while it lives.
+struct InFlight(Arc<UploadServer>);
+
+impl InFlight {
+    fn new(server: &Arc<UploadServer>) -> Self {
+        server.in_flight.fetch_add(1, Ordering::AcqRel);
+        Self(server.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How feeding a request body ended.
@@ -163,6 +181,7 @@ impl UploadServer {
                 last_error: None,
             }),
             succeeded: watch::Sender::new(None),
+            in_flight: AtomicUsize::new(0),
         })
     }
 
@@ -190,6 +209,17 @@ impl UploadServer {
         outcome.clone().expect("waited for an outcome")
     }
 
+    /// Waits (up to `limit`) until no request is being handled: a sync upload's answer is
+    /// written after the upload completed.
+    pub async fn quiesce(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.in_flight.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Let the connection write the last answer out.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     /// Bytes of the current upload the pipeline has been given.
     pub fn committed(&self) -> u64 {
         match &self.state.lock().expect("state lock").phase {
@@ -205,6 +235,7 @@ impl UploadServer {
         request: Request<Incoming>,
         peer: Peer,
     ) -> Response<Full<Bytes>> {
+        let _in_flight = InFlight::new(&self);
         if request.uri().path() == "/healthz" {
             return text(StatusCode::OK, "OK");
         }
@@ -484,6 +515,30 @@ impl UploadServer {
             *attached = false;
         }
     }
+}
+
+/// Serves `GET /healthz` → `OK` over plain HTTP (CDI's upload server answers the kubelet's
+/// probe on port 8080) until the task is aborted.
+pub fn serve_healthz(listener: TcpListener) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|request: Request<Incoming>| async move {
+                    Ok::<_, std::convert::Infallible>(match request.uri().path() {
+                        "/healthz" => text(StatusCode::OK, "OK"),
+                        _ => text(StatusCode::NOT_FOUND, "not found"),
+                    })
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

@@ -95,8 +95,23 @@ pub fn roots_from_file(path: &Path) -> Result<RootCertStore, TlsError> {
     })
 }
 
+/// ring's suites with AES-128-GCM preferred: as safe, and a third cheaper per byte than
+/// AES-256-GCM, which matters when every uploaded byte is decrypted and encrypted again.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    use rustls::crypto::ring::cipher_suite::*;
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites = vec![
+        TLS13_AES_128_GCM_SHA256,
+        TLS13_AES_256_GCM_SHA384,
+        TLS13_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ];
+    Arc::new(provider)
 }
 
 /// The configuration of an HTTPS endpoint; with `client_ca`, clients must present a
@@ -121,6 +136,8 @@ pub fn server_config(
         .with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Our preference (AES-128-GCM first), not the client's.
+    config.ignore_client_order = true;
     Ok(Arc::new(config))
 }
 

@@ -5,26 +5,31 @@
 
 mod common;
 
+use futures_util::StreamExt;
 use std::time::Duration;
 
 use common::{Harness, Options, sha256};
 use ferrovirt_tests::{fixture, reference_sha256};
 
-/// Sends `data[..cut]` and then breaks the connection (the body stream fails).
+/// Sends `data[..cut]` and then, once those bytes have had time to arrive, breaks the
+/// connection (the body stream fails).
 async fn cut_upload(harness: &Harness, route: &str, data: &[u8], cut: usize) {
     let chunks: Vec<std::io::Result<Vec<u8>>> = data[..cut]
         .chunks(64 << 10)
         .map(|c| Ok(c.to_vec()))
-        .chain(std::iter::once(Err(std::io::Error::other("client cut"))))
         .collect();
+    let cut = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Err(std::io::Error::other("client cut"))
+    });
     let result = harness
         .client()
         .post(harness.url(route))
         .bearer_auth(harness.token())
         .header("Content-Length", data.len())
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
-            chunks,
-        )))
+        .body(reqwest::Body::wrap_stream(
+            futures_util::stream::iter(chunks).chain(cut),
+        ))
         .send()
         .await;
     assert!(result.is_err(), "the cut request cannot succeed");

@@ -117,6 +117,12 @@ struct UploadBodyReader {
 
 impl UploadBodyReader {
     fn next_chunk(&mut self) -> io::Result<Option<UploadChunk>> {
+        // Most of the time the next chunk is already queued: take it without parking.
+        match self.receiver.try_recv() {
+            Ok(item) => return item.map(Some),
+            Err(mpsc::error::TryRecvError::Disconnected) => return Ok(None),
+            Err(mpsc::error::TryRecvError::Empty) => {}
+        }
         let receiver = &mut self.receiver;
         let idle = self.idle_timeout;
         let waited = self
