@@ -719,7 +719,10 @@ async fn controller_expand_volume() {
     assert_eq!(resp.capacity_bytes, 12 * MIB);
     assert!(resp.node_expansion_required);
     let image = d.path("pool/csi").join(&id).join("volume.img");
-    assert_eq!(std::fs::metadata(&image).unwrap().len(), 12 * MIB as u64);
+    assert_eq!(
+        std::fs::metadata(&image).unwrap().len(),
+        ferrovirt_hostpath::filesystem::image_len(12 << 20)
+    );
     // Shrinking is not done: the current size is returned.
     let smaller = d
         .controller
@@ -1141,7 +1144,8 @@ async fn node_volume_stats() {
         .copied()
         .unwrap();
     assert!(
-        bytes.total > 50 * MIB && bytes.total <= 64 * MIB,
+        bytes.total >= 64 * MIB
+            && bytes.total as u64 <= ferrovirt_hostpath::filesystem::image_len(64 << 20),
         "{bytes:?}"
     );
     assert!(bytes.available > 0 && bytes.used >= 0);
@@ -1276,7 +1280,7 @@ async fn inline_ephemeral_volume() {
         .unwrap();
     std::fs::write(target.join("scratch"), b"ephemeral").unwrap();
     let vfs = rustix::fs::statvfs(&target).unwrap();
-    assert!(vfs.f_blocks * vfs.f_frsize <= 16 << 20);
+    assert!(vfs.f_blocks * vfs.f_frsize <= ferrovirt_hostpath::filesystem::image_len(16 << 20));
     d.node
         .node_unpublish_volume(NodeUnpublishVolumeRequest {
             volume_id: id.into(),
@@ -1303,6 +1307,9 @@ async fn published_volume_images_are_sparse() {
     let id = d.create("pvc-sparse", 1024 * MIB, mount_cap()).await;
     let image = d.path("pool/csi").join(&id).join("volume.img");
     let meta = std::fs::metadata(image).unwrap();
-    assert_eq!(meta.len(), 1 << 30);
+    assert_eq!(
+        meta.len(),
+        ferrovirt_hostpath::filesystem::image_len(1 << 30)
+    );
     assert!(meta.blocks() * 512 < 1 << 20);
 }

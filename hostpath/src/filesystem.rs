@@ -44,12 +44,31 @@ fn run(program: &str, args: &[&std::ffi::OsStr], ok_codes: &[i32]) -> Result<()>
     Ok(())
 }
 
+const MIB: u64 = 1 << 20;
+
+/// The ext4 journal for a filesystem of `bytes`: 1/256 of it, between 4 and 64 MiB.
+fn journal_mib(bytes: u64) -> u64 {
+    (bytes / 256 / MIB).clamp(4, 64)
+}
+
+/// How large the image of a filesystem volume is so that its ext4 filesystem offers at least
+/// `capacity` bytes: a hostpath volume's capacity is what its user can write (on HPP it is a
+/// directory), so the journal, inode tables and bitmaps come on top (1% plus 4 MiB covers
+/// them with the options `ensure_ext4` formats with, with room for the files' extent trees).
+pub fn image_len(capacity: u64) -> u64 {
+    capacity + journal_mib(capacity) * MIB + capacity / 100 + 4 * MIB
+}
+
 /// Formats `path` as ext4 unless it already is one. No reserved blocks (the volume's owner gets
-/// all of it), lazy inode table and journal initialisation (fast on large sparse images).
+/// all of it), one inode per MiB (a volume holds a few large files: a disk image), a journal
+/// sized as `image_len` budgets, lazy inode table and journal initialisation (fast on large
+/// sparse images).
 pub fn ensure_ext4(path: &Path) -> Result<bool> {
     if has_ext4(path)? {
         return Ok(false);
     }
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let journal = format!("size={}", journal_mib(len));
     run(
         "mkfs.ext4",
         &[
@@ -57,6 +76,12 @@ pub fn ensure_ext4(path: &Path) -> Result<bool> {
             "-F".as_ref(),
             "-m".as_ref(),
             "0".as_ref(),
+            "-b".as_ref(),
+            "4096".as_ref(),
+            "-T".as_ref(),
+            "largefile".as_ref(),
+            "-J".as_ref(),
+            journal.as_ref(),
             "-E".as_ref(),
             "nodiscard,lazy_itable_init=1,lazy_journal_init=1".as_ref(),
             path.as_os_str(),

@@ -430,7 +430,8 @@ impl HostPathStore {
                     .write(true)
                     .open(&image)
                     .at("open", &image)?;
-                file.set_len(size).at("resize", &image)?;
+                file.set_len(image_len(req.mode, size))
+                    .at("resize", &image)?;
                 file.sync_all().at("fsync", &image)?;
             }
             None => {
@@ -440,7 +441,8 @@ impl HostPathStore {
                     .mode(0o660)
                     .open(&image)
                     .at("create", &image)?;
-                file.set_len(size).at("resize", &image)?;
+                file.set_len(image_len(req.mode, size))
+                    .at("resize", &image)?;
                 file.sync_all().at("fsync", &image)?;
             }
         }
@@ -543,7 +545,8 @@ impl HostPathStore {
             .write(true)
             .open(&image)
             .at("open", &image)?;
-        file.set_len(size).at("resize", &image)?;
+        file.set_len(image_len(record.mode, size))
+            .at("resize", &image)?;
         file.sync_all().at("fsync", &image)?;
         let mut updated = record;
         updated.size = size;
@@ -906,6 +909,15 @@ fn absent_is_ok(result: std::io::Result<()>) -> std::io::Result<()> {
     }
 }
 
+/// The length of a volume's image for `size` bytes of capacity: a filesystem volume's image
+/// also holds the filesystem's own metadata.
+fn image_len(mode: VolumeMode, size: u64) -> u64 {
+    match mode {
+        VolumeMode::Filesystem => filesystem::image_len(size),
+        VolumeMode::Block => size,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -966,7 +978,10 @@ mod tests {
             Err(Error::AlreadyExists(_))
         ));
         let image = s.volume_image(&v).unwrap();
-        assert_eq!(fs::metadata(&image).unwrap().len(), 3 * MIB);
+        assert_eq!(
+            fs::metadata(&image).unwrap().len(),
+            image_len(v.mode, 3 * MIB)
+        );
         drop(s);
         let s = store(tmp.path());
         assert_eq!(s.volume("pvc-a").unwrap(), v);
@@ -1076,7 +1091,7 @@ mod tests {
             original
         );
         let clone_bytes = fs::read(s.volume_image(&cloned).unwrap()).unwrap();
-        assert_eq!(clone_bytes.len() as u64, 16 * MIB);
+        assert_eq!(clone_bytes.len() as u64, image_len(cloned.mode, 16 * MIB));
         assert_eq!(&clone_bytes[..original.len()], &original[..]);
         assert!(cloned.grow_fs);
         // A restore smaller than the snapshot is out of range; a missing source is not found.
@@ -1109,7 +1124,10 @@ mod tests {
         assert_eq!(size, 10 * MIB);
         assert!(node);
         let image = s.volume_image(&v).unwrap();
-        assert_eq!(fs::metadata(image).unwrap().len(), 10 * MIB);
+        assert_eq!(
+            fs::metadata(image).unwrap().len(),
+            image_len(v.mode, 10 * MIB)
+        );
         assert!(matches!(
             s.expand_volume("missing", MIB, 0),
             Err(Error::NotFound(_))
