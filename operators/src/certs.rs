@@ -1,0 +1,188 @@
+//! The certificate authorities of uploads, as CDI's operator keeps them: one signs each upload
+//! server's serving certificate (a Secret per upload pod), one signs the upload proxy's client
+//! certificate (its bundle is what upload servers trust). Kept as PEM files so they survive a
+//! restart; on a cluster the same PEM lives in Secrets.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
+
+/// Why a certificate could not be made or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    /// rcgen refused the parameters or the key.
+    #[error("certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A PEM file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+/// A CA that issues leaf certificates.
+pub struct CertificateAuthority {
+    cert_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+/// A certificate and its private key, both PEM.
+#[derive(Clone, Debug)]
+pub struct IssuedCertificate {
+    /// The certificate.
+    pub cert_pem: String,
+    /// Its private key (PKCS#8).
+    pub key_pem: String,
+}
+
+impl CertificateAuthority {
+    /// Loads `DIR/NAME.crt` and `DIR/NAME.key`, or makes a CA called `common_name` and
+    /// writes them (the key mode 0600).
+    pub fn load_or_create(dir: &Path, name: &str, common_name: &str) -> Result<Self, CertError> {
+        let cert_path = dir.join(format!("{name}.crt"));
+        let key_path = dir.join(format!("{name}.key"));
+        if let (Ok(cert), Ok(key)) = (
+            std::fs::read_to_string(&cert_path),
+            std::fs::read_to_string(&key_path),
+        ) {
+            return Self::from_pem(common_name, &cert, &key);
+        }
+        let ca = Self::generate(common_name)?;
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CertError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        write_private(&key_path, &ca.issuer.key().serialize_pem()).map_err(io(&key_path))?;
+        std::fs::write(&cert_path, &ca.cert_pem).map_err(io(&cert_path))?;
+        Ok(ca)
+    }
+
+    /// A new self-signed CA.
+    pub fn generate(common_name: &str) -> Result<Self, CertError> {
+        let key = KeyPair::generate()?;
+        let params = ca_params(common_name)?;
+        let cert = params.self_signed(&key)?;
+        Ok(Self {
+            cert_pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        })
+    }
+
+    /// A CA this module made, from its common name, certificate and key. Leaves name their
+    /// issuer by the CA's subject and key, both of which come back unchanged, so this needs
+    /// no certificate parser.
+    pub fn from_pem(common_name: &str, cert_pem: &str, key_pem: &str) -> Result<Self, CertError> {
+        let key = KeyPair::from_pem(key_pem)?;
+        Ok(Self {
+            cert_pem: cert_pem.to_string(),
+            issuer: Issuer::new(ca_params(common_name)?, key),
+        })
+    }
+
+    /// The CA certificate (what peers trust).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// A serving certificate for `names` (DNS names or IP addresses).
+    pub fn issue_server(
+        &self,
+        common_name: &str,
+        names: &[String],
+    ) -> Result<IssuedCertificate, CertError> {
+        self.issue(common_name, names, ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// A client certificate called `common_name`.
+    pub fn issue_client(&self, common_name: &str) -> Result<IssuedCertificate, CertError> {
+        self.issue(common_name, &[], ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn issue(
+        &self,
+        common_name: &str,
+        names: &[String],
+        usage: ExtendedKeyUsagePurpose,
+    ) -> Result<IssuedCertificate, CertError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(names.to_vec())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(IssuedCertificate {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+fn ca_params(common_name: &str) -> Result<CertificateParams, CertError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    Ok(params)
+}
+
+fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(content.as_bytes())
+}
+
+/// What the DataVolume controller needs to give each upload server its certificates: the CA
+/// that signs their serving certificates and the bundle of CAs their clients chain to.
+pub struct UploadCertificates {
+    /// Signs `cdi-upload-<pvc>` serving certificates.
+    pub server_ca: CertificateAuthority,
+    /// PEM bundle the upload servers trust for the proxy's client certificate.
+    pub client_ca_bundle: String,
+}
+
+impl std::fmt::Debug for UploadCertificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadCertificates").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_is_created_once_and_reloaded_and_issues_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let first =
+            CertificateAuthority::load_or_create(dir.path(), "server-ca", "test CA").unwrap();
+        let again =
+            CertificateAuthority::load_or_create(dir.path(), "server-ca", "test CA").unwrap();
+        assert_eq!(first.cert_pem(), again.cert_pem());
+        let leaf = again
+            .issue_server(
+                "cdi-upload-disk",
+                &["cdi-upload-disk.default.svc".to_string()],
+            )
+            .unwrap();
+        assert!(leaf.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(leaf.key_pem.contains("PRIVATE KEY"));
+        let mode = std::fs::metadata(dir.path().join("server-ca.key")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+    }
+}

@@ -1,0 +1,888 @@
+//! The worker pods and what their state means. The importer pod (`importer-<pvc>`) and the
+//! upload server pod (`cdi-upload-<pvc>`, behind the service of the same name) carry CDI's
+//! environment contract, read by `ferrovirt importer` and `ferrovirt upload-server`; a pod's
+//! phase, restarts and termination message become the PVC annotations CDI writes
+//! (`cdi.kubevirt.io/storage.pod.phase`, `storage.condition.running*`, ...).
+
+use std::collections::BTreeMap;
+
+use api::cdi::DataVolume;
+use api::cdi::datavolume::{STORAGE_RESOURCE, annotations};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, ContainerPort, ContainerState, EnvVar, EnvVarSource,
+    HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe,
+    SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeDevice,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use serde::Deserialize;
+
+use super::pvc::BLOCK;
+use super::{
+    ANN_CREATED_BY, CDI_LABEL, COMPONENT_LABEL, ImportSource, PROMETHEUS_LABEL, content_type,
+};
+use crate::ControllerConfig;
+
+/// The volume of the target PVC in every worker pod.
+pub const DATA_VOLUME_NAME: &str = "cdi-data-vol";
+/// Where a filesystem PVC is mounted.
+pub const DATA_MOUNT_PATH: &str = "/data";
+/// Where a block PVC appears.
+pub const BLOCK_DEVICE_PATH: &str = "/dev/cdi-block-volume";
+/// The volume of the source's CA certificates.
+pub const CERT_VOLUME_NAME: &str = "cdi-cert-vol";
+/// Where the source's CA certificates are mounted (IMPORTER_CERT_DIR).
+pub const CERT_DIR: &str = "/certs";
+/// Where secret extra headers are mounted, one directory per Secret.
+pub const EXTRA_HEADERS_DIR: &str = "/extraheaders";
+/// The port of the importer's Prometheus endpoint.
+pub const METRICS_PORT: i32 = 8443;
+/// The port the upload server serves uploads on.
+pub const UPLOAD_PORT: i32 = 8443;
+/// The port of the upload server's plain-HTTP `/healthz`.
+pub const UPLOAD_HEALTHZ_PORT: i32 = 8080;
+/// Where the upload server's certificate and key (Secret `cdi-upload-<pvc>`) are mounted.
+pub const UPLOAD_TLS_DIR: &str = "/etc/tls";
+/// Where the CA bundle of upload clients is mounted.
+pub const UPLOAD_CLIENT_CA_DIR: &str = "/etc/client";
+/// The ConfigMap with the CA bundle of upload clients (CDI's name).
+pub const UPLOAD_CLIENT_CA_CONFIG_MAP: &str = "cdi-uploadserver-client-signer-bundle";
+/// The common name of the upload proxy's client certificate (CDI's).
+pub const UPLOAD_CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
+/// The label tying an upload server pod to its service: the PVC's uid.
+pub const UPLOAD_TARGET_LABEL: &str = "cdi.kubevirt.io/uploadTarget";
+/// CDI's Running condition reason of a running pod.
+pub const POD_RUNNING_REASON: &str = "Pod is running";
+
+/// The name of a PVC's importer pod.
+pub fn importer_pod_name(pvc: &str) -> String {
+    format!("importer-{pvc}")
+}
+
+/// The name of a PVC's upload server pod and service.
+pub fn upload_pod_name(pvc: &str) -> String {
+    format!("cdi-upload-{pvc}")
+}
+
+/// Settings of a worker pod that come from the cluster's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerSettings<'a> {
+    /// Image and names.
+    pub config: &'a ControllerConfig,
+    /// The fraction of the filesystem kept for metadata (0 on block volumes).
+    pub filesystem_overhead: f64,
+    /// Whether the image is preallocated.
+    pub preallocation: bool,
+    /// Whether the source's TLS certificate is not verified (insecure registries).
+    pub insecure_tls: bool,
+}
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+fn is_block(pvc: &PersistentVolumeClaim) -> bool {
+    pvc.spec
+        .as_ref()
+        .and_then(|s| s.volume_mode.as_deref())
+        .is_some_and(|m| m == BLOCK)
+}
+
+/// The requested size of a PVC as written (`IMPORTER_IMAGE_SIZE`).
+pub fn requested_size(pvc: &PersistentVolumeClaim) -> Option<String> {
+    Some(
+        pvc.spec
+            .as_ref()?
+            .resources
+            .as_ref()?
+            .requests
+            .as_ref()?
+            .get(STORAGE_RESOURCE)?
+            .0
+            .clone(),
+    )
+}
+
+fn overhead_text(overhead: f64, block: bool) -> String {
+    if block {
+        "0".to_string()
+    } else {
+        overhead.to_string()
+    }
+}
+
+fn worker_meta(
+    name: String,
+    dv: &DataVolume,
+    pvc: &PersistentVolumeClaim,
+    component: &str,
+) -> ObjectMeta {
+    let mut owners: Vec<_> = dv.controller_owner_ref(&()).into_iter().collect();
+    // Also owned by the PVC, as CDI's pods are: deleting the PVC deletes its worker.
+    if let Some(mut owner) = pvc.owner_ref(&()) {
+        owner.block_owner_deletion = Some(true);
+        owners.push(owner);
+    }
+    ObjectMeta {
+        name: Some(name),
+        namespace: pvc.namespace(),
+        labels: Some(
+            [
+                (CDI_LABEL.0.to_string(), CDI_LABEL.1.to_string()),
+                (COMPONENT_LABEL.to_string(), component.to_string()),
+                (
+                    PROMETHEUS_LABEL.0.to_string(),
+                    PROMETHEUS_LABEL.1.to_string(),
+                ),
+            ]
+            .into(),
+        ),
+        annotations: Some([(ANN_CREATED_BY.to_string(), "yes".to_string())].into()),
+        owner_references: Some(owners),
+        ..Default::default()
+    }
+}
+
+/// The target volume, its mount or device, for a worker container.
+fn attach_target(
+    pvc: &PersistentVolumeClaim,
+    container: &mut Container,
+    volumes: &mut Vec<Volume>,
+) {
+    volumes.push(Volume {
+        name: DATA_VOLUME_NAME.to_string(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: pvc.name_any(),
+            read_only: Some(false),
+        }),
+        ..Default::default()
+    });
+    if is_block(pvc) {
+        container.volume_devices = Some(vec![VolumeDevice {
+            name: DATA_VOLUME_NAME.to_string(),
+            device_path: BLOCK_DEVICE_PATH.to_string(),
+        }]);
+    } else {
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: DATA_VOLUME_NAME.to_string(),
+                mount_path: DATA_MOUNT_PATH.to_string(),
+                ..Default::default()
+            });
+    }
+}
+
+/// The importer pod of a PVC: `ferrovirt importer` with CDI's importer environment.
+pub fn importer_pod(
+    dv: &DataVolume,
+    pvc: &PersistentVolumeClaim,
+    source: &ImportSource,
+    settings: &WorkerSettings<'_>,
+) -> Pod {
+    let block = is_block(pvc);
+    let mut vars = vec![
+        env("IMPORTER_SOURCE", source.kind),
+        env(
+            "IMPORTER_ENDPOINT",
+            source.endpoint.clone().unwrap_or_default(),
+        ),
+        env("IMPORTER_CONTENTTYPE", content_type(dv)),
+        env(
+            "IMPORTER_IMAGE_SIZE",
+            requested_size(pvc).unwrap_or_default(),
+        ),
+        env("OWNER_UID", dv.metadata.uid.clone().unwrap_or_default()),
+        env(
+            "FILESYSTEM_OVERHEAD",
+            overhead_text(settings.filesystem_overhead, block),
+        ),
+        env("INSECURE_TLS", settings.insecure_tls.to_string()),
+        env("PREALLOCATION", settings.preallocation.to_string()),
+        env("IMPORTER_METRICS_ADDR", format!("0.0.0.0:{METRICS_PORT}")),
+    ];
+    if let Some(checksum) = &source.checksum {
+        vars.push(env("IMPORTER_CHECKSUM", checksum.clone()));
+    }
+    if let Some(arch) = &source.architecture {
+        vars.push(env("IMPORTER_REGISTRY_IMAGE_ARCHITECTURE", arch.clone()));
+    }
+    if let Some(secret) = &source.secret_ref {
+        vars.push(secret_env("IMPORTER_ACCESS_KEY_ID", secret, "accessKeyId"));
+        vars.push(secret_env("IMPORTER_SECRET_KEY", secret, "secretKey"));
+    }
+    for (i, header) in source.extra_headers.iter().enumerate() {
+        vars.push(env(&format!("IMPORTER_EXTRA_HEADER_{i}"), header.clone()));
+    }
+    let mut container = Container {
+        name: "importer".to_string(),
+        image: Some(settings.config.image.clone()),
+        image_pull_policy: Some(pull_policy(settings.config)),
+        args: Some(vec!["importer".to_string()]),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_string()),
+            container_port: METRICS_PORT,
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
+        termination_message_path: Some("/dev/termination-log".to_string()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    };
+    let mut volumes = Vec::new();
+    attach_target(pvc, &mut container, &mut volumes);
+    if let Some(cm) = &source.cert_config_map {
+        vars.push(env("IMPORTER_CERT_DIR", CERT_DIR));
+        volumes.push(Volume {
+            name: CERT_VOLUME_NAME.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: cm.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: CERT_VOLUME_NAME.to_string(),
+                mount_path: CERT_DIR.to_string(),
+                read_only: Some(true),
+                ..Default::default()
+            });
+    }
+    for (i, secret) in source.secret_extra_headers.iter().enumerate() {
+        let name = format!("cdi-extra-header-{i}");
+        volumes.push(Volume {
+            name: name.clone(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name,
+                mount_path: format!("{EXTRA_HEADERS_DIR}/{i}"),
+                read_only: Some(true),
+                ..Default::default()
+            });
+    }
+    container.env = Some(vars);
+    Pod {
+        metadata: worker_meta(importer_pod_name(&pvc.name_any()), dv, pvc, "importer"),
+        spec: Some(PodSpec {
+            containers: vec![container],
+            volumes: Some(volumes),
+            restart_policy: Some("OnFailure".to_string()),
+            priority_class_name: dv.spec.priority_class_name.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn pull_policy(config: &ControllerConfig) -> String {
+    config
+        .image_pull_policy
+        .clone()
+        .unwrap_or_else(|| "IfNotPresent".to_string())
+}
+
+/// The upload server pod of a PVC: `ferrovirt upload-server` with CDI's upload server
+/// environment, its serving certificate from Secret `cdi-upload-<pvc>` (`tls.crt`,
+/// `tls.key`) and the upload clients' CA from the configured ConfigMap (`ca-bundle.crt`).
+pub fn upload_pod(
+    dv: &DataVolume,
+    pvc: &PersistentVolumeClaim,
+    settings: &WorkerSettings<'_>,
+) -> Pod {
+    let block = is_block(pvc);
+    let name = upload_pod_name(&pvc.name_any());
+    let mut meta = worker_meta(name.clone(), dv, pvc, "cdi-upload-server");
+    if let (Some(labels), Some(uid)) = (meta.labels.as_mut(), pvc.metadata.uid.as_ref()) {
+        labels.insert(UPLOAD_TARGET_LABEL.to_string(), uid.clone());
+    }
+    let vars = vec![
+        env("TLS_KEY_FILE", format!("{UPLOAD_TLS_DIR}/tls.key")),
+        env("TLS_CERT_FILE", format!("{UPLOAD_TLS_DIR}/tls.crt")),
+        env(
+            "CLIENT_CERT_FILE",
+            format!("{UPLOAD_CLIENT_CA_DIR}/ca-bundle.crt"),
+        ),
+        env("CLIENT_NAME", settings.config.upload_client_name.clone()),
+        env("UPLOAD_IMAGE_SIZE", requested_size(pvc).unwrap_or_default()),
+        env(
+            "FILESYSTEM_OVERHEAD",
+            overhead_text(settings.filesystem_overhead, block),
+        ),
+        env("PREALLOCATION", settings.preallocation.to_string()),
+        env("LISTEN_PORT", UPLOAD_PORT.to_string()),
+    ];
+    let mut container = Container {
+        name: "cdi-upload-server".to_string(),
+        image: Some(settings.config.image.clone()),
+        image_pull_policy: Some(pull_policy(settings.config)),
+        args: Some(vec!["upload-server".to_string()]),
+        env: Some(vars),
+        ports: Some(vec![ContainerPort {
+            name: Some("server".to_string()),
+            container_port: UPLOAD_PORT,
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/healthz".to_string()),
+                port: IntOrString::Int(UPLOAD_HEALTHZ_PORT),
+                ..Default::default()
+            }),
+            initial_delay_seconds: Some(2),
+            period_seconds: Some(5),
+            ..Default::default()
+        }),
+        termination_message_path: Some("/dev/termination-log".to_string()),
+        ..Default::default()
+    };
+    let mut volumes = Vec::new();
+    attach_target(pvc, &mut container, &mut volumes);
+    volumes.push(Volume {
+        name: "tls".to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(name.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    volumes.push(Volume {
+        name: "client-ca".to_string(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: settings.config.upload_client_ca_config_map.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+    mounts.push(VolumeMount {
+        name: "tls".to_string(),
+        mount_path: UPLOAD_TLS_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    });
+    mounts.push(VolumeMount {
+        name: "client-ca".to_string(),
+        mount_path: UPLOAD_CLIENT_CA_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    });
+    Pod {
+        metadata: meta,
+        spec: Some(PodSpec {
+            containers: vec![container],
+            volumes: Some(volumes),
+            restart_policy: Some("OnFailure".to_string()),
+            priority_class_name: dv.spec.priority_class_name.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The service `cdi-upload-<pvc>` in front of the upload server pod (the upload proxy's
+/// `https://cdi-upload-<pvc>.<namespace>.svc`).
+pub fn upload_service(dv: &DataVolume, pvc: &PersistentVolumeClaim) -> Service {
+    let name = upload_pod_name(&pvc.name_any());
+    let mut meta = worker_meta(name, dv, pvc, "cdi-upload-server");
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.remove(PROMETHEUS_LABEL.0);
+    }
+    Service {
+        metadata: meta,
+        spec: Some(ServiceSpec {
+            selector: pvc
+                .metadata
+                .uid
+                .as_ref()
+                .map(|uid| [(UPLOAD_TARGET_LABEL.to_string(), uid.clone())].into()),
+            ports: Some(vec![ServicePort {
+                name: Some("uploadproxy".to_string()),
+                port: 443,
+                target_port: Some(IntOrString::Int(UPLOAD_PORT)),
+                protocol: Some("TCP".to_string()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// CDI's termination message JSON (the importer's and upload server's success message).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TerminationMessage {
+    #[serde(default)]
+    preallocation_applied: Option<bool>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// Failures that no retry can fix: the import ends Failed instead of restarting the pod.
+pub const TERMINAL_FAILURES: [&str; 4] = [
+    "checksum mismatch",
+    "too small",
+    "Cannot create empty disk with content type archive",
+    "Unknown data source",
+];
+
+/// Whether a termination message reports a failure that a retry cannot fix.
+pub fn is_terminal_message(message: &str) -> bool {
+    TERMINAL_FAILURES.iter().any(|m| message.contains(m))
+}
+
+fn container_state(pod: &Pod) -> Option<(&ContainerState, Option<&ContainerState>, i32)> {
+    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    Some((
+        status.state.as_ref()?,
+        status.last_state.as_ref(),
+        status.restart_count,
+    ))
+}
+
+/// The message of a terminal failure of the pod's worker, in its current or last state
+/// (a restarted pod keeps the last failure in `lastState`).
+pub fn terminal_failure(pod: &Pod) -> Option<String> {
+    let (state, last, _) = container_state(pod)?;
+    [Some(state), last]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.terminated.as_ref())
+        .filter(|t| t.exit_code != 0)
+        .filter_map(|t| t.message.as_deref())
+        .find(|m| is_terminal_message(m))
+        .map(|m| m.trim().to_string())
+}
+
+/// Whether the pod is running and ready (the upload server accepts data).
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The pod's phase (`Pending` when not reported yet).
+pub fn phase(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".to_string())
+}
+
+/// The PVC annotations that report a worker pod, as CDI's import and upload controllers
+/// write them: phase, readiness, restarts, and the Running condition from the container's
+/// state. A terminal failure is reported as phase `Failed` even while the kubelet would
+/// restart the pod.
+pub fn pvc_annotations_from_pod(
+    pod: &Pod,
+    current: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut ann = BTreeMap::new();
+    let terminal = terminal_failure(pod);
+    let phase = if terminal.is_some() {
+        "Failed".to_string()
+    } else {
+        phase(pod)
+    };
+    ann.insert(annotations::POD_PHASE.to_string(), phase);
+    ann.insert(
+        annotations::POD_READY.to_string(),
+        is_ready(pod).to_string(),
+    );
+    let Some((state, _, restarts)) = container_state(pod) else {
+        return ann;
+    };
+    let known: i32 = current
+        .get(annotations::POD_RESTARTS)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    ann.insert(
+        annotations::POD_RESTARTS.to_string(),
+        restarts.max(known).to_string(),
+    );
+    let mut running = |status: &str, message: &str, reason: &str| {
+        ann.insert(
+            annotations::RUNNING_CONDITION.to_string(),
+            status.to_string(),
+        );
+        ann.insert(
+            annotations::RUNNING_CONDITION_MESSAGE.to_string(),
+            message.to_string(),
+        );
+        ann.insert(
+            annotations::RUNNING_CONDITION_REASON.to_string(),
+            reason.to_string(),
+        );
+    };
+    if let Some(message) = &terminal {
+        running("false", message, "Error");
+    } else if state.running.is_some() {
+        running("true", "", POD_RUNNING_REASON);
+    } else if let Some(waiting) = state
+        .waiting
+        .as_ref()
+        .filter(|w| w.reason.as_deref() != Some("CrashLoopBackOff"))
+    {
+        running(
+            "false",
+            waiting.message.as_deref().unwrap_or_default(),
+            waiting.reason.as_deref().unwrap_or_default(),
+        );
+    } else if let Some(terminated) = &state.terminated {
+        let text = terminated.message.as_deref().unwrap_or_default().trim();
+        let parsed: Option<TerminationMessage> = serde_json::from_str(text).ok();
+        let message = parsed
+            .as_ref()
+            .and_then(|m| m.message.clone())
+            .unwrap_or_else(|| text.to_string());
+        let reason = terminated.reason.clone().unwrap_or_else(|| {
+            if terminated.exit_code == 0 {
+                "Completed"
+            } else {
+                "Error"
+            }
+            .to_string()
+        });
+        running("false", &message, &reason);
+        if parsed.and_then(|m| m.preallocation_applied) == Some(true) {
+            ann.insert(
+                annotations::PREALLOCATION_APPLIED.to_string(),
+                "true".to_string(),
+            );
+        }
+    } else {
+        ann.insert(
+            annotations::RUNNING_CONDITION.to_string(),
+            "false".to_string(),
+        );
+    }
+    ann
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::cdi::DataVolumeSpec;
+    use k8s_openapi::api::core::v1::{
+        ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+        PersistentVolumeClaimSpec, PodStatus, VolumeResourceRequirements,
+    };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn dv() -> DataVolume {
+        let mut dv = DataVolume::new("disk", DataVolumeSpec::default());
+        dv.metadata.namespace = Some("ns".into());
+        dv.metadata.uid = Some("uid-dv".into());
+        dv
+    }
+
+    fn pvc(mode: &str) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("disk".into()),
+                namespace: Some("ns".into()),
+                uid: Some("uid-pvc".into()),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                volume_mode: Some(mode.into()),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some([("storage".to_string(), Quantity("1142278537".into()))].into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn settings(config: &ControllerConfig) -> WorkerSettings<'_> {
+        WorkerSettings {
+            config,
+            filesystem_overhead: 0.06,
+            preallocation: false,
+            insecure_tls: false,
+        }
+    }
+
+    fn env_of(pod: &Pod) -> BTreeMap<String, EnvVar> {
+        pod.spec.as_ref().unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect()
+    }
+
+    fn value<'a>(env: &'a BTreeMap<String, EnvVar>, name: &str) -> &'a str {
+        env.get(name)
+            .and_then(|e| e.value.as_deref())
+            .unwrap_or_else(|| panic!("{name} missing"))
+    }
+
+    #[test]
+    fn importer_pod_has_cdis_environment() {
+        let config = ControllerConfig::default();
+        let source = ImportSource {
+            kind: "http",
+            endpoint: Some("https://example.com/disk.qcow2.xz".into()),
+            secret_ref: Some("creds".into()),
+            cert_config_map: Some("cas".into()),
+            checksum: Some("sha256:abcd".into()),
+            extra_headers: vec!["X-A: b".into()],
+            ..Default::default()
+        };
+        let pod = importer_pod(&dv(), &pvc("Filesystem"), &source, &settings(&config));
+        assert_eq!(pod.metadata.name.as_deref(), Some("importer-disk"));
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("OnFailure"));
+        let c = &spec.containers[0];
+        assert_eq!(c.image.as_deref(), Some(crate::DEFAULT_IMAGE));
+        assert_eq!(c.args, Some(vec!["importer".to_string()]));
+        let env = env_of(&pod);
+        assert_eq!(value(&env, "IMPORTER_SOURCE"), "http");
+        assert_eq!(
+            value(&env, "IMPORTER_ENDPOINT"),
+            "https://example.com/disk.qcow2.xz"
+        );
+        assert_eq!(value(&env, "IMPORTER_CONTENTTYPE"), "kubevirt");
+        assert_eq!(value(&env, "IMPORTER_IMAGE_SIZE"), "1142278537");
+        assert_eq!(value(&env, "OWNER_UID"), "uid-dv");
+        assert_eq!(value(&env, "FILESYSTEM_OVERHEAD"), "0.06");
+        assert_eq!(value(&env, "PREALLOCATION"), "false");
+        assert_eq!(value(&env, "INSECURE_TLS"), "false");
+        assert_eq!(value(&env, "IMPORTER_CHECKSUM"), "sha256:abcd");
+        assert_eq!(value(&env, "IMPORTER_METRICS_ADDR"), "0.0.0.0:8443");
+        assert_eq!(value(&env, "IMPORTER_CERT_DIR"), "/certs");
+        assert_eq!(value(&env, "IMPORTER_EXTRA_HEADER_0"), "X-A: b");
+        let key = env["IMPORTER_ACCESS_KEY_ID"]
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("creds", "accessKeyId")
+        );
+        let key = env["IMPORTER_SECRET_KEY"]
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("creds", "secretKey")
+        );
+        let mounts = c.volume_mounts.as_ref().unwrap();
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m.name == "cdi-data-vol" && m.mount_path == "/data")
+        );
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m.name == "cdi-cert-vol" && m.mount_path == "/certs")
+        );
+        let volumes = spec.volumes.as_ref().unwrap();
+        assert_eq!(
+            volumes[0]
+                .persistent_volume_claim
+                .as_ref()
+                .unwrap()
+                .claim_name,
+            "disk"
+        );
+        let owners = pod.metadata.owner_references.as_ref().unwrap();
+        assert_eq!(owners[0].kind, "DataVolume");
+        assert_eq!(owners[0].controller, Some(true));
+        assert_eq!(owners[1].kind, "PersistentVolumeClaim");
+        assert_eq!(
+            pod.metadata.labels.as_ref().unwrap()["app"],
+            "containerized-data-importer"
+        );
+        assert_eq!(
+            pod.metadata.labels.as_ref().unwrap()["cdi.kubevirt.io"],
+            "importer"
+        );
+    }
+
+    #[test]
+    fn block_volumes_are_devices_without_overhead() {
+        let config = ControllerConfig::default();
+        let source = ImportSource {
+            kind: "none",
+            ..Default::default()
+        };
+        let pod = importer_pod(&dv(), &pvc("Block"), &source, &settings(&config));
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        assert_eq!(
+            c.volume_devices.as_ref().unwrap()[0].device_path,
+            "/dev/cdi-block-volume"
+        );
+        assert!(c.volume_mounts.is_none());
+        let env = env_of(&pod);
+        assert_eq!(value(&env, "FILESYSTEM_OVERHEAD"), "0");
+        assert_eq!(value(&env, "IMPORTER_SOURCE"), "none");
+        assert!(!env.contains_key("IMPORTER_CHECKSUM"));
+    }
+
+    #[test]
+    fn upload_pod_and_service_match() {
+        let config = ControllerConfig::default();
+        let pod = upload_pod(&dv(), &pvc("Filesystem"), &settings(&config));
+        assert_eq!(pod.metadata.name.as_deref(), Some("cdi-upload-disk"));
+        let env = env_of(&pod);
+        assert_eq!(value(&env, "TLS_CERT_FILE"), "/etc/tls/tls.crt");
+        assert_eq!(value(&env, "CLIENT_CERT_FILE"), "/etc/client/ca-bundle.crt");
+        assert_eq!(value(&env, "UPLOAD_IMAGE_SIZE"), "1142278537");
+        assert_eq!(value(&env, "CLIENT_NAME"), UPLOAD_CLIENT_NAME);
+        assert_eq!(
+            pod.spec.as_ref().unwrap().containers[0].args,
+            Some(vec!["upload-server".to_string()])
+        );
+        let service = upload_service(&dv(), &pvc("Filesystem"));
+        assert_eq!(service.metadata.name.as_deref(), Some("cdi-upload-disk"));
+        let selector = service.spec.unwrap().selector.unwrap();
+        assert_eq!(
+            pod.metadata.labels.unwrap()[UPLOAD_TARGET_LABEL],
+            selector[UPLOAD_TARGET_LABEL]
+        );
+    }
+
+    fn pod_with(
+        state: ContainerState,
+        last: Option<ContainerState>,
+        phase: &str,
+        restarts: i32,
+    ) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "importer".into(),
+                    state: Some(state),
+                    last_state: last,
+                    restart_count: restarts,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn terminated(code: i32, message: &str) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                message: Some(message.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn running_and_completed_pods_become_cdis_annotations() {
+        let running = ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        };
+        let ann =
+            pvc_annotations_from_pod(&pod_with(running, None, "Running", 2), &BTreeMap::new());
+        assert_eq!(ann[annotations::POD_PHASE], "Running");
+        assert_eq!(ann[annotations::POD_RESTARTS], "2");
+        assert_eq!(ann[annotations::RUNNING_CONDITION], "true");
+        assert_eq!(ann[annotations::RUNNING_CONDITION_REASON], "Pod is running");
+        let done = terminated(
+            0,
+            r#"{"scratchSpaceRequired":false,"preallocationApplied":true,"message":"Import Complete"}"#,
+        );
+        let ann = pvc_annotations_from_pod(&pod_with(done, None, "Succeeded", 0), &BTreeMap::new());
+        assert_eq!(ann[annotations::POD_PHASE], "Succeeded");
+        assert_eq!(ann[annotations::RUNNING_CONDITION], "false");
+        assert_eq!(
+            ann[annotations::RUNNING_CONDITION_MESSAGE],
+            "Import Complete"
+        );
+        assert_eq!(ann[annotations::RUNNING_CONDITION_REASON], "Completed");
+        assert_eq!(ann[annotations::PREALLOCATION_APPLIED], "true");
+    }
+
+    #[test]
+    fn checksum_and_size_failures_are_terminal_others_are_not() {
+        let msg =
+            "Unable to process data: checksum mismatch: expected sha256:00, calculated sha256:11";
+        let pod = pod_with(terminated(1, msg), None, "Failed", 0);
+        assert_eq!(terminal_failure(&pod).as_deref(), Some(msg));
+        let ann = pvc_annotations_from_pod(&pod, &BTreeMap::new());
+        assert_eq!(ann[annotations::POD_PHASE], "Failed");
+        assert_eq!(ann[annotations::RUNNING_CONDITION_REASON], "Error");
+        assert_eq!(ann[annotations::RUNNING_CONDITION_MESSAGE], msg);
+        // Restarted by the kubelet: the failure is in lastState.
+        let running = ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        };
+        let small = "Unable to process data: target too small to contain image: needs 2 bytes, 1 available on /data/disk.img";
+        let pod = pod_with(running.clone(), Some(terminated(1, small)), "Running", 1);
+        assert_eq!(terminal_failure(&pod).as_deref(), Some(small));
+        let transient = pod_with(
+            running,
+            Some(terminated(1, "Unable to process data: connection reset")),
+            "Running",
+            1,
+        );
+        assert_eq!(terminal_failure(&transient), None);
+        let ann = pvc_annotations_from_pod(
+            &transient,
+            &[(annotations::POD_RESTARTS.to_string(), "3".to_string())].into(),
+        );
+        assert_eq!(
+            ann[annotations::POD_RESTARTS],
+            "3",
+            "restarts never go down"
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! One reconcile of a DataVolume: resolve its source, create its PVC, run its worker, mirror
+//! the worker onto the PVC's annotations, write the status. The decisions are the pure
+//! functions of [`super::pvc`], [`super::pod`] and [`super::status`]; this module makes the
+//! API calls.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::cdi::datavolume::{
+    DataVolumePhase, DataVolumeSource, DataVolumeSourcePvc, SOURCE_REF_KIND_DATA_SOURCE,
+    annotations,
+};
+use api::cdi::operator::DEFAULT_FILESYSTEM_OVERHEAD;
+use api::cdi::{CDIConfig, DataSource, DataVolume, StorageProfile};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::pod::{self, WorkerSettings};
+use super::pvc::{self, BLOCK, PvcInputs};
+use super::status::{self, Observed, PhaseEvent};
+use super::upload;
+use super::{ANN_METRICS_ADDRESS, Context, Error, Transfer, retain_after_completion};
+
+/// CDIConfig feature gate under which DataVolumes wait for their first consumer.
+const HONOR_WAIT_FOR_FIRST_CONSUMER: &str = "HonorWaitForFirstConsumer";
+
+/// How often a running transfer is looked at again (progress).
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);
+/// How often a blocked DataVolume is looked at again.
+const BLOCKED_INTERVAL: Duration = Duration::from_secs(10);
+/// The name of the cluster's CDIConfig.
+const CDI_CONFIG: &str = "config";
+
+/// The cluster configuration a DataVolume's PVC and pods depend on.
+struct ClusterSettings {
+    class: Option<StorageClass>,
+    profile: Option<StorageProfile>,
+    config: Option<CDIConfig>,
+}
+
+impl ClusterSettings {
+    fn overhead(&self) -> f64 {
+        let class = self.class.as_ref().map(|c| c.name_any());
+        let from = |o: &api::cdi::operator::FilesystemOverhead| {
+            class
+                .as_ref()
+                .and_then(|c| o.storage_class.as_ref()?.get(c).cloned())
+                .or(o.global.clone())
+        };
+        let config = self.config.as_ref();
+        config
+            .and_then(|c| {
+                c.status
+                    .as_ref()?
+                    .filesystem_overhead
+                    .as_ref()
+                    .and_then(from)
+            })
+            .or_else(|| config.and_then(|c| c.spec.filesystem_overhead.as_ref().and_then(from)))
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| (0.0..1.0).contains(v))
+            .unwrap_or_else(|| DEFAULT_FILESYSTEM_OVERHEAD.parse().unwrap_or(0.06))
+    }
+
+    fn preallocation(&self, dv: &DataVolume) -> bool {
+        dv.spec
+            .preallocation
+            .or_else(|| self.config.as_ref()?.spec.preallocation)
+            .unwrap_or(false)
+    }
+
+    fn insecure(&self, endpoint: Option<&str>) -> bool {
+        let Some(endpoint) = endpoint else {
+            return false;
+        };
+        let host = endpoint
+            .split_once("://")
+            .map_or(endpoint, |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        self.config
+            .as_ref()
+            .and_then(|c| c.spec.insecure_registries.as_ref())
+            .is_some_and(|r| r.iter().any(|h| h == host))
+    }
+
+    /// Whether the DataVolume waits for a consumer instead of binding through its worker pod:
+    /// as CDI, only with CDIConfig's `HonorWaitForFirstConsumer` feature gate on a
+    /// WaitForFirstConsumer class. Without the gate the worker pod is the first consumer.
+    fn wait_for_first_consumer(&self) -> bool {
+        let honored = self
+            .config
+            .as_ref()
+            .and_then(|c| c.spec.feature_gates.as_ref())
+            .is_some_and(|gates| gates.iter().any(|g| g == HONOR_WAIT_FOR_FIRST_CONSUMER));
+        honored
+            && self
+                .class
+                .as_ref()
+                .and_then(|c| c.volume_binding_mode.as_deref())
+                .is_some_and(|m| m == "WaitForFirstConsumer")
+    }
+}
+
+/// The source after a `sourceRef` is followed, or why it cannot be.
+async fn resolve_source(
+    dv: &DataVolume,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Result<DataVolumeSource, (String, String)>, Error> {
+    if let Some(source) = &dv.spec.source {
+        return Ok(Ok(source.clone()));
+    }
+    let Some(reference) = &dv.spec.source_ref else {
+        return Ok(Ok(DataVolumeSource::default()));
+    };
+    if reference.kind != SOURCE_REF_KIND_DATA_SOURCE {
+        return Ok(Err((
+            "NotFound".into(),
+            format!("sourceRef kind {} is not supported", reference.kind),
+        )));
+    }
+    let ns = reference.namespace.as_deref().unwrap_or(namespace);
+    let sources: Api<DataSource> = Api::namespaced(ctx.client.clone(), ns);
+    let Some(data_source) = sources.get_opt(&reference.name).await? else {
+        return Ok(Err((
+            "NotFound".into(),
+            format!("DataSource {ns}/{} not found", reference.name),
+        )));
+    };
+    let src = &data_source.spec.source;
+    if let Some(pvc) = &src.pvc {
+        return Ok(Ok(DataVolumeSource {
+            pvc: Some(pvc.clone()),
+            ..Default::default()
+        }));
+    }
+    if let Some(snapshot) = &src.snapshot {
+        return Ok(Ok(DataVolumeSource {
+            snapshot: Some(snapshot.clone()),
+            ..Default::default()
+        }));
+    }
+    Ok(Err((
+        "NotFound".into(),
+        format!("DataSource {ns}/{} has no source", reference.name),
+    )))
+}
+
+async fn cluster_settings(
+    ctx: &Context,
+    dv: &DataVolume,
+    pvc: Option<&PersistentVolumeClaim>,
+) -> Result<ClusterSettings, Error> {
+    let classes: Api<StorageClass> = Api::all(ctx.client.clone());
+    let named = pvc
+        .and_then(|p| p.spec.as_ref()?.storage_class_name.clone())
+        .or_else(|| dv.spec.pvc.as_ref()?.storage_class_name.clone())
+        .or_else(|| dv.spec.storage.as_ref()?.storage_class_name.clone());
+    let class = match named {
+        Some(name) => classes.get_opt(&name).await?,
+        // A PVC written without a class gets none (Kubernetes may still default it).
+        None if dv.spec.pvc.is_some() && pvc.is_none() => None,
+        None => {
+            let list = classes.list(&Default::default()).await?;
+            pvc::default_storage_class(&list.items).cloned()
+        }
+    };
+    let profile = match &class {
+        Some(c) => {
+            Api::<StorageProfile>::all(ctx.client.clone())
+                .get_opt(&c.name_any())
+                .await?
+        }
+        None => None,
+    };
+    let config = Api::<CDIConfig>::all(ctx.client.clone())
+        .get_opt(CDI_CONFIG)
+        .await?;
+    Ok(ClusterSettings {
+        class,
+        profile,
+        config,
+    })
+}
+
+async fn publish(ctx: &Context, dv: &DataVolume, event: &PhaseEvent) {
+    let ev = Event {
+        type_: if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.to_string(),
+        note: Some(event.message.clone()),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&ev, &dv.object_ref(&())).await {
+        tracing::warn!(%err, reason = event.reason, "cannot publish event");
+    }
+}
+
+async fn write_status(
+    ctx: &Context,
+    dv: &DataVolume,
+    namespace: &str,
+    observed: &Observed<'_>,
+) -> Result<Option<DataVolumePhase>, Error> {
+    let (status, event) = status::desired_status(observed);
+    if dv.status.as_ref() != Some(&status) {
+        let api: Api<DataVolume> = Api::namespaced(ctx.client.clone(), namespace);
+        api.patch_status(
+            &dv.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+        tracing::debug!(datavolume = %dv.name_any(), phase = ?status.phase, "status written");
+    }
+    if let Some(event) = &event {
+        publish(ctx, dv, event).await;
+    }
+    Ok(status.phase)
+}
+
+/// Reconciles one DataVolume.
+pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = dv.name_any();
+    let namespace = dv
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+    if dv.metadata.deletion_timestamp.is_some() {
+        // The garbage collector removes the PVC and pods through their owner references.
+        return Ok(Action::await_change());
+    }
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let source = match resolve_source(&dv, &ctx, &namespace).await? {
+        Ok(source) => source,
+        Err((reason, message)) => {
+            let transfer = Transfer::Unsupported(message.clone());
+            let observed = Observed {
+                current: dv.status.as_ref(),
+                transfer: &transfer,
+                pvc: None,
+                wait_for_first_consumer: false,
+                progress: None,
+                blocked: Some((&reason, &message)),
+                now: &now,
+            };
+            write_status(&ctx, &dv, &namespace, &observed).await?;
+            return Ok(Action::requeue(BLOCKED_INTERVAL));
+        }
+    };
+    let mut transfer = Transfer::from_source(&source);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut pvc = pvcs.get_opt(&name).await?;
+    let settings = cluster_settings(&ctx, &dv, pvc.as_ref()).await?;
+    let final_phase = dv
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .filter(|p| p.is_final());
+
+    if let Some(existing) = &pvc {
+        let owned = existing
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == dv.metadata.uid.as_ref() && o.controller == Some(true));
+        if !owned {
+            let message =
+                format!("Resource {name:?} already exists and is not managed by DataVolume");
+            let transfer = Transfer::Unsupported(message.clone());
+            let observed = Observed {
+                current: dv.status.as_ref(),
+                transfer: &transfer,
+                pvc: None,
+                wait_for_first_consumer: false,
+                progress: None,
+                blocked: Some(("ErrResourceExists", &message)),
+                now: &now,
+            };
+            write_status(&ctx, &dv, &namespace, &observed).await?;
+            return Ok(Action::requeue(BLOCKED_INTERVAL));
+        }
+    }
+
+    // A clone source: CSI clone when possible, else host-assisted (not done yet).
+    let mut clone_source = None;
+    if let Some(src) = &source.pvc {
+        let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &src.namespace)
+            .get_opt(&src.name)
+            .await?;
+        match &found {
+            None if pvc.is_none() => {
+                let message = format!("Source PVC {}/{} not found", src.namespace, src.name);
+                let observed = Observed {
+                    current: dv.status.as_ref(),
+                    transfer: &transfer,
+                    pvc: None,
+                    wait_for_first_consumer: false,
+                    progress: None,
+                    blocked: Some(("NotFound", &message)),
+                    now: &now,
+                };
+                write_status(&ctx, &dv, &namespace, &observed).await?;
+                return Ok(Action::requeue(BLOCKED_INTERVAL));
+            }
+            Some(source_pvc) if !csi_clone(&namespace, src, source_pvc, &settings) => {
+                transfer = Transfer::Unsupported(format!(
+                    "host-assisted clone of {}/{} is not supported yet (CSI clone needs the same namespace and storage class)",
+                    src.namespace, src.name
+                ));
+            }
+            _ => {}
+        }
+        clone_source = found;
+    }
+
+    if pvc.is_none() && final_phase.is_none() && !matches!(transfer, Transfer::Unsupported(_)) {
+        let class_name = settings.class.as_ref().map(|c| c.name_any());
+        let inputs = PvcInputs {
+            transfer: &transfer,
+            storage_class: class_name.as_deref(),
+            profile: settings.profile.as_ref().and_then(|p| p.status.as_ref()),
+            filesystem_overhead: settings.overhead(),
+            clone_source: clone_source.as_ref(),
+            preallocation: settings.preallocation(&dv),
+        };
+        let desired = pvc::desired_pvc(&dv, &inputs)?;
+        tracing::info!(datavolume = %name, %namespace, "creating PVC");
+        pvc = Some(pvcs.create(&PostParams::default(), &desired).await?);
+    }
+
+    let mut progress = None;
+    if let (Some(claim), Transfer::Import(_) | Transfer::Upload) = (pvc.as_mut(), &transfer) {
+        let is_upload = matches!(transfer, Transfer::Upload);
+        let pod_name = if is_upload {
+            pod::upload_pod_name(&name)
+        } else {
+            pod::importer_pod_name(&name)
+        };
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+        let worker = pods.get_opt(&pod_name).await?;
+        let ann = claim.annotations().clone();
+        let done = final_phase.is_some()
+            || ann
+                .get(annotations::POD_PHASE)
+                .is_some_and(|p| p == "Succeeded")
+            || status::terminal_failure(claim).is_some();
+        let wffc = settings.wait_for_first_consumer() && !is_bound(claim);
+        match &worker {
+            None if !done && !wffc => {
+                let block =
+                    claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some(BLOCK);
+                let source_endpoint = match &transfer {
+                    Transfer::Import(s) => s.endpoint.clone(),
+                    _ => None,
+                };
+                let worker_settings = WorkerSettings {
+                    config: &ctx.config,
+                    filesystem_overhead: if block { 0.0 } else { settings.overhead() },
+                    preallocation: settings.preallocation(&dv),
+                    insecure_tls: settings.insecure(source_endpoint.as_deref()),
+                };
+                let desired = match &transfer {
+                    Transfer::Import(source) => {
+                        pod::importer_pod(&dv, claim, source, &worker_settings)
+                    }
+                    _ => pod::upload_pod(&dv, claim, &worker_settings),
+                };
+                if is_upload {
+                    upload::ensure_upload_server_prerequisites(&ctx, &dv, claim, &namespace)
+                        .await?;
+                }
+                tracing::info!(datavolume = %name, pod = %pod_name, "creating worker pod");
+                pods.create(&PostParams::default(), &desired).await?;
+                let mut patch: BTreeMap<String, String> = BTreeMap::new();
+                patch.insert(annotations::POD_PHASE.into(), "Pending".into());
+                if !is_upload {
+                    patch.insert(annotations::IMPORT_POD.into(), pod_name.clone());
+                }
+                *claim = patch_annotations(&pvcs, claim, patch).await?;
+            }
+            Some(worker) => {
+                let from_pod = pod::pvc_annotations_from_pod(worker, &ann);
+                let changed: BTreeMap<String, String> = from_pod
+                    .into_iter()
+                    .filter(|(k, v)| ann.get(k) != Some(v))
+                    .collect();
+                if !changed.is_empty() {
+                    *claim = patch_annotations(&pvcs, claim, changed).await?;
+                }
+                let phase = pod::phase(worker);
+                let terminal = pod::terminal_failure(worker).is_some();
+                if terminal || (phase == "Succeeded" && !retain_after_completion(&dv, Some(claim)))
+                {
+                    tracing::info!(datavolume = %name, pod = %pod_name, terminal, "deleting finished worker pod");
+                    delete_ignoring_missing(&pods, &pod_name).await?;
+                    if is_upload {
+                        let services: Api<Service> =
+                            Api::namespaced(ctx.client.clone(), &namespace);
+                        delete_ignoring_missing(&services, &pod_name).await?;
+                    }
+                } else if phase == "Running" && !is_upload {
+                    progress = scrape_progress(
+                        &ctx,
+                        worker,
+                        dv.metadata.uid.as_deref().unwrap_or_default(),
+                    )
+                    .await;
+                }
+            }
+            None => {}
+        }
+    }
+
+    let wffc = settings.wait_for_first_consumer() && pvc.as_ref().is_some_and(|p| !is_bound(p));
+    let observed = Observed {
+        current: dv.status.as_ref(),
+        transfer: &transfer,
+        pvc: pvc.as_ref(),
+        wait_for_first_consumer: wffc,
+        progress: progress.as_deref(),
+        blocked: None,
+        now: &now,
+    };
+    let phase = write_status(&ctx, &dv, &namespace, &observed).await?;
+    Ok(match phase {
+        Some(p) if p.is_final() => Action::await_change(),
+        Some(DataVolumePhase::ImportInProgress) => Action::requeue(PROGRESS_INTERVAL),
+        _ if matches!(transfer, Transfer::Unsupported(_)) => Action::requeue(BLOCKED_INTERVAL),
+        _ => Action::requeue(Duration::from_secs(60)),
+    })
+}
+
+fn csi_clone(
+    namespace: &str,
+    src: &DataVolumeSourcePvc,
+    source_pvc: &PersistentVolumeClaim,
+    settings: &ClusterSettings,
+) -> bool {
+    let class = settings.class.as_ref().map(|c| c.name_any());
+    pvc::csi_clone_possible(namespace, src, source_pvc, class.as_deref())
+}
+
+fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
+    pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+}
+
+async fn patch_annotations(
+    pvcs: &Api<PersistentVolumeClaim>,
+    pvc: &PersistentVolumeClaim,
+    annotations: BTreeMap<String, String>,
+) -> Result<PersistentVolumeClaim, Error> {
+    let patch = json!({ "metadata": { "annotations": annotations } });
+    Ok(pvcs
+        .patch(
+            &pvc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?)
+}
+
+async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The worker's progress from its Prometheus endpoint (`http://<podIP>:8443/metrics`, or
+/// the address a node agent annotated), `None` when it cannot be read.
+async fn scrape_progress(ctx: &Context, worker: &Pod, owner_uid: &str) -> Option<String> {
+    let address = match worker.annotations().get(ANN_METRICS_ADDRESS) {
+        Some(address) => address.clone(),
+        None => format!(
+            "{}:{}",
+            worker.status.as_ref()?.pod_ip.as_ref()?,
+            pod::METRICS_PORT
+        ),
+    };
+    let url = format!("http://{address}/metrics");
+    let text = match ctx.http.get(&url).send().await {
+        Ok(response) => response.text().await.ok()?,
+        Err(err) => {
+            tracing::debug!(%url, %err, "cannot read progress");
+            return None;
+        }
+    };
+    status::parse_progress(&text, owner_uid)
+}

@@ -1,0 +1,729 @@
+//! The DataVolume status from what is observed: the PVC (with the worker's state in its
+//! annotations), whether the class waits for a first consumer, the scraped progress. Phases,
+//! condition types, reasons and messages follow CDI's datavolume controllers.
+
+use std::collections::BTreeMap;
+
+use api::cdi::DataVolumeStatus;
+use api::cdi::datavolume::{
+    DataVolumeCondition, DataVolumeConditionType, DataVolumePhase, PROGRESS_DONE,
+    PROGRESS_NOT_AVAILABLE, annotations, reasons,
+};
+use api::common::ConditionStatus;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::Transfer;
+use super::pod::is_terminal_message;
+
+/// An event to publish when the phase changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseEvent {
+    /// `Normal` or `Warning`.
+    pub warning: bool,
+    /// CDI's reason.
+    pub reason: &'static str,
+    /// CDI's message.
+    pub message: String,
+}
+
+/// What the status is computed from.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    /// The status as stored.
+    pub current: Option<&'a DataVolumeStatus>,
+    /// What fills the PVC.
+    pub transfer: &'a Transfer,
+    /// The PVC, with the worker pod's annotations already applied.
+    pub pvc: Option<&'a PersistentVolumeClaim>,
+    /// The PVC's class binds on first consumer and the PVC is not bound.
+    pub wait_for_first_consumer: bool,
+    /// The worker's progress, as `NN.NN%`, when scraped.
+    pub progress: Option<&'a str>,
+    /// Why the DataVolume cannot proceed (source not found, ...): Bound reason and message.
+    pub blocked: Option<(&'a str, &'a str)>,
+    /// The time written on conditions that change.
+    pub now: &'a Time,
+}
+
+fn find(conditions: &[DataVolumeCondition], type_: DataVolumeConditionType) -> Option<usize> {
+    conditions.iter().position(|c| c.type_ == type_)
+}
+
+/// CDI's `updateCondition`: a status change moves both times, a new reason or message only
+/// the heartbeat.
+pub fn update_condition(
+    conditions: &mut Vec<DataVolumeCondition>,
+    type_: DataVolumeConditionType,
+    status: ConditionStatus,
+    message: &str,
+    reason: &str,
+    now: &Time,
+) {
+    let i = match find(conditions, type_) {
+        Some(i) => i,
+        None => {
+            conditions.push(DataVolumeCondition {
+                type_,
+                status: ConditionStatus::Unknown,
+                last_transition_time: None,
+                last_heartbeat_time: None,
+                reason: None,
+                message: None,
+            });
+            conditions.len() - 1
+        }
+    };
+    let c = &mut conditions[i];
+    let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    if c.status != status || c.last_transition_time.is_none() {
+        c.last_transition_time = Some(now.clone());
+        c.last_heartbeat_time = Some(now.clone());
+        c.message = text(message);
+        c.reason = text(reason);
+    } else if c.message != text(message) || c.reason != text(reason) {
+        c.message = text(message);
+        c.reason = text(reason);
+        c.last_heartbeat_time = Some(now.clone());
+    }
+    c.status = status;
+}
+
+fn pvc_phase(pvc: &PersistentVolumeClaim) -> &str {
+    pvc.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn bound_condition(conditions: &mut Vec<DataVolumeCondition>, obs: &Observed<'_>) {
+    use ConditionStatus::{False, True};
+    use DataVolumeConditionType::{Bound, Ready};
+    let now = obs.now;
+    match obs.pvc {
+        Some(pvc) => match pvc_phase(pvc) {
+            "Bound" => update_condition(
+                conditions,
+                Bound,
+                True,
+                &format!("PVC {} Bound", pvc.name_any()),
+                reasons::BOUND,
+                now,
+            ),
+            "Pending" => {
+                update_condition(
+                    conditions,
+                    Bound,
+                    False,
+                    &format!("PVC {} Pending", pvc.name_any()),
+                    reasons::PENDING,
+                    now,
+                );
+                update_condition(conditions, Ready, False, "", "", now);
+            }
+            "Lost" => {
+                update_condition(
+                    conditions,
+                    Bound,
+                    False,
+                    "Claim Lost",
+                    reasons::CLAIM_LOST,
+                    now,
+                );
+                update_condition(conditions, Ready, False, "", "", now);
+            }
+            _ => {
+                update_condition(conditions, Bound, False, "", "", now);
+                update_condition(conditions, Ready, False, "", "", now);
+            }
+        },
+        None => {
+            let (reason, message) = obs.blocked.unwrap_or((reasons::NOT_FOUND, "No PVC found"));
+            update_condition(conditions, Bound, False, message, reason, now);
+            update_condition(conditions, Ready, False, "", "", now);
+        }
+    }
+}
+
+/// CDI's `updateRunningCondition` from the PVC's annotations.
+fn running_condition(
+    conditions: &mut Vec<DataVolumeCondition>,
+    ann: &BTreeMap<String, String>,
+    now: &Time,
+) {
+    use ConditionStatus::{False, True, Unknown};
+    use DataVolumeConditionType::{Ready, Running};
+    let get = |k: &str| ann.get(k).map(String::as_str).unwrap_or_default();
+    let message = get(annotations::RUNNING_CONDITION_MESSAGE);
+    let reason = get(annotations::RUNNING_CONDITION_REASON);
+    match ann
+        .get(annotations::RUNNING_CONDITION)
+        .map(|v| v.to_ascii_lowercase())
+    {
+        Some(v) if v == "true" => {
+            update_condition(conditions, Running, True, message, reason, now);
+            update_condition(conditions, Ready, False, "", reasons::TRANSFER_RUNNING, now);
+        }
+        Some(v) if v == "false" => {
+            update_condition(conditions, Running, False, message, reason, now)
+        }
+        Some(_) => update_condition(conditions, Running, Unknown, message, reason, now),
+        None => update_condition(conditions, Running, False, message, reason, now),
+    }
+}
+
+/// The phase, progress and event of the transfer as the PVC's annotations report it.
+fn transfer_phase(
+    obs: &Observed<'_>,
+    pvc: &PersistentVolumeClaim,
+) -> (DataVolumePhase, Option<PhaseEvent>) {
+    use DataVolumePhase as P;
+    let ann = pvc.annotations();
+    let pod_phase = ann.get(annotations::POD_PHASE).map(String::as_str);
+    let name = pvc.name_any();
+    let bound = pvc_phase(pvc) == "Bound";
+    let current = obs.current.and_then(|s| s.phase).unwrap_or(P::Pending);
+    let event = |warning, reason, message: String| {
+        Some(PhaseEvent {
+            warning,
+            reason,
+            message,
+        })
+    };
+    match obs.transfer {
+        Transfer::Import(_) => match pod_phase {
+            Some("Succeeded") => (
+                P::Succeeded,
+                event(
+                    false,
+                    "ImportSucceeded",
+                    format!("Successfully imported into PVC {name}"),
+                ),
+            ),
+            _ if !bound => (
+                if current == P::ImportScheduled {
+                    current
+                } else {
+                    P::Pending
+                },
+                None,
+            ),
+            Some("Running") => (
+                P::ImportInProgress,
+                event(
+                    false,
+                    "ImportInProgress",
+                    format!("Import into {name} in progress"),
+                ),
+            ),
+            Some("Failed") => (
+                P::ImportScheduled,
+                event(
+                    true,
+                    "ImportFailed",
+                    format!("Failed to import into PVC {name}"),
+                ),
+            ),
+            Some(_) => (
+                P::ImportScheduled,
+                event(
+                    false,
+                    "ImportScheduled",
+                    format!("Import into {name} scheduled"),
+                ),
+            ),
+            None => (current, None),
+        },
+        Transfer::Upload => match pod_phase {
+            Some("Succeeded") => (
+                P::Succeeded,
+                event(
+                    false,
+                    "UploadSucceeded",
+                    format!("Successfully uploaded into {name}"),
+                ),
+            ),
+            _ if !bound => (P::Pending, None),
+            Some("Running") if ann.get(annotations::POD_READY).is_some_and(|r| r == "true") => (
+                P::UploadReady,
+                event(false, "UploadReady", format!("Upload into {name} ready")),
+            ),
+            Some("Failed") => (
+                P::UploadScheduled,
+                event(true, "UploadFailed", format!("Upload into {name} failed")),
+            ),
+            Some(_) => (
+                P::UploadScheduled,
+                event(
+                    false,
+                    "UploadScheduled",
+                    format!("Upload into {name} scheduled"),
+                ),
+            ),
+            None => (current, None),
+        },
+        Transfer::CsiClone {
+            namespace,
+            name: source,
+        } => {
+            let ns = pvc.namespace().unwrap_or_default();
+            if bound {
+                (
+                    P::Succeeded,
+                    event(
+                        false,
+                        "CloneSucceeded",
+                        format!("Successfully cloned from {namespace}/{source} into {ns}/{name}"),
+                    ),
+                )
+            } else {
+                (
+                    P::CsiCloneInProgress,
+                    event(
+                        false,
+                        "CSICloneInProgress",
+                        format!("CSI Volume clone in progress (for pvc: {namespace}/{source})"),
+                    ),
+                )
+            }
+        }
+        Transfer::Unsupported(_) => (P::Pending, None),
+    }
+}
+
+/// The terminal failure recorded on the PVC, if any.
+pub fn terminal_failure(pvc: &PersistentVolumeClaim) -> Option<String> {
+    let ann = pvc.annotations();
+    if ann.get(annotations::POD_PHASE).map(String::as_str) != Some("Failed") {
+        return None;
+    }
+    ann.get(annotations::RUNNING_CONDITION_MESSAGE)
+        .filter(|m| is_terminal_message(m))
+        .cloned()
+}
+
+/// The status the DataVolume should have, and the event of a phase change.
+pub fn desired_status(obs: &Observed<'_>) -> (DataVolumeStatus, Option<PhaseEvent>) {
+    use DataVolumePhase as P;
+    let mut status = obs.current.cloned().unwrap_or_default();
+    let previous = status.phase;
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let empty = BTreeMap::new();
+    let ann = obs.pvc.map(|p| p.annotations()).unwrap_or(&empty);
+
+    let (phase, mut event) = if previous == Some(P::Failed) {
+        (P::Failed, None)
+    } else if let Some(message) = obs.pvc.and_then(terminal_failure) {
+        (
+            P::Failed,
+            Some(PhaseEvent {
+                warning: true,
+                reason: "Error",
+                message,
+            }),
+        )
+    } else if previous == Some(P::Succeeded) {
+        (P::Succeeded, None)
+    } else if let Transfer::Unsupported(message) = obs.transfer {
+        (
+            P::Pending,
+            Some(PhaseEvent {
+                warning: true,
+                reason: "Unsupported",
+                message: message.clone(),
+            }),
+        )
+    } else if let Some(pvc) = obs.pvc {
+        if obs.wait_for_first_consumer {
+            let name = pvc.name_any();
+            (
+                P::WaitForFirstConsumer,
+                Some(PhaseEvent {
+                    warning: false,
+                    reason: "WaitForFirstConsumer",
+                    message: format!("PVC {name} Pending, waiting for first consumer"),
+                }),
+            )
+        } else {
+            transfer_phase(obs, pvc)
+        }
+    } else {
+        (P::Pending, None)
+    };
+    if Some(phase) == previous {
+        event = None;
+    }
+    status.phase = Some(phase);
+    status.claim_name = obs.pvc.map(|p| p.name_any());
+    status.restart_count = Some(
+        ann.get(annotations::POD_RESTARTS)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(status.restart_count.unwrap_or(0)),
+    );
+    status.progress = Some(match phase {
+        P::Succeeded => PROGRESS_DONE.to_string(),
+        P::ImportInProgress => obs
+            .progress
+            .map(str::to_string)
+            .or(status.progress.clone())
+            .unwrap_or_else(|| PROGRESS_NOT_AVAILABLE.to_string()),
+        _ => status
+            .progress
+            .clone()
+            .unwrap_or_else(|| PROGRESS_NOT_AVAILABLE.to_string()),
+    });
+
+    let ready = match phase {
+        P::Succeeded => ConditionStatus::True,
+        P::Unknown => ConditionStatus::Unknown,
+        _ => ConditionStatus::False,
+    };
+    bound_condition(&mut conditions, obs);
+    let (ready_reason, ready_message) = match (&event, phase) {
+        (Some(e), _) => (e.reason, e.message.clone()),
+        _ => ("", String::new()),
+    };
+    if phase == P::Failed {
+        let message = obs.pvc.and_then(terminal_failure).or_else(|| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == DataVolumeConditionType::Ready)
+                .and_then(|c| c.message.clone())
+        });
+        update_condition(
+            &mut conditions,
+            DataVolumeConditionType::Ready,
+            ready,
+            message.as_deref().unwrap_or_default(),
+            "Error",
+            obs.now,
+        );
+    } else if event.is_some() || find(&conditions, DataVolumeConditionType::Ready).is_none() {
+        update_condition(
+            &mut conditions,
+            DataVolumeConditionType::Ready,
+            ready,
+            &ready_message,
+            ready_reason,
+            obs.now,
+        );
+    } else if let Some(i) = find(&conditions, DataVolumeConditionType::Ready) {
+        if conditions[i].status != ready {
+            update_condition(
+                &mut conditions,
+                DataVolumeConditionType::Ready,
+                ready,
+                "",
+                "",
+                obs.now,
+            );
+        }
+    }
+    running_condition(&mut conditions, ann, obs.now);
+    status.conditions = Some(conditions);
+    (status, event)
+}
+
+/// The progress of `owner_uid`'s transfer from a worker's Prometheus text, as CDI formats
+/// it (`45.30%`): the `kubevirt_cdi_import_progress_total` (or clone) sample with that
+/// `ownerUID` label.
+pub fn parse_progress(metrics: &str, owner_uid: &str) -> Option<String> {
+    let label = format!("ownerUID=\"{owner_uid}\"");
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("kubevirt_cdi_import_progress_total{")
+                || l.starts_with("kubevirt_cdi_clone_progress_total{")
+        })
+        .filter(|l| l.contains(&label))
+        .find_map(|l| {
+            l.rsplit_once('}')?
+                .1
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|p| p.is_finite())
+        .map(|p| format!("{:.2}%", p.clamp(0.0, 100.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ImportSource;
+    use super::*;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
+    use kube::api::ObjectMeta;
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap())
+    }
+
+    fn import() -> Transfer {
+        Transfer::Import(ImportSource {
+            kind: "http",
+            ..Default::default()
+        })
+    }
+
+    fn pvc(phase: &str, ann: &[(&str, &str)]) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("disk".into()),
+                namespace: Some("ns".into()),
+                annotations: Some(
+                    ann.iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(PersistentVolumeClaimStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn observe<'a>(
+        transfer: &'a Transfer,
+        pvc: Option<&'a PersistentVolumeClaim>,
+        current: Option<&'a DataVolumeStatus>,
+        now: &'a Time,
+    ) -> Observed<'a> {
+        Observed {
+            current,
+            transfer,
+            pvc,
+            wait_for_first_consumer: false,
+            progress: None,
+            blocked: None,
+            now,
+        }
+    }
+
+    fn condition(status: &DataVolumeStatus, t: DataVolumeConditionType) -> &DataVolumeCondition {
+        status
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
+    }
+
+    #[test]
+    fn no_pvc_is_pending_with_bound_not_found() {
+        let now = now();
+        let t = import();
+        let (status, _) = desired_status(&observe(&t, None, None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::Pending));
+        assert_eq!(status.progress.as_deref(), Some("N/A"));
+        let bound = condition(&status, DataVolumeConditionType::Bound);
+        assert_eq!(bound.status, ConditionStatus::False);
+        assert_eq!(bound.reason.as_deref(), Some("NotFound"));
+    }
+
+    #[test]
+    fn an_unbound_pvc_stays_pending_and_a_pending_pod_is_scheduled() {
+        let now = now();
+        let t = import();
+        let unbound = pvc("Pending", &[(annotations::POD_PHASE, "Pending")]);
+        let (status, _) = desired_status(&observe(&t, Some(&unbound), None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::Pending));
+        assert_eq!(
+            condition(&status, DataVolumeConditionType::Bound)
+                .message
+                .as_deref(),
+            Some("PVC disk Pending")
+        );
+        let bound = pvc("Bound", &[(annotations::POD_PHASE, "Pending")]);
+        let (status, event) = desired_status(&observe(&t, Some(&bound), None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::ImportScheduled));
+        assert_eq!(event.unwrap().message, "Import into disk scheduled");
+        let b = condition(&status, DataVolumeConditionType::Bound);
+        assert_eq!(
+            (b.status, b.reason.as_deref(), b.message.as_deref()),
+            (ConditionStatus::True, Some("Bound"), Some("PVC disk Bound"))
+        );
+        assert_eq!(status.claim_name.as_deref(), Some("disk"));
+    }
+
+    #[test]
+    fn running_import_reports_progress_and_transfer_running() {
+        let now = now();
+        let t = import();
+        let running = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Running"),
+                (annotations::RUNNING_CONDITION, "true"),
+                (annotations::RUNNING_CONDITION_REASON, "Pod is running"),
+                (annotations::POD_RESTARTS, "1"),
+            ],
+        );
+        let mut obs = observe(&t, Some(&running), None, &now);
+        obs.progress = Some("45.30%");
+        let (status, event) = desired_status(&obs);
+        assert_eq!(status.phase, Some(DataVolumePhase::ImportInProgress));
+        assert_eq!(event.unwrap().reason, "ImportInProgress");
+        assert_eq!(status.progress.as_deref(), Some("45.30%"));
+        assert_eq!(status.restart_count, Some(1));
+        let r = condition(&status, DataVolumeConditionType::Running);
+        assert_eq!(
+            (r.status, r.reason.as_deref()),
+            (ConditionStatus::True, Some("Pod is running"))
+        );
+        let ready = condition(&status, DataVolumeConditionType::Ready);
+        assert_eq!(
+            (ready.status, ready.reason.as_deref()),
+            (ConditionStatus::False, Some("TransferRunning"))
+        );
+        // The same observation again changes nothing and publishes no event.
+        let mut again = obs;
+        again.current = Some(&status);
+        let (second, event) = desired_status(&again);
+        assert_eq!(second, status);
+        assert_eq!(event, None);
+    }
+
+    #[test]
+    fn completed_import_succeeds_and_stays_succeeded() {
+        let now = now();
+        let t = import();
+        let done = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Succeeded"),
+                (annotations::RUNNING_CONDITION, "false"),
+                (annotations::RUNNING_CONDITION_MESSAGE, "Import Complete"),
+                (annotations::RUNNING_CONDITION_REASON, "Completed"),
+            ],
+        );
+        let (status, event) = desired_status(&observe(&t, Some(&done), None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::Succeeded));
+        assert_eq!(status.progress.as_deref(), Some("100.0%"));
+        assert_eq!(
+            event.unwrap().message,
+            "Successfully imported into PVC disk"
+        );
+        let ready = condition(&status, DataVolumeConditionType::Ready);
+        assert_eq!(ready.status, ConditionStatus::True);
+        let r = condition(&status, DataVolumeConditionType::Running);
+        assert_eq!(
+            (r.status, r.reason.as_deref(), r.message.as_deref()),
+            (
+                ConditionStatus::False,
+                Some("Completed"),
+                Some("Import Complete")
+            )
+        );
+    }
+
+    #[test]
+    fn a_checksum_mismatch_is_terminal() {
+        let now = now();
+        let t = import();
+        let msg =
+            "Unable to process data: checksum mismatch: expected sha256:00, calculated sha256:11";
+        let failed = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Failed"),
+                (annotations::RUNNING_CONDITION, "false"),
+                (annotations::RUNNING_CONDITION_MESSAGE, msg),
+                (annotations::RUNNING_CONDITION_REASON, "Error"),
+            ],
+        );
+        let (status, event) = desired_status(&observe(&t, Some(&failed), None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::Failed));
+        assert!(event.unwrap().warning);
+        let ready = condition(&status, DataVolumeConditionType::Ready);
+        assert_eq!(
+            (ready.status, ready.message.as_deref()),
+            (ConditionStatus::False, Some(msg))
+        );
+        let r = condition(&status, DataVolumeConditionType::Running);
+        assert_eq!(
+            (r.reason.as_deref(), r.message.as_deref()),
+            (Some("Error"), Some(msg))
+        );
+        // Failed stays Failed whatever comes next.
+        let later = pvc("Bound", &[(annotations::POD_PHASE, "Running")]);
+        let (after, _) = desired_status(&observe(&t, Some(&later), Some(&status), &now));
+        assert_eq!(after.phase, Some(DataVolumePhase::Failed));
+    }
+
+    #[test]
+    fn waiting_for_first_consumer_uploads_and_clones() {
+        let now = now();
+        let t = import();
+        let unbound = pvc("Pending", &[]);
+        let mut obs = observe(&t, Some(&unbound), None, &now);
+        obs.wait_for_first_consumer = true;
+        assert_eq!(
+            desired_status(&obs).0.phase,
+            Some(DataVolumePhase::WaitForFirstConsumer)
+        );
+        let up = Transfer::Upload;
+        let ready = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Running"),
+                (annotations::POD_READY, "true"),
+            ],
+        );
+        assert_eq!(
+            desired_status(&observe(&up, Some(&ready), None, &now))
+                .0
+                .phase,
+            Some(DataVolumePhase::UploadReady)
+        );
+        let starting = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Running"),
+                (annotations::POD_READY, "false"),
+            ],
+        );
+        assert_eq!(
+            desired_status(&observe(&up, Some(&starting), None, &now))
+                .0
+                .phase,
+            Some(DataVolumePhase::UploadScheduled)
+        );
+        let clone = Transfer::CsiClone {
+            namespace: "ns".into(),
+            name: "golden".into(),
+        };
+        assert_eq!(
+            desired_status(&observe(&clone, Some(&unbound), None, &now))
+                .0
+                .phase,
+            Some(DataVolumePhase::CsiCloneInProgress)
+        );
+        let bound = pvc("Bound", &[]);
+        let (status, _) = desired_status(&observe(&clone, Some(&bound), None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::Succeeded));
+        assert_eq!(status.progress.as_deref(), Some("100.0%"));
+    }
+
+    #[test]
+    fn progress_is_read_from_prometheus_text() {
+        let text = "# HELP kubevirt_cdi_import_progress The import progress in percentage\n\
+                    # TYPE kubevirt_cdi_import_progress counter\n\
+                    kubevirt_cdi_import_progress_total{ownerUID=\"other\"} 10.0\n\
+                    kubevirt_cdi_import_progress_total{ownerUID=\"uid-dv\"} 45.3\n";
+        assert_eq!(parse_progress(text, "uid-dv").as_deref(), Some("45.30%"));
+        assert_eq!(parse_progress(text, "missing"), None);
+        assert_eq!(
+            parse_progress(
+                "kubevirt_cdi_import_progress_total{ownerUID=\"u\"} NaN",
+                "u"
+            ),
+            None
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! Ferrovirt's kube-rs controllers: the DataVolume controller (PVCs, importer and upload
+//! server pods, CSI clones, phases and conditions as CDI writes them) and the StorageProfile
+//! controller (one profile per StorageClass). [`run`] runs them all until one fails.
+
+pub mod certs;
+pub mod datavolume;
+pub mod rbac;
+pub mod storageprofile;
+
+use std::sync::Arc;
+
+use kube::Client;
+
+/// The image of the worker pods when none is configured.
+pub const DEFAULT_IMAGE: &str = "quay.io/ferrovirt/ferrovirt:latest";
+
+/// What the controllers need to know beyond the API server.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// The image of the importer and upload server pods (the `ferrovirt` binary).
+    pub image: String,
+    /// The pull policy of those pods (`IfNotPresent` when unset).
+    pub image_pull_policy: Option<String>,
+    /// The name the controllers report events under.
+    pub reporter: String,
+    /// The ConfigMap (in the DataVolume's namespace) with the CA bundle (`ca-bundle.crt`)
+    /// that upload clients' certificates must chain to; mounted into upload server pods.
+    pub upload_client_ca_config_map: String,
+    /// The common name the upload proxy's client certificate must have.
+    pub upload_client_name: String,
+    /// When set, the controller gives each upload server its serving certificate and the
+    /// client CA bundle (CDI's operator-managed CAs); otherwise they must exist already.
+    pub upload_certificates: Option<Arc<certs::UploadCertificates>>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            image: DEFAULT_IMAGE.to_string(),
+            image_pull_policy: None,
+            reporter: "ferrovirt-controller".to_string(),
+            upload_client_ca_config_map: datavolume::pod::UPLOAD_CLIENT_CA_CONFIG_MAP.to_string(),
+            upload_client_name: datavolume::pod::UPLOAD_CLIENT_NAME.to_string(),
+            upload_certificates: None,
+        }
+    }
+}
+
+/// Why the controllers stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A controller's watch stream ended.
+    #[error("the {0} controller stopped")]
+    Stopped(&'static str),
+    /// No usable connection to the API server could be configured.
+    #[error("kubernetes client configuration: {0}")]
+    Config(String),
+}
+
+/// Runs every controller against `client` until one of them stops.
+pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
+    let config = Arc::new(config);
+    tracing::info!(image = %config.image, "starting the DataVolume and StorageProfile controllers");
+    tokio::select! {
+        () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
+        () = storageprofile::run(client) => Err(Error::Stopped("StorageProfile")),
+    }
+}
+
+/// A client from KUBECONFIG, `~/.kube/config` or the in-cluster service account, with the
+/// ring TLS provider installed.
+pub async fn client_from_environment() -> Result<Client, Error> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| Error::Config(e.to_string()))?;
+    Client::try_from(config).map_err(|e| Error::Config(e.to_string()))
+}

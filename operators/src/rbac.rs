@@ -1,0 +1,57 @@
+//! Every (API group, resource, verbs) the controllers use, in one list: the deploy
+//! ClusterRole must grant all of them, which `tests/rbac.rs` checks against
+//! `deploy/operators/rbac.yaml`. A new API call in a controller adds its line here.
+
+/// Verbs the controllers use on one resource of one API group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permission {
+    /// The API group (`""` for the core group).
+    pub group: &'static str,
+    /// The resource, with `/status` for the status subresource.
+    pub resource: &'static str,
+    /// The verbs.
+    pub verbs: &'static [&'static str],
+}
+
+const fn p(
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+) -> Permission {
+    Permission {
+        group,
+        resource,
+        verbs,
+    }
+}
+
+/// Watching a resource through a kube-rs controller: its initial list and the watch.
+const WATCH: &[&str] = &["get", "list", "watch"];
+
+/// The permissions of the DataVolume and StorageProfile controllers.
+pub const PERMISSIONS: &[Permission] = &[
+    // DataVolume controller
+    p("cdi.kubevirt.io", "datavolumes", WATCH),
+    p("cdi.kubevirt.io", "datavolumes/status", &["patch"]),
+    p("cdi.kubevirt.io", "datasources", &["get"]),
+    p("cdi.kubevirt.io", "cdiconfigs", &["get"]),
+    p("cdi.kubevirt.io", "storageprofiles", &["get"]),
+    p(
+        "",
+        "persistentvolumeclaims",
+        &["get", "list", "watch", "create", "patch"],
+    ),
+    p("", "pods", &["get", "list", "watch", "create", "delete"]),
+    p("", "services", &["get", "create", "delete"]),
+    p("storage.k8s.io", "storageclasses", &["get", "list"]),
+    // Events through kube's Recorder (created, then patched as a series).
+    p("events.k8s.io", "events", &["create", "patch"]),
+    // StorageProfile controller
+    p("storage.k8s.io", "storageclasses", WATCH),
+    p(
+        "cdi.kubevirt.io",
+        "storageprofiles",
+        &["get", "list", "watch", "create"],
+    ),
+    p("cdi.kubevirt.io", "storageprofiles/status", &["patch"]),
+];
