@@ -1,10 +1,16 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
 mod csi_driver;
+mod image_upload;
 mod import;
 mod importer_pod;
+mod local_uploads;
 mod pod_paths;
 mod up;
+mod upload_proxy;
+mod upload_resolver;
+mod upload_server;
+mod upload_tokens;
 
 use std::process::ExitCode;
 
@@ -32,6 +38,17 @@ enum Command {
     /// The CSI hostpath driver: Identity, Controller and Node services on a unix socket over
     /// this node's storage pools.
     CsiDriver(Box<csi_driver::CsiDriverArgs>),
+    /// The upload proxy: checks upload tokens and streams uploads to the PVC's upload server.
+    UploadProxy(Box<upload_proxy::UploadProxyArgs>),
+    /// The upload server pod entrypoint: reads CDI's upload server environment, takes one
+    /// upload into /data/disk.img or /dev/cdi-block-volume, writes a termination message.
+    UploadServer,
+    /// Print an upload token for a PVC, signed with the key in a directory (as the API server
+    /// answers an UploadTokenRequest).
+    UploadToken(upload_proxy::UploadTokenArgs),
+    /// Upload a local disk image to a DataVolume or PVC through the upload proxy, as
+    /// `virtctl image-upload` (`dv NAME` or `pvc NAME`).
+    ImageUpload(Box<image_upload::ImageUploadArgs>),
     /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
     Up(up::UpArgs),
     /// Stop the control plane `ferrovirt up` started.
@@ -61,6 +78,10 @@ fn main() -> ExitCode {
             Command::Import(args) => import::run(*args).await,
             Command::Importer => importer_pod::run().await,
             Command::CsiDriver(args) => csi_driver::run(*args).await,
+            Command::UploadProxy(args) => upload_proxy::run(*args).await,
+            Command::UploadServer => upload_server::run().await,
+            Command::UploadToken(args) => upload_proxy::run_token(args),
+            Command::ImageUpload(args) => image_upload::run(*args).await,
             Command::Up(args) => up::up(args).await,
             Command::Down(args) => up::down(args).await,
         }

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 
 /// Set by the local node agent to the directory the pod's volumes are published under.
 pub const POD_ROOT_ENV: &str = "FERROVIRT_POD_ROOT";
+/// Set by the local node agent to the pod's own address, where a container would listen on
+/// 0.0.0.0.
+pub const POD_IP_ENV: &str = "FERROVIRT_POD_IP";
 
 /// Where the in-pod path `path` is for this process.
 pub fn in_pod(path: &str) -> PathBuf {

@@ -16,6 +16,8 @@ use rustix::process::{Pid, Signal, kill_process};
 use standalone::control_plane::{ControlPlane, ControlPlaneConfig};
 
 const PID_FILE: &str = "ferrovirt.pid";
+/// The name of the cluster-wide CDIConfig.
+const CDI_CONFIG: &str = "config";
 const LOG_FILE: &str = "ferrovirt.log";
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -29,6 +31,9 @@ pub struct UpArgs {
     /// Address of the API server (port 0 picks a free port; the kubeconfig names it).
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
+    /// Address of the upload proxy (port 0 picks a free port; CDIConfig `config` names it).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    upload_proxy_listen: SocketAddr,
     /// Stay in the foreground instead of detaching (logs go to stderr).
     #[arg(long)]
     foreground: bool,
@@ -62,9 +67,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         );
     }
     if args.foreground {
-        return run_foreground(&dir, args.listen).await;
+        return run_foreground(&dir, args.listen, args.upload_proxy_listen).await;
     }
-    start_detached(&dir, args.listen)?;
+    start_detached(&dir, args.listen, args.upload_proxy_listen)?;
     let kubeconfig = dir.join("kubeconfig");
     println!(
         "ferrovirt is up: export KUBECONFIG={}",
@@ -84,7 +89,7 @@ fn running_pid(dir: &Path) -> Option<i32> {
     alive.then_some(pid)
 }
 
-fn start_detached(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
+fn start_detached(dir: &Path, listen: SocketAddr, upload_proxy: SocketAddr) -> anyhow::Result<()> {
     let _ = fs::remove_file(dir.join(PID_FILE));
     let log_path = dir.join(LOG_FILE);
     let log =
@@ -97,6 +102,8 @@ fn start_detached(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         .arg(dir)
         .arg("--listen")
         .arg(listen.to_string())
+        .arg("--upload-proxy-listen")
+        .arg(upload_proxy.to_string())
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -124,7 +131,11 @@ fn start_detached(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     )
 }
 
-async fn run_foreground(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
+async fn run_foreground(
+    dir: &Path,
+    listen: SocketAddr,
+    upload_proxy: SocketAddr,
+) -> anyhow::Result<()> {
     let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
         listen,
@@ -133,11 +144,15 @@ async fn run_foreground(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         admission: vec![Box::new(|_, object| {
             api::admission::admit(object).map_err(|err| err.to_string())
         })],
-        virtual_creates: HashMap::new(),
+        virtual_creates: HashMap::from([crate::upload_tokens::upload_token_requests(
+            uploadproxy::UploadTokenIssuer::load_or_create(dir)
+                .context("loading the upload token signing key")?,
+        )]),
     };
     let control_plane = ControlPlane::start(config)
         .await
         .context("starting the control plane")?;
+    start_controllers(&control_plane, dir, upload_proxy).await?;
     let server = &control_plane.api_server;
     let pid_path = dir.join(PID_FILE);
     fs::write(&pid_path, std::process::id().to_string())
@@ -151,6 +166,49 @@ async fn run_foreground(dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     server.stop();
     let _ = fs::remove_file(&pid_path);
     Ok(())
+}
+
+/// The DataVolume and StorageProfile controllers against the embedded API server, the upload
+/// proxy, and the cluster-wide CDIConfig `config` they and `image-upload` read.
+async fn start_controllers(
+    control_plane: &ControlPlane,
+    dir: &Path,
+    upload_proxy: SocketAddr,
+) -> anyhow::Result<()> {
+    seed_cdi_config(&control_plane.client).await?;
+    let uploads =
+        crate::local_uploads::start(&control_plane.client, dir, upload_proxy, CDI_CONFIG).await?;
+    eprintln!("upload proxy on {}", uploads.proxy_url);
+    let client = control_plane.client.clone();
+    let config = operators::ControllerConfig {
+        upload_certificates: Some(uploads.certificates),
+        ..Default::default()
+    };
+    tokio::spawn(async move {
+        if let Err(err) = operators::run(client, config).await {
+            tracing::error!(%err, "the controllers stopped");
+        }
+    });
+    Ok(())
+}
+
+/// Creates the CDIConfig `config` (CDI's operator does this on a cluster) unless it exists.
+async fn seed_cdi_config(client: &kube::Client) -> anyhow::Result<()> {
+    let configs: kube::Api<api::cdi::CDIConfig> = kube::Api::all(client.clone());
+    if configs.get_opt(CDI_CONFIG).await?.is_some() {
+        return Ok(());
+    }
+    let config: api::cdi::CDIConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "CDIConfig",
+        "metadata": {"name": CDI_CONFIG},
+        "spec": {},
+    }))?;
+    match configs.create(&Default::default(), &config).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(err) => Err(err).context("creating the CDIConfig config"),
+    }
 }
 
 /// This machine's name, as its Node is called.

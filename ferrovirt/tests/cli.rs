@@ -52,7 +52,7 @@ fn failures_exit_non_zero_with_one_line_on_stderr() {
         ),
         (
             &["v3.qcow2", "--size", "1Mi"],
-            "error: requested size 1048576 is smaller than the image's virtual size",
+            "error: requested size 1048576 is too small for the image's virtual size",
         ),
         (
             &[

@@ -50,7 +50,9 @@ pub enum ImportError {
     UnsafeArchive { entry: String, reason: String },
     #[error("invalid size {0:?}: {1}")]
     InvalidSize(String, String),
-    #[error("requested size {requested} is smaller than the image's virtual size {virtual_size}")]
+    #[error(
+        "requested size {requested} is too small for the image's virtual size {virtual_size}: a larger volume is required"
+    )]
     RequestedSizeTooSmall { requested: u64, virtual_size: u64 },
     #[error(
         "target too small to contain image: needs {needed} bytes, {available} available on {target}"

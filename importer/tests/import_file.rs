@@ -153,7 +153,10 @@ async fn a_requested_size_below_the_virtual_size_is_refused_before_writing() {
     let virtual_size = reference_size("v3.qcow2");
     assert_eq!(
         err.to_string(),
-        format!("requested size 1048576 is smaller than the image's virtual size {virtual_size}")
+        format!(
+            "requested size 1048576 is too small for the image's virtual size {virtual_size}: \
+             a larger volume is required"
+        )
     );
     assert!(!target.exists());
 }

@@ -134,6 +134,9 @@ async fn start_csi_driver(
         .await
         .map_err(|e| ControlPlaneError::Csi(e.to_string()))??;
     let socket = socket.to_path_buf();
+    // A socket left by a control plane that was killed would answer "exists" below before
+    // the driver has bound it again (`ferrovirt up`'s pid file keeps a second one out).
+    let _ = std::fs::remove_file(&socket);
     let config = DriverConfig::new(node);
     let serving = socket.clone();
     tokio::spawn(async move {

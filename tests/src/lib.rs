@@ -96,6 +96,8 @@ pub struct HttpServerOptions {
     pub drop_after: Option<u64>,
     pub fail_first: Option<u32>,
     pub require_header: Option<String>,
+    /// Pace every response body to at most this many bytes per second.
+    pub rate: Option<u64>,
 }
 
 /// A real HTTP file server on 127.0.0.1, serving the fixture directory; killed on drop.
@@ -138,6 +140,9 @@ impl HttpServer {
         }
         if let Some(header) = &options.require_header {
             command.arg("--require-header").arg(header);
+        }
+        if let Some(rate) = options.rate {
+            command.arg("--rate").arg(rate.to_string());
         }
         let child = command.spawn().expect("starting fixtures/httpserver.py");
         let port = wait_for_port(&port_file);

@@ -524,7 +524,7 @@ pub fn pvc_annotations_from_pod(
         annotations::POD_READY.to_string(),
         is_ready(pod).to_string(),
     );
-    let Some((state, _, restarts)) = container_state(pod) else {
+    let Some((state, last, restarts)) = container_state(pod) else {
         return ann;
     };
     let known: i32 = current
@@ -563,7 +563,11 @@ pub fn pvc_annotations_from_pod(
             waiting.message.as_deref().unwrap_or_default(),
             waiting.reason.as_deref().unwrap_or_default(),
         );
-    } else if let Some(terminated) = &state.terminated {
+    } else if let Some(terminated) = state.terminated.as_ref().or_else(|| {
+        // Between restarts (CrashLoopBackOff) the failure is the last termination.
+        last.and_then(|l| l.terminated.as_ref())
+            .filter(|_| state.waiting.is_some())
+    }) {
         let text = terminated.message.as_deref().unwrap_or_default().trim();
         let parsed: Option<TerminationMessage> = serde_json::from_str(text).ok();
         let message = parsed
@@ -599,7 +603,7 @@ mod tests {
     use super::*;
     use api::cdi::DataVolumeSpec;
     use k8s_openapi::api::core::v1::{
-        ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+        ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
         PersistentVolumeClaimSpec, PodStatus, VolumeResourceRequirements,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -884,5 +888,31 @@ mod tests {
             "3",
             "restarts never go down"
         );
+    }
+
+    #[test]
+    fn a_crash_looping_pod_reports_its_last_failure() {
+        let backoff = ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                message: Some("back-off restarting failed container importer".into()),
+            }),
+            ..Default::default()
+        };
+        let not_found = "Unable to process data: HTTP 404 Not Found from http://host/x.qcow2";
+        let pod = pod_with(
+            backoff.clone(),
+            Some(terminated(1, not_found)),
+            "Running",
+            2,
+        );
+        let ann = pvc_annotations_from_pod(&pod, &BTreeMap::new());
+        assert_eq!(ann[annotations::RUNNING_CONDITION], "false");
+        assert_eq!(ann[annotations::RUNNING_CONDITION_MESSAGE], not_found);
+        assert_eq!(ann[annotations::POD_PHASE], "Running", "404 is retried");
+        let small = "Unable to process data: requested size 1048576 is too small for the \
+                     image's virtual size 33554432: a larger volume is required";
+        let pod = pod_with(backoff, Some(terminated(1, small)), "Running", 2);
+        assert_eq!(terminal_failure(&pod).as_deref(), Some(small));
     }
 }

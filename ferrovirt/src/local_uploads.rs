@@ -1,0 +1,100 @@
+//! Uploads on one machine: the CAs CDI's operator would keep (kept under DIR/upload), the
+//! upload proxy on loopback with its address published in CDIConfig `config`
+//! `status.uploadProxyURL` (where `image-upload` looks for it, as virtctl does), and what the
+//! DataVolume controller needs to give each upload server its certificates.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use kube::Client;
+use kube::api::{Patch, PatchParams};
+use operators::certs::{CertificateAuthority, UploadCertificates};
+use operators::datavolume::pod::UPLOAD_CLIENT_NAME;
+use tokio::net::TcpListener;
+use uploadproxy::proxy::DEFAULT_READY_TIMEOUT;
+use uploadproxy::tls::{self, Identity};
+use uploadproxy::{UploadProxy, UploadProxyConfig, UploadTokenIssuer};
+
+use crate::upload_resolver::{ClusterUploadResolver, PodAddresses};
+
+/// The CA of the proxy's serving certificate, kept as DIR/upload/proxy-ca.crt for clients
+/// (`image-upload --uploadproxy-ca DIR/upload/proxy-ca.crt`).
+const PROXY_CA: &str = "proxy-ca";
+
+/// The running proxy and what the controllers need.
+pub struct LocalUploads {
+    pub certificates: Arc<UploadCertificates>,
+    pub proxy_url: String,
+}
+
+/// Starts the upload proxy on `listen` and publishes its URL in CDIConfig `config`.
+pub async fn start(
+    client: &Client,
+    data_dir: &Path,
+    listen: SocketAddr,
+    cdi_config: &str,
+) -> anyhow::Result<LocalUploads> {
+    let dir = data_dir.join("upload");
+    let server_ca =
+        CertificateAuthority::load_or_create(&dir, "server-ca", "cdi-uploadserver-signer")?;
+    let client_ca =
+        CertificateAuthority::load_or_create(&dir, "client-ca", "cdi-uploadserver-client-signer")?;
+    let proxy_ca = CertificateAuthority::load_or_create(&dir, PROXY_CA, "cdi-uploadproxy-signer")?;
+
+    let client_cert = client_ca.issue_client(UPLOAD_CLIENT_NAME)?;
+    let client_identity = Identity::from_pem(
+        client_cert.cert_pem.as_bytes(),
+        client_cert.key_pem.as_bytes(),
+    )?;
+    let upstream_tls = tls::client_config(
+        tls::roots_from_pem(server_ca.cert_pem().as_bytes())?,
+        &client_identity,
+    )?;
+    let issuer = UploadTokenIssuer::load_or_create(data_dir)?;
+    let addresses = Arc::new(PodAddresses::default());
+    let proxy = UploadProxy::with_name_resolver(
+        UploadProxyConfig {
+            validator: issuer.validator(),
+            resolver: Arc::new(ClusterUploadResolver::local(
+                client.clone(),
+                addresses.clone(),
+            )),
+            upstream_tls,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+        },
+        addresses,
+    )?;
+
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen} for the upload proxy"))?;
+    let address = listener.local_addr()?;
+    let serving = proxy_ca.issue_server(
+        "cdi-uploadproxy",
+        &["localhost".to_string(), address.ip().to_string()],
+    )?;
+    let serving = Identity::from_pem(serving.cert_pem.as_bytes(), serving.key_pem.as_bytes())?;
+    let _serving = proxy.serve(listener, tls::server_config(&serving, None)?);
+    let proxy_url = format!("https://{address}");
+    publish_proxy_url(client, cdi_config, &proxy_url).await?;
+    tracing::info!(%proxy_url, "upload proxy running");
+    Ok(LocalUploads {
+        certificates: Arc::new(UploadCertificates {
+            server_ca,
+            client_ca_bundle: client_ca.cert_pem().to_string(),
+        }),
+        proxy_url,
+    })
+}
+
+async fn publish_proxy_url(client: &Client, name: &str, url: &str) -> anyhow::Result<()> {
+    let configs: kube::Api<api::cdi::CDIConfig> = kube::Api::all(client.clone());
+    let patch = serde_json::json!({"status": {"uploadProxyURL": url}});
+    configs
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .context("publishing the upload proxy's URL in CDIConfig")?;
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! DataVolumes end to end on one machine: `ferrovirt up`, upstream-style DataVolume YAML
+//! applied with kubectl, images served by a real HTTP server on loopback, and the volume's
+//! contents compared with `qemu-img convert -O raw` of the source.
+
+mod platform;
+
+use std::time::Duration;
+
+use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, reference_sha256, reference_size};
+use platform::{Platform, condition, digest_prefix, phase_of};
+
+const IMPORT_LIMIT: Duration = Duration::from_secs(120);
+
+fn http_datavolume(name: &str, url: &str, size: &str, extra: &str) -> String {
+    format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: {name}
+spec:
+  source:
+    http:
+      url: "{url}"{extra}
+  storage:
+    resources:
+      requests:
+        storage: {size}
+"#
+    )
+}
+
+/// The volume of `pvc` holds `image` converted to raw, then zeros to its end.
+fn assert_volume_holds(platform: &Platform, pvc: &str, image: &str) {
+    let scratch = TempDir::new("dv-contents");
+    let disk = scratch.join("disk.img");
+    platform.extract_disk("default", pvc, &disk);
+    let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
+    assert_eq!(digest, reference_sha256(image), "contents of {pvc}");
+    assert!(zero_tail, "{pvc} has data after the image's end");
+}
+
+#[test]
+fn http_qcow2_xz_import_succeeds_with_the_converted_image() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-http");
+    let image = "v3.qcow2.xz";
+    platform.apply(&http_datavolume("fedora", &server.url(image), "64Mi", ""));
+    let dv = platform.wait_phase("default", "fedora", "Succeeded", IMPORT_LIMIT);
+    assert_eq!(dv["status"]["progress"], "100.0%");
+    let ready = condition(&dv, "Ready").expect("a Ready condition");
+    assert_eq!(ready["status"], "True", "{dv}");
+    let bound = condition(&dv, "Bound").expect("a Bound condition");
+    assert_eq!(bound["status"], "True", "{dv}");
+    assert_volume_holds(&platform, "fedora", image);
+    // The importer pod is gone once the import succeeded.
+    let pods = platform.ok(&["get", "pods", "-o", "name"]);
+    assert!(!pods.contains("importer-fedora"), "{pods}");
+}
+
+#[test]
+fn bad_checksum_and_too_small_volume_fail_with_upstream_messages() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-fail");
+    let image = "v3.qcow2";
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    platform.apply(&http_datavolume(
+        "checksum",
+        &server.url(image),
+        "64Mi",
+        &format!("\n      checksum: \"{wrong}\""),
+    ));
+    platform.apply(&http_datavolume("small", &server.url(image), "1Mi", ""));
+    for (name, expected) in [("checksum", "checksum mismatch"), ("small", "too small")] {
+        let dv = platform.wait_phase("default", name, "Failed", IMPORT_LIMIT);
+        let running = condition(&dv, "Running").expect("a Running condition");
+        let message = running["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{name}: {dv}");
+    }
+}
+
+#[test]
+fn unreachable_url_is_retried_and_reported() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-404");
+    platform.apply(&http_datavolume(
+        "missing",
+        &server.url("no-such-image.qcow2"),
+        "64Mi",
+        "",
+    ));
+    let dv = platform.wait_dv("default", "missing", IMPORT_LIMIT, |dv| {
+        dv["status"]["restartCount"].as_i64().unwrap_or(0) >= 1
+            && condition(dv, "Running")
+                .and_then(|c| c["message"].as_str())
+                .is_some_and(|m| m.contains("404"))
+    });
+    assert_ne!(phase_of(&dv), "Succeeded", "{dv}");
+}
+
+#[test]
+fn blank_datavolumes_with_and_without_preallocation() {
+    let platform = Platform::start("dv-blank");
+    for (name, preallocation) in [("blank", false), ("blank-prealloc", true)] {
+        platform.apply(&format!(
+            r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: {name}
+spec:
+  preallocation: {preallocation}
+  source:
+    blank: {{}}
+  storage:
+    resources:
+      requests:
+        storage: 32Mi
+"#
+        ));
+    }
+    for name in ["blank", "blank-prealloc"] {
+        platform.wait_phase("default", name, "Succeeded", IMPORT_LIMIT);
+        let scratch = TempDir::new("dv-blank");
+        let disk = scratch.join("disk.img");
+        platform.extract_disk("default", name, &disk);
+        let size = std::fs::metadata(&disk).expect("disk.img").len();
+        // 32 MiB less the filesystem overhead, aligned down to 1 MiB, as CDI sizes it.
+        assert!((20 << 20..=32 << 20).contains(&size), "{name}: {size}");
+        let (_, zero) = digest_prefix(&disk, 0);
+        assert!(zero, "{name} is not blank");
+    }
+}
+
+#[test]
+fn registry_import_of_a_container_disk_from_an_insecure_registry() {
+    use ferrovirt_tests::registry::{
+        ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
+    };
+    let registry = RegistryServer::start(RegistryServerOptions::default());
+    let image = "v3.qcow2";
+    let spec = ImageSpec::new(
+        "linux/amd64",
+        vec![LayerSpec::disk(LayerCompression::Gzip, image)],
+    );
+    registry.push(&OciLayout::image(&spec), "disk:v1");
+    let platform = Platform::start("dv-registry");
+    // A plain-HTTP registry is allowed only when CDIConfig lists it, as in CDI.
+    platform.ok(&[
+        "patch",
+        "cdiconfig",
+        "config",
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"insecureRegistries":["{}"]}}}}"#,
+            registry.host()
+        ),
+    ]);
+    platform.apply(&format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: containerdisk
+spec:
+  source:
+    registry:
+      url: "{}"
+  storage:
+    resources:
+      requests:
+        storage: 64Mi
+"#,
+        registry.reference("disk:v1")
+    ));
+    platform.wait_phase("default", "containerdisk", "Succeeded", IMPORT_LIMIT);
+    assert_volume_holds(&platform, "containerdisk", image);
+}
+
+/// `status.progress` as a number ("45.21%" -> 45.21), if it is one.
+fn progress_of(dv: &serde_json::Value) -> Option<f64> {
+    dv["status"]["progress"]
+        .as_str()?
+        .strip_suffix('%')?
+        .parse()
+        .ok()
+}
+
+/// An HTTP server paced so that importing `image` takes about `seconds`.
+fn slow_server(image: &str, seconds: u64) -> HttpServer {
+    let size = std::fs::metadata(ferrovirt_tests::fixture(image))
+        .expect("fixture")
+        .len();
+    HttpServer::start(HttpServerOptions {
+        rate: Some((size / seconds).max(1)),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn progress_moves_monotonically_during_a_slow_import() {
+    let image = "raw.img.xz";
+    let server = slow_server(image, 15);
+    let platform = Platform::start("dv-progress");
+    platform.apply(&http_datavolume("slow", &server.url(image), "128Mi", ""));
+    let mut seen = Vec::new();
+    let dv = platform.wait_dv("default", "slow", IMPORT_LIMIT, |dv| {
+        if let Some(p) = progress_of(dv)
+            && seen.last() != Some(&p)
+        {
+            seen.push(p);
+        }
+        phase_of(dv) == "Succeeded"
+    });
+    assert_eq!(dv["status"]["progress"], "100.0%");
+    assert!(
+        seen.windows(2).all(|w| w[0] <= w[1]),
+        "progress went back: {seen:?}"
+    );
+    let between = seen.iter().filter(|p| **p > 0.0 && **p < 100.0).count();
+    assert!(
+        between >= 2,
+        "progress did not move during the import: {seen:?}"
+    );
+    assert_volume_holds(&platform, "slow", image);
+}
+
+#[test]
+fn an_import_interrupted_by_killing_the_control_plane_completes_after_restart() {
+    let image = "v3.qcow2.gz";
+    let server = slow_server(image, 12);
+    let mut platform = Platform::start("dv-restart");
+    platform.apply(&http_datavolume("survivor", &server.url(image), "64Mi", ""));
+    platform.wait_dv("default", "survivor", IMPORT_LIMIT, |dv| {
+        progress_of(dv).is_some_and(|p| p > 0.0)
+    });
+    platform.kill_and_restart();
+    platform.wait_phase("default", "survivor", "Succeeded", IMPORT_LIMIT);
+    assert_volume_holds(&platform, "survivor", image);
+}

@@ -1,0 +1,283 @@
+//! The single-machine platform for end-to-end tests: `ferrovirt up --foreground` on a data
+//! directory of its own (API server on a free port, controllers, CSI driver, provisioner,
+//! node agent), driven with the real `kubectl`, and the contents of the volumes it made.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ferrovirt_tests::TempDir;
+use serde_json::Value;
+
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running `ferrovirt up`; stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Platform {
+    child: Child,
+    dir: TempDir,
+}
+
+impl Platform {
+    pub fn start(label: &str) -> Platform {
+        let dir = TempDir::new(label);
+        let child = spawn_up(&dir);
+        let mut platform = Platform { child, dir };
+        platform.wait_started();
+        platform
+    }
+
+    /// Kills the control plane with SIGKILL (its pods die with it) and starts it again on
+    /// the same data directory.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.dir.join("ferrovirt.pid"));
+        self.child = spawn_up(&self.dir);
+        self.wait_started();
+    }
+
+    fn wait_started(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if self.dir.join("ferrovirt.pid").exists() && self.kubeconfig().exists() {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("ferrovirt up exited ({status}):\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "ferrovirt up did not start in {START_TIMEOUT:?}:\n{}",
+            self.log()
+        );
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// The control plane's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
+    }
+
+    pub fn kubectl_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--cache-dir")
+            .arg(self.dir.join("kubectl-cache"))
+            .args(args);
+        command
+    }
+
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut command = self.kubectl_command(args);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("running kubectl");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            let mut pipe = child.stdin.take().expect("stdin");
+            pipe.write_all(input.as_bytes())
+                .expect("writing to kubectl");
+        }
+        drop(child.stdin.take());
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// Runs kubectl and returns its stdout; panics with its stderr if it failed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        self.ok_stdin(args, None)
+    }
+
+    pub fn ok_stdin(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.kubectl(args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn apply(&self, yaml: &str) {
+        self.ok_stdin(&["apply", "-f", "-"], Some(yaml));
+    }
+
+    pub fn json(&self, args: &[&str]) -> Option<Value> {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let out = self.kubectl(&all, None);
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// Polls the DataVolume until `done` holds for it, returning it; panics with the
+    /// DataVolume and the platform's log after `limit`.
+    pub fn wait_dv(
+        &self,
+        namespace: &str,
+        name: &str,
+        limit: Duration,
+        mut done: impl FnMut(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + limit;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Some(dv) = self.json(&["get", "-n", namespace, "datavolume", name]) {
+                if done(&dv) {
+                    return dv;
+                }
+                last = dv;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!(
+            "DataVolume {namespace}/{name} did not reach the expected state in {limit:?}:\n{}\n--- pods:\n{}\n--- log:\n{}",
+            serde_json::to_string_pretty(&last).unwrap_or_default(),
+            self.kubectl_text(&["get", "pods", "-A", "-o", "yaml"]),
+            self.log()
+        );
+    }
+
+    fn kubectl_text(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args, None);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits for the DataVolume's phase to be `phase`.
+    pub fn wait_phase(&self, namespace: &str, name: &str, phase: &str, limit: Duration) -> Value {
+        self.wait_dv(namespace, name, limit, |dv| phase_of(dv) == phase)
+    }
+
+    /// The image file of the volume bound to a PVC, in the CSI driver's pool.
+    pub fn volume_image(&self, namespace: &str, pvc: &str) -> PathBuf {
+        let claim = self
+            .json(&["get", "-n", namespace, "pvc", pvc])
+            .expect("the PVC exists");
+        let pv = claim["spec"]["volumeName"]
+            .as_str()
+            .expect("the PVC is bound");
+        let volume = self.json(&["get", "pv", pv]).expect("the PV exists");
+        let handle = volume["spec"]["csi"]["volumeHandle"]
+            .as_str()
+            .expect("a CSI volume");
+        self.data_dir()
+            .join("pools/local/csi")
+            .join(handle)
+            .join("volume.img")
+    }
+
+    /// Copies `/disk.img` out of a filesystem volume (an ext4 image) into `out`, with
+    /// debugfs, without mounting it.
+    pub fn extract_disk(&self, namespace: &str, pvc: &str, out: &Path) {
+        let image = self.volume_image(namespace, pvc);
+        let status = Command::new("debugfs")
+            .arg("-R")
+            .arg(format!("dump /disk.img {}", out.display()))
+            .arg(&image)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("running debugfs");
+        assert!(
+            status.success(),
+            "debugfs could not read {}",
+            image.display()
+        );
+        assert!(out.exists(), "no disk.img in {}", image.display());
+    }
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ferrovirt up --foreground` on `dir`, logging to `dir/up.log` (appended across restarts).
+fn spawn_up(dir: &TempDir) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("up.log"))
+        .expect("opening the log");
+    Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args([
+            "up",
+            "--foreground",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("starting ferrovirt up")
+}
+
+pub fn phase_of(dv: &Value) -> &str {
+    dv["status"]["phase"].as_str().unwrap_or_default()
+}
+
+/// The condition of `type_` on an object's status.
+pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// The sha256 of the first `len` bytes of `path`, and whether every byte after them is zero.
+pub fn digest_prefix(path: &Path, len: u64) -> (String, bool) {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).expect("opening the disk");
+    let mut hasher = Sha256::new();
+    let mut left = len;
+    let mut buf = vec![0u8; 1 << 20];
+    while left > 0 {
+        let want = buf.len().min(left as usize);
+        let n = file.read(&mut buf[..want]).expect("reading the disk");
+        assert!(n > 0, "{} is shorter than {len} bytes", path.display());
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    let mut zero_tail = true;
+    loop {
+        let n = file.read(&mut buf).expect("reading the disk");
+        if n == 0 {
+            break;
+        }
+        zero_tail &= buf[..n].iter().all(|b| *b == 0);
+    }
+    (hex::encode(hasher.finalize()), zero_tail)
+}
