@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow, bail};
 use api::cdi::datavolume::annotations;
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use operators::datavolume::pod::{CA_BUNDLE_KEY, CDI_NAMESPACE, UPLOAD_PROXY_CA_CONFIG_MAP};
 use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
@@ -48,8 +49,8 @@ pub struct ImageUploadArgs {
     /// The URL of the upload proxy [default: CDIConfig `config` status.uploadProxyURL].
     #[arg(long = "uploadproxy-url")]
     uploadproxy_url: Option<String>,
-    /// A PEM file with the CA that signed the upload proxy's certificate (trusted in addition
-    /// to the system roots).
+    /// A PEM file with the CA that signed the upload proxy's certificate, trusted in addition
+    /// to the system roots [default: ConfigMap cdi/cdi-uploadproxy-signer-bundle, if readable].
     #[arg(long = "uploadproxy-ca", conflicts_with = "insecure")]
     uploadproxy_ca: Option<PathBuf>,
     /// Do not verify the upload proxy's certificate.
@@ -188,7 +189,12 @@ pub async fn run(args: ImageUploadArgs) -> anyhow::Result<()> {
     let url = upload_url(&proxy, args.asynchronous)?;
     println!("Uploading data to {url}");
     let token = request_token(&client, &target).await?;
-    let http = http_client(args.insecure, args.uploadproxy_ca.as_deref())?;
+    let proxy_roots = if args.insecure {
+        None
+    } else {
+        proxy_roots(&client, args.uploadproxy_ca.as_deref()).await?
+    };
+    let http = http_client(args.insecure, proxy_roots)?;
     let transfer = Transfer {
         client: &http,
         url: &url,
@@ -552,8 +558,42 @@ async fn request_token(client: &kube::Client, target: &Target) -> anyhow::Result
         })
 }
 
-/// An HTTPS client for the upload proxy: the system roots plus `ca`, or no verification.
-fn http_client(insecure: bool, ca: Option<&Path>) -> anyhow::Result<reqwest::Client> {
+/// The CA of the upload proxy beyond the system roots: `--uploadproxy-ca`, else the bundle
+/// CDI's operator publishes (ConfigMap `cdi/cdi-uploadproxy-signer-bundle`) when this user
+/// may read it.
+async fn proxy_roots(
+    client: &kube::Client,
+    ca: Option<&Path>,
+) -> anyhow::Result<Option<rustls::RootCertStore>> {
+    if let Some(ca) = ca {
+        let roots = uploadproxy::tls::roots_from_file(ca)
+            .with_context(|| format!("reading --uploadproxy-ca {}", ca.display()))?;
+        return Ok(Some(roots));
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), CDI_NAMESPACE);
+    let bundle = match maps.get_opt(UPLOAD_PROXY_CA_CONFIG_MAP).await {
+        Ok(map) => map.and_then(|m| m.data?.remove(CA_BUNDLE_KEY)),
+        Err(error) => {
+            tracing::debug!(%error, "the upload proxy's CA bundle is not readable");
+            None
+        }
+    };
+    Ok(bundle.and_then(
+        |pem| match uploadproxy::tls::roots_from_pem(pem.as_bytes()) {
+            Ok(roots) => Some(roots),
+            Err(error) => {
+                tracing::warn!(%error, "ignoring the upload proxy's CA bundle");
+                None
+            }
+        },
+    ))
+}
+
+/// An HTTPS client for the upload proxy: the system roots plus `extra`, or no verification.
+fn http_client(
+    insecure: bool,
+    extra: Option<rustls::RootCertStore>,
+) -> anyhow::Result<reqwest::Client> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
@@ -566,9 +606,7 @@ fn http_client(insecure: bool, ca: Option<&Path>) -> anyhow::Result<reqwest::Cli
         let mut roots = rustls::RootCertStore::empty();
         let native = rustls_native_certs::load_native_certs();
         roots.add_parsable_certificates(native.certs);
-        if let Some(ca) = ca {
-            let extra = uploadproxy::tls::roots_from_file(ca)
-                .with_context(|| format!("reading --uploadproxy-ca {}", ca.display()))?;
+        if let Some(extra) = extra {
             roots.roots.extend(extra.roots);
         }
         if roots.is_empty() {

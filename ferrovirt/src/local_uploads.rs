@@ -8,10 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use operators::certs::{CertificateAuthority, UploadCertificates};
-use operators::datavolume::pod::UPLOAD_CLIENT_NAME;
+use operators::datavolume::pod::{
+    CA_BUNDLE_KEY, CDI_NAMESPACE, UPLOAD_CLIENT_NAME, UPLOAD_PROXY_CA_CONFIG_MAP,
+};
 use tokio::net::TcpListener;
 use uploadproxy::proxy::DEFAULT_READY_TIMEOUT;
 use uploadproxy::tls::{self, Identity};
@@ -19,8 +22,8 @@ use uploadproxy::{UploadProxy, UploadProxyConfig, UploadTokenIssuer};
 
 use crate::upload_resolver::{ClusterUploadResolver, PodAddresses};
 
-/// The CA of the proxy's serving certificate, kept as DIR/upload/proxy-ca.crt for clients
-/// (`image-upload --uploadproxy-ca DIR/upload/proxy-ca.crt`).
+/// The CA of the proxy's serving certificate, kept as DIR/upload/proxy-ca.crt and published
+/// in ConfigMap `cdi/cdi-uploadproxy-signer-bundle`.
 const PROXY_CA: &str = "proxy-ca";
 
 /// The running proxy and what the controllers need.
@@ -78,6 +81,7 @@ pub async fn start(
     let serving = Identity::from_pem(serving.cert_pem.as_bytes(), serving.key_pem.as_bytes())?;
     let _serving = proxy.serve(listener, tls::server_config(&serving, None)?);
     let proxy_url = format!("https://{address}");
+    publish_proxy_ca(client, proxy_ca.cert_pem()).await?;
     publish_proxy_url(client, cdi_config, &proxy_url).await?;
     tracing::info!(%proxy_url, "upload proxy running");
     Ok(LocalUploads {
@@ -87,6 +91,33 @@ pub async fn start(
         }),
         proxy_url,
     })
+}
+
+/// Keeps the proxy's CA where CDI's operator keeps it (ConfigMap
+/// `cdi/cdi-uploadproxy-signer-bundle`), where `image-upload` finds it.
+async fn publish_proxy_ca(client: &Client, ca_pem: &str) -> anyhow::Result<()> {
+    let apply = PatchParams::apply("ferrovirt-up").force();
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let namespace = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": CDI_NAMESPACE},
+    });
+    namespaces
+        .patch(CDI_NAMESPACE, &apply, &Patch::Apply(&namespace))
+        .await
+        .with_context(|| format!("creating namespace {CDI_NAMESPACE}"))?;
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), CDI_NAMESPACE);
+    let map = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": UPLOAD_PROXY_CA_CONFIG_MAP, "namespace": CDI_NAMESPACE},
+        "data": {CA_BUNDLE_KEY: ca_pem},
+    });
+    maps.patch(UPLOAD_PROXY_CA_CONFIG_MAP, &apply, &Patch::Apply(&map))
+        .await
+        .context("publishing the upload proxy's CA")?;
+    Ok(())
 }
 
 async fn publish_proxy_url(client: &Client, name: &str, url: &str) -> anyhow::Result<()> {

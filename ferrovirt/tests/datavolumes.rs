@@ -237,3 +237,116 @@ fn an_import_interrupted_by_killing_the_control_plane_completes_after_restart() 
     platform.wait_phase("default", "survivor", "Succeeded", IMPORT_LIMIT);
     assert_volume_holds(&platform, "survivor", image);
 }
+
+/// Runs `ferrovirt image-upload ARGS` against the platform: the proxy's URL and CA are
+/// found in the cluster (CDIConfig status, CDI's CA bundle ConfigMap).
+fn image_upload(platform: &Platform, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"));
+    command
+        .arg("image-upload")
+        .args(args)
+        .env("KUBECONFIG", platform.kubeconfig())
+        .env("HOME", platform.data_dir());
+    for proxy in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+        command.env_remove(proxy);
+    }
+    command.output().expect("running ferrovirt image-upload")
+}
+
+#[test]
+fn image_upload_creates_an_upload_datavolume_and_fills_it() {
+    let platform = Platform::start("dv-upload");
+    let image = "v3.qcow2";
+    let path = ferrovirt_tests::fixture(image);
+    let out = image_upload(
+        &platform,
+        &[
+            "dv",
+            "uploaded",
+            "--size",
+            "64Mi",
+            "--image-path",
+            path.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "image-upload failed: {}\n{}\n--- log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        platform.log()
+    );
+    let dv = platform.wait_phase("default", "uploaded", "Succeeded", IMPORT_LIMIT);
+    let ready = condition(&dv, "Ready").expect("a Ready condition");
+    assert_eq!(ready["status"], "True", "{dv}");
+    assert_volume_holds(&platform, "uploaded", image);
+    // The upload server pod is gone once the upload succeeded.
+    let pods = platform.ok(&["get", "pods", "-o", "name"]);
+    assert!(!pods.contains("cdi-upload-uploaded"), "{pods}");
+}
+
+#[test]
+fn a_pvc_clone_in_the_same_namespace_holds_the_source_contents() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-clone");
+    let image = "v3.qcow2";
+    platform.apply(&http_datavolume("golden", &server.url(image), "64Mi", ""));
+    platform.wait_phase("default", "golden", "Succeeded", IMPORT_LIMIT);
+    platform.apply(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: copy
+spec:
+  source:
+    pvc:
+      namespace: default
+      name: golden
+  storage: {}
+"#,
+    );
+    platform.wait_phase("default", "copy", "Succeeded", IMPORT_LIMIT);
+    assert_volume_holds(&platform, "copy", image);
+    // The clone is a volume of its own: the source is unchanged and both are bound.
+    assert_ne!(
+        platform.volume_image("default", "copy"),
+        platform.volume_image("default", "golden")
+    );
+    assert_volume_holds(&platform, "golden", image);
+}
+
+/// The README's first command: examples/demo.sh starts `ferrovirt up`, serves an image over
+/// HTTP and follows a DataVolume importing it to Succeeded.
+#[test]
+fn the_readme_demo_imports_a_datavolume_over_http() {
+    let dir = TempDir::new("dv-demo");
+    let binary = env!("CARGO_BIN_EXE_ferrovirt");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("examples/demo.sh"))
+        .arg(ferrovirt_tests::fixture("v3.qcow2.xz"))
+        .env("FERROVIRT", binary)
+        .env("FERROVIRT_DATA_DIR", dir.path())
+        .env("FERROVIRT_LISTEN", "127.0.0.1:0")
+        .env("HOME", dir.path())
+        .env("DEMO_TIMEOUT", IMPORT_LIMIT.as_secs().to_string())
+        .output()
+        .expect("running examples/demo.sh");
+    let down = std::process::Command::new(binary)
+        .args(["down", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("running ferrovirt down");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {stdout}\n{}\n--- log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(dir.join("ferrovirt.log")).unwrap_or_default()
+    );
+    assert!(
+        stdout.contains("datavolume/demo: Succeeded 100.0%"),
+        "{stdout}"
+    );
+    assert!(down.status.success(), "ferrovirt down failed: {down:?}");
+}

@@ -1,6 +1,5 @@
 //! Every (API group, resource, verbs) the controllers use, in one list: the deploy
-//! ClusterRole must grant all of them, which `tests/rbac.rs` checks against
-//! `deploy/operators/rbac.yaml`. A new API call in a controller adds its line here.
+//! ClusterRole must grant all of them. A new API call in a controller adds its line here.
 
 /// Verbs the controllers use on one resource of one API group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +41,14 @@ pub const PERMISSIONS: &[Permission] = &[
         &["get", "list", "watch", "create", "patch"],
     ),
     p("", "pods", &["get", "list", "watch", "create", "delete"]),
-    p("", "services", &["get", "create", "delete"]),
+    p(
+        "",
+        "services",
+        &["get", "list", "watch", "create", "delete"],
+    ),
+    // Upload servers' serving certificates and the upload clients' CA bundle.
+    p("", "secrets", &["get", "create"]),
+    p("", "configmaps", &["get", "create"]),
     p("storage.k8s.io", "storageclasses", &["get", "list"]),
     // Events through kube's Recorder (created, then patched as a series).
     p("events.k8s.io", "events", &["create", "patch"]),

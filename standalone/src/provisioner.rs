@@ -18,8 +18,7 @@ use serde_json::json;
 
 use crate::csi::{CsiClient, CsiError, Mode};
 
-/// Set on a claim by the scheduler (here: the node agent) when a pod that uses it is placed.
-pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub use api::cdi::datavolume::annotations::SELECTED_NODE;
 const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const RESYNC: Duration = Duration::from_secs(5);

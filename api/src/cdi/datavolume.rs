@@ -635,6 +635,9 @@ pub mod annotations {
     pub const IMMEDIATE_BINDING: &str = "cdi.kubevirt.io/storage.bind.immediate.requested";
     /// Whether the PVC is deleted when the DataVolume completes (garbage collection).
     pub const DELETE_AFTER_COMPLETION: &str = "cdi.kubevirt.io/storage.deleteAfterCompletion";
+    /// Kubernetes' own: the node a WaitForFirstConsumer volume is provisioned on, set by the
+    /// scheduler when it places the first pod that uses the claim.
+    pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 }
 
 /// Values of the [`annotations::IMPORT_SOURCE`] annotation.

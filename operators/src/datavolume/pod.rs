@@ -49,6 +49,13 @@ pub const UPLOAD_TLS_DIR: &str = "/etc/tls";
 pub const UPLOAD_CLIENT_CA_DIR: &str = "/etc/client";
 /// The ConfigMap with the CA bundle of upload clients (CDI's name).
 pub const UPLOAD_CLIENT_CA_CONFIG_MAP: &str = "cdi-uploadserver-client-signer-bundle";
+/// The ConfigMap, in CDI's namespace, with the CA bundle (`ca-bundle.crt`) of the upload
+/// proxy's serving certificate, as CDI's operator keeps it.
+pub const UPLOAD_PROXY_CA_CONFIG_MAP: &str = "cdi-uploadproxy-signer-bundle";
+/// The namespace CDI's own objects live in.
+pub const CDI_NAMESPACE: &str = "cdi";
+/// The key of a CA bundle ConfigMap.
+pub const CA_BUNDLE_KEY: &str = "ca-bundle.crt";
 /// The common name of the upload proxy's client certificate (CDI's).
 pub const UPLOAD_CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
 /// The label tying an upload server pod to its service: the PVC's uid.

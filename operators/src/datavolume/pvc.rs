@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use api::cdi::DataVolume;
-use api::cdi::datavolume::{DataVolumeSourcePvc, STORAGE_RESOURCE, annotations};
+use api::cdi::datavolume::annotations::{self, SELECTED_NODE};
+use api::cdi::datavolume::{DataVolumeSourcePvc, STORAGE_RESOURCE};
 use api::cdi::storageprofile::StorageProfileStatus;
 use api::quantity::quantity_bytes;
 use k8s_openapi::api::core::v1::{
@@ -66,6 +67,9 @@ pub struct PvcInputs<'a> {
     pub clone_source: Option<&'a PersistentVolumeClaim>,
     /// Whether the volume is preallocated.
     pub preallocation: bool,
+    /// Whether the PVC waits for a consumer of its own (CDIConfig's
+    /// `HonorWaitForFirstConsumer` on a WaitForFirstConsumer class).
+    pub wait_for_first_consumer: bool,
 }
 
 /// The default StorageClass among `classes`, if exactly one is marked default (the newest
@@ -226,6 +230,15 @@ pub fn desired_annotations(dv: &DataVolume, inputs: &PvcInputs<'_>) -> BTreeMap<
         Transfer::CsiClone { namespace, name } => {
             ann.insert(ANN_CLONE_TYPE.into(), "csi-clone".into());
             ann.insert(CLONE_REQUEST.into(), format!("{namespace}/{name}"));
+            // A CSI clone has no worker pod to be its first consumer, and a hostpath clone
+            // can only be made on the node that holds its source: unless the PVC waits for
+            // a consumer of its own, it is placed where the source is.
+            let source_node = inputs
+                .clone_source
+                .and_then(|source| source.annotations().get(SELECTED_NODE));
+            if let (false, Some(node)) = (inputs.wait_for_first_consumer, source_node) {
+                ann.insert(SELECTED_NODE.into(), node.clone());
+            }
         }
         Transfer::Unsupported(_) => {}
     }
@@ -338,6 +351,7 @@ mod tests {
             filesystem_overhead: 0.06,
             clone_source: None,
             preallocation: false,
+            wait_for_first_consumer: false,
         }
     }
 
@@ -494,6 +508,32 @@ mod tests {
             Some("hostpath-csi")
         ));
         assert!(!csi_clone_possible("ns", &src, &source, Some("nfs")));
+    }
+
+    #[test]
+    fn a_csi_clone_is_placed_on_its_source_node_unless_it_waits_for_a_consumer() {
+        let transfer = Transfer::CsiClone {
+            namespace: "ns".into(),
+            name: "golden".into(),
+        };
+        let source = PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                annotations: Some([(SELECTED_NODE.to_string(), "node-a".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut i = inputs(&transfer, None);
+        i.clone_source = Some(&source);
+        let d = dv(StorageSpec::default());
+        assert_eq!(
+            desired_annotations(&d, &i)
+                .get(SELECTED_NODE)
+                .map(String::as_str),
+            Some("node-a")
+        );
+        i.wait_for_first_consumer = true;
+        assert_eq!(desired_annotations(&d, &i).get(SELECTED_NODE), None);
     }
 
     #[test]

@@ -334,6 +334,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             filesystem_overhead: settings.overhead(),
             clone_source: clone_source.as_ref(),
             preallocation: settings.preallocation(&dv),
+            wait_for_first_consumer: settings.wait_for_first_consumer(),
         };
         let desired = pvc::desired_pvc(&dv, &inputs)?;
         tracing::info!(datavolume = %name, %namespace, "creating PVC");

@@ -80,7 +80,7 @@ pub async fn ensure_upload_server_prerequisites(
             },
             data: Some(
                 [(
-                    "ca-bundle.crt".to_string(),
+                    super::pod::CA_BUNDLE_KEY.to_string(),
                     certificates.client_ca_bundle.clone(),
                 )]
                 .into(),
