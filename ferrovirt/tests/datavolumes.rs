@@ -285,13 +285,53 @@ fn image_upload_creates_an_upload_datavolume_and_fills_it() {
     assert!(!pods.contains("cdi-upload-uploaded"), "{pods}");
 }
 
+/// Polls DataSource `name` until its Ready condition has `reason`; returns the DataSource.
+fn wait_datasource(platform: &Platform, name: &str, reason: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    let mut last = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        if let Some(ds) = platform.json(&["get", "datasource", name]) {
+            if condition(&ds, "Ready").is_some_and(|c| c["reason"] == reason) {
+                return ds;
+            }
+            last = ds;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "DataSource {name} never had reason {reason}: {last}\n{}",
+        platform.log()
+    );
+}
+
 #[test]
-fn a_pvc_clone_in_the_same_namespace_holds_the_source_contents() {
+fn clones_of_a_pvc_directly_and_through_a_datasource_hold_the_source_contents() {
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("dv-clone");
     let image = "v3.qcow2";
+    platform.apply(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataSource
+metadata:
+  name: golden-image
+spec:
+  source:
+    pvc:
+      namespace: default
+      name: golden
+"#,
+    );
+    let ds = wait_datasource(&platform, "golden-image", "NotFound");
+    let ready = condition(&ds, "Ready").expect("Ready");
+    assert_eq!(ready["status"], "False", "{ds}");
+    assert_eq!(ready["message"], "PVC not found", "{ds}");
+
     platform.apply(&http_datavolume("golden", &server.url(image), "64Mi", ""));
     platform.wait_phase("default", "golden", "Succeeded", IMPORT_LIMIT);
+    let ds = wait_datasource(&platform, "golden-image", "Ready");
+    assert_eq!(condition(&ds, "Ready").expect("Ready")["status"], "True");
+    assert_eq!(ds["status"]["source"]["pvc"]["name"], "golden", "{ds}");
+
     platform.apply(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
 kind: DataVolume
@@ -303,15 +343,27 @@ spec:
       namespace: default
       name: golden
   storage: {}
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: from-ref
+spec:
+  sourceRef:
+    kind: DataSource
+    name: golden-image
+  storage: {}
 "#,
     );
-    platform.wait_phase("default", "copy", "Succeeded", IMPORT_LIMIT);
-    assert_volume_holds(&platform, "copy", image);
-    // The clone is a volume of its own: the source is unchanged and both are bound.
-    assert_ne!(
-        platform.volume_image("default", "copy"),
-        platform.volume_image("default", "golden")
-    );
+    for clone in ["copy", "from-ref"] {
+        platform.wait_phase("default", clone, "Succeeded", IMPORT_LIMIT);
+        assert_volume_holds(&platform, clone, image);
+        // Each clone is a volume of its own.
+        assert_ne!(
+            platform.volume_image("default", clone),
+            platform.volume_image("default", "golden")
+        );
+    }
     assert_volume_holds(&platform, "golden", image);
 }
 

@@ -1,8 +1,9 @@
 //! Ferrovirt's kube-rs controllers: the DataVolume controller (PVCs, importer and upload
-//! server pods, CSI clones, phases and conditions as CDI writes them) and the StorageProfile
-//! controller (one profile per StorageClass). [`run`] runs them all until one fails.
+//! server pods, CSI clones, phases and conditions as CDI writes them), the StorageProfile
+//! controller (one profile per StorageClass) and the DataSource controller. [`run`] runs them all until one fails.
 
 pub mod certs;
+pub mod datasource;
 pub mod datavolume;
 pub mod rbac;
 pub mod storageprofile;
@@ -60,10 +61,11 @@ pub enum Error {
 /// Runs every controller against `client` until one of them stops.
 pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
-    tracing::info!(image = %config.image, "starting the DataVolume and StorageProfile controllers");
+    tracing::info!(image = %config.image, "starting the DataVolume, StorageProfile and DataSource controllers");
     tokio::select! {
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
-        () = storageprofile::run(client) => Err(Error::Stopped("StorageProfile")),
+        () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
+        () = datasource::run(client) => Err(Error::Stopped("DataSource")),
     }
 }
 

@@ -27,7 +27,7 @@ const fn p(
 /// Watching a resource through a kube-rs controller: its initial list and the watch.
 const WATCH: &[&str] = &["get", "list", "watch"];
 
-/// The permissions of the DataVolume and StorageProfile controllers.
+/// The permissions of the DataVolume, StorageProfile and DataSource controllers.
 pub const PERMISSIONS: &[Permission] = &[
     // DataVolume controller
     p("cdi.kubevirt.io", "datavolumes", WATCH),
@@ -60,4 +60,10 @@ pub const PERMISSIONS: &[Permission] = &[
         &["get", "list", "watch", "create"],
     ),
     p("cdi.kubevirt.io", "storageprofiles/status", &["patch"]),
+    // DataSource controller
+    p("cdi.kubevirt.io", "datasources", WATCH),
+    p("cdi.kubevirt.io", "datasources/status", &["patch"]),
+    p("cdi.kubevirt.io", "datavolumes", WATCH),
+    p("", "persistentvolumeclaims", WATCH),
+    p("snapshot.storage.k8s.io", "volumesnapshots", &["get"]),
 ];

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::cdi::datavolume::{
-    DataVolumePhase, DataVolumeSource, DataVolumeSourcePvc, SOURCE_REF_KIND_DATA_SOURCE,
-    annotations,
+    DataVolumePhase, DataVolumeSource, DataVolumeSourcePvc, DataVolumeSourceSnapshot,
+    SOURCE_REF_KIND_DATA_SOURCE, annotations,
 };
 use api::cdi::operator::DEFAULT_FILESYSTEM_OVERHEAD;
 use api::cdi::{CDIConfig, DataSource, DataVolume, StorageProfile};
@@ -136,16 +136,35 @@ async fn resolve_source(
             format!("DataSource {ns}/{} not found", reference.name),
         )));
     };
-    let src = &data_source.spec.source;
+    // The resolved source (a pointer's target's) once the DataSource controller wrote it.
+    let src = data_source
+        .status
+        .as_ref()
+        .and_then(|s| s.source.as_ref())
+        .filter(|s| s.pvc.is_some() || s.snapshot.is_some())
+        .unwrap_or(&data_source.spec.source);
+    let or_here = |namespace: &str| {
+        if namespace.is_empty() {
+            ns.to_string()
+        } else {
+            namespace.to_string()
+        }
+    };
     if let Some(pvc) = &src.pvc {
         return Ok(Ok(DataVolumeSource {
-            pvc: Some(pvc.clone()),
+            pvc: Some(DataVolumeSourcePvc {
+                namespace: or_here(&pvc.namespace),
+                name: pvc.name.clone(),
+            }),
             ..Default::default()
         }));
     }
     if let Some(snapshot) = &src.snapshot {
         return Ok(Ok(DataVolumeSource {
-            snapshot: Some(snapshot.clone()),
+            snapshot: Some(DataVolumeSourceSnapshot {
+                namespace: or_here(&snapshot.namespace),
+                name: snapshot.name.clone(),
+            }),
             ..Default::default()
         }));
     }
