@@ -9,15 +9,15 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use importer::source::http::{Credentials, parse_header};
 use importer::source::s3::S3Options;
-use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
+use importer::{Checksum, ContentType, ImportRequest};
 use serde::Serialize;
+
+use crate::pod_env::{env, filesystem_image_size};
 
 const WRITE_PATH: &str = "/data/disk.img";
 const BLOCK_PATH: &str = "/dev/cdi-block-volume";
 const TERMINATION_LOG: &str = "/dev/termination-log";
 const SECRET_HEADERS_DIR: &str = "/extraheaders";
-/// Where CDI aligns usable filesystem space down to.
-const ALIGN: u64 = 1 << 20;
 
 /// The paths of the pod's volumes; overridable so the contract can be exercised outside a pod.
 struct PodPaths {
@@ -69,10 +69,6 @@ pub async fn run() -> Result<()> {
     result.map(|_| ())
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
 /// Runs the import the environment describes; returns whether preallocation was applied.
 async fn import(paths: &PodPaths) -> Result<bool> {
     wait_for_ready_file().await?;
@@ -90,7 +86,7 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     } else {
         paths.data_file.clone()
     };
-    let size = target_size(&target, block)?;
+    let size = filesystem_image_size("IMPORTER_IMAGE_SIZE", block)?;
     match source.as_str() {
         "http" | "registry" | "s3" => {}
         "none" if content_type == ContentType::Archive => {
@@ -146,28 +142,6 @@ fn parse_bool(text: &str) -> Result<bool> {
         "0" | "f" | "false" => Ok(false),
         _ => bail!("not a boolean"),
     }
-}
-
-/// The size the disk image should have: for a filesystem volume, IMPORTER_IMAGE_SIZE less the
-/// filesystem overhead (FILESYSTEM_OVERHEAD), aligned down to 1 MiB as CDI does; a block
-/// device keeps its own size.
-fn target_size(target: &Path, block: bool) -> Result<Option<u64>> {
-    let Some(text) = env("IMPORTER_IMAGE_SIZE") else {
-        return Ok(None);
-    };
-    let requested = parse_quantity(&text)?;
-    if block {
-        return Ok(None);
-    }
-    let overhead: f64 = env("FILESYSTEM_OVERHEAD")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    if !(0.0..1.0).contains(&overhead) {
-        bail!("FILESYSTEM_OVERHEAD {overhead} is outside [0, 1)");
-    }
-    let usable = ((1.0 - overhead) * requested as f64).floor() as u64 / ALIGN * ALIGN;
-    tracing::info!(target = %target.display(), requested, usable, "image size");
-    Ok(Some(usable))
 }
 
 /// Extra headers: `IMPORTER_EXTRA_HEADER_<n>` variables, then one header per file of the

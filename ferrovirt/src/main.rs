@@ -1,10 +1,12 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
+mod controller;
 mod csi_driver;
 mod image_upload;
 mod import;
 mod importer_pod;
 mod local_uploads;
+mod pod_env;
 mod pod_paths;
 mod up;
 mod upload_proxy;
@@ -49,6 +51,8 @@ enum Command {
     /// Upload a local disk image to a DataVolume or PVC through the upload proxy, as
     /// `virtctl image-upload` (`dv NAME` or `pvc NAME`).
     ImageUpload(Box<image_upload::ImageUploadArgs>),
+    /// Run the DataVolume, StorageProfile and DataSource controllers against a cluster.
+    Controller(controller::ControllerArgs),
     /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
     Up(up::UpArgs),
     /// Stop the control plane `ferrovirt up` started.
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
             Command::UploadServer => upload_server::run().await,
             Command::UploadToken(args) => upload_proxy::run_token(args),
             Command::ImageUpload(args) => image_upload::run(*args).await,
+            Command::Controller(args) => controller::run(args).await,
             Command::Up(args) => up::up(args).await,
             Command::Down(args) => up::down(args).await,
         }

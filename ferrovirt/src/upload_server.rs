@@ -10,20 +10,19 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use importer::{Checksum, parse_quantity};
+use importer::Checksum;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use uploadproxy::server::{DEFAULT_IDLE_TIMEOUT, serve_healthz};
 use uploadproxy::tls::{self, Identity};
 use uploadproxy::{UploadServer, UploadServerConfig};
 
+use crate::pod_env::{env, filesystem_image_size};
 use crate::pod_paths::{POD_IP_ENV, in_pod};
 
 const WRITE_PATH: &str = "/data/disk.img";
 const BLOCK_PATH: &str = "/dev/cdi-block-volume";
 const TERMINATION_LOG: &str = "/dev/termination-log";
-/// Where CDI aligns usable filesystem space down to.
-const ALIGN: u64 = 1 << 20;
 
 /// CDI's TerminationMessage fields for an upload server.
 #[derive(Serialize)]
@@ -34,10 +33,6 @@ struct TerminationMessage {
     preallocation_applied: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     deadline_passed: Option<bool>,
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 pub async fn run() -> Result<()> {
@@ -140,7 +135,7 @@ fn config_from_env() -> Result<UploadServerConfig> {
         })
         .unwrap_or(false);
     let mut config = UploadServerConfig::new(&destination);
-    config.image_size = image_size(block)?;
+    config.image_size = filesystem_image_size("UPLOAD_IMAGE_SIZE", block)?;
     config.preallocate = match env("PREALLOCATION") {
         None => false,
         Some(v) => {
@@ -159,27 +154,6 @@ fn config_from_env() -> Result<UploadServerConfig> {
         ),
     };
     Ok(config)
-}
-
-/// UPLOAD_IMAGE_SIZE less the filesystem overhead, aligned down to 1 MiB, as CDI sizes a
-/// filesystem volume's image; a block device keeps its own size.
-fn image_size(block: bool) -> Result<Option<u64>> {
-    let Some(text) = env("UPLOAD_IMAGE_SIZE") else {
-        return Ok(None);
-    };
-    let requested = parse_quantity(&text)?;
-    if block {
-        return Ok(None);
-    }
-    let overhead: f64 = env("FILESYSTEM_OVERHEAD")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    if !(0.0..1.0).contains(&overhead) {
-        bail!("FILESYSTEM_OVERHEAD {overhead} is outside [0, 1)");
-    }
-    Ok(Some(
-        ((1.0 - overhead) * requested as f64).floor() as u64 / ALIGN * ALIGN,
-    ))
 }
 
 fn parse_bool(text: &str) -> Result<bool> {

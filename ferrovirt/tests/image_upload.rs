@@ -14,11 +14,11 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrovirt_tests::pki::Ca;
 use ferrovirt_tests::{TempDir, fixture, reference_sha256, sha256_file};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::json;
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 use tokio::io::AsyncReadExt;
@@ -35,34 +35,10 @@ const CLIENT_NAME: &str = "cdi-uploadproxy";
 /// How long one run of the binary may take.
 const RUN_DEADLINE: Duration = Duration::from_secs(120);
 
-/// A CA and what it signs.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A certificate for localhost with common name `cn`.
-    fn identity(&self, cn: &str) -> Identity {
-        let key = KeyPair::generate().unwrap();
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Identity::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes()).unwrap()
-    }
+/// A certificate for localhost with common name `cn`, signed by `ca`.
+fn identity(ca: &Ca, cn: &str) -> Identity {
+    let (cert, key) = ca.leaf(cn);
+    Identity::from_pem(cert.as_bytes(), key.as_bytes()).unwrap()
 }
 
 /// How a test's world is set up.
@@ -131,7 +107,7 @@ impl World {
             listener.local_addr().unwrap().port()
         );
         let server_tls = tls::server_config(
-            &server_ca.identity("cdi-upload-server"),
+            &identity(&server_ca, "cdi-upload-server"),
             Some(tls::roots_from_pem(client_ca.pem.as_bytes()).unwrap()),
         )
         .unwrap();
@@ -148,7 +124,7 @@ impl World {
         );
         let upstream_tls = tls::client_config(
             tls::roots_from_pem(server_ca.pem.as_bytes()).unwrap(),
-            &client_ca.identity(CLIENT_NAME),
+            &identity(&client_ca, CLIENT_NAME),
         )
         .unwrap();
         let proxy = UploadProxy::new(UploadProxyConfig {
@@ -160,7 +136,7 @@ impl World {
         .unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy_addr = listener.local_addr().unwrap();
-        let proxy_tls = tls::server_config(&proxy_ca.identity("cdi-uploadproxy"), None).unwrap();
+        let proxy_tls = tls::server_config(&identity(&proxy_ca, "cdi-uploadproxy"), None).unwrap();
         tasks.push(proxy.serve(listener, proxy_tls));
         let public_port = match options.cut_first_connection_after {
             Some(limit) => {

@@ -251,6 +251,30 @@ async fn write_status(
     Ok(status.phase)
 }
 
+/// Reports on the DataVolume that it cannot go on (`reason`, `message`), and looks again
+/// later.
+async fn report_blocked(
+    ctx: &Context,
+    dv: &DataVolume,
+    transfer: &Transfer,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> Result<Action, Error> {
+    let namespace = dv.namespace().unwrap_or_default();
+    let observed = Observed {
+        current: dv.status.as_ref(),
+        transfer,
+        pvc: None,
+        wait_for_first_consumer: false,
+        progress: None,
+        blocked: Some((reason, message)),
+        now,
+    };
+    write_status(ctx, dv, &namespace, &observed).await?;
+    Ok(Action::requeue(BLOCKED_INTERVAL))
+}
+
 /// Reconciles one DataVolume.
 pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = dv.name_any();
@@ -266,17 +290,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         Ok(source) => source,
         Err((reason, message)) => {
             let transfer = Transfer::Unsupported(message.clone());
-            let observed = Observed {
-                current: dv.status.as_ref(),
-                transfer: &transfer,
-                pvc: None,
-                wait_for_first_consumer: false,
-                progress: None,
-                blocked: Some((&reason, &message)),
-                now: &now,
-            };
-            write_status(&ctx, &dv, &namespace, &observed).await?;
-            return Ok(Action::requeue(BLOCKED_INTERVAL));
+            return report_blocked(&ctx, &dv, &transfer, &reason, &message, &now).await;
         }
     };
     let mut transfer = Transfer::from_source(&source);
@@ -298,17 +312,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             let message =
                 format!("Resource {name:?} already exists and is not managed by DataVolume");
             let transfer = Transfer::Unsupported(message.clone());
-            let observed = Observed {
-                current: dv.status.as_ref(),
-                transfer: &transfer,
-                pvc: None,
-                wait_for_first_consumer: false,
-                progress: None,
-                blocked: Some(("ErrResourceExists", &message)),
-                now: &now,
-            };
-            write_status(&ctx, &dv, &namespace, &observed).await?;
-            return Ok(Action::requeue(BLOCKED_INTERVAL));
+            return report_blocked(&ctx, &dv, &transfer, "ErrResourceExists", &message, &now).await;
         }
     }
 
@@ -321,17 +325,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         match &found {
             None if pvc.is_none() => {
                 let message = format!("Source PVC {}/{} not found", src.namespace, src.name);
-                let observed = Observed {
-                    current: dv.status.as_ref(),
-                    transfer: &transfer,
-                    pvc: None,
-                    wait_for_first_consumer: false,
-                    progress: None,
-                    blocked: Some(("NotFound", &message)),
-                    now: &now,
-                };
-                write_status(&ctx, &dv, &namespace, &observed).await?;
-                return Ok(Action::requeue(BLOCKED_INTERVAL));
+                return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
             Some(source_pvc) if !csi_clone(&namespace, src, source_pvc, &settings) => {
                 transfer = Transfer::Unsupported(format!(

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrovirt_tests::TempDir;
+pub use ferrovirt_tests::pki::Ca;
 use importer::ContentType;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use uploadproxy::tls::{self, Identity};
@@ -24,36 +24,6 @@ use uploadproxy::{
 pub const NAMESPACE: &str = "default";
 pub const PVC: &str = "disk";
 pub const CLIENT_NAME: &str = "cdi-uploadproxy";
-
-/// A CA and what it signs.
-pub struct Ca {
-    pub pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    pub fn new(name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        Self {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A leaf certificate for `localhost` / 127.0.0.1 with common name `cn`: (cert, key) PEM.
-    pub fn leaf(&self, cn: &str) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
 
 /// The certificates of one test.
 pub struct Pki {

@@ -1,0 +1,28 @@
+//! `ferrovirt controller`: the DataVolume, StorageProfile and DataSource controllers against
+//! the cluster of the environment (in-cluster service account, KUBECONFIG or
+//! ~/.kube/config), as the Deployment in `deploy/operators/` runs them.
+
+use anyhow::Context;
+
+#[derive(clap::Args)]
+pub struct ControllerArgs {
+    /// The image of the importer and upload server pods (this binary's image).
+    #[arg(long, env = "FERROVIRT_IMAGE", default_value = operators::DEFAULT_IMAGE)]
+    image: String,
+    /// The pull policy of those pods.
+    #[arg(long, env = "FERROVIRT_IMAGE_PULL_POLICY")]
+    image_pull_policy: Option<String>,
+}
+
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let client = operators::client_from_environment()
+        .await
+        .context("connecting to the cluster")?;
+    let config = operators::ControllerConfig {
+        image: args.image,
+        image_pull_policy: args.image_pull_policy,
+        ..Default::default()
+    };
+    operators::run(client, config).await?;
+    Ok(())
+}

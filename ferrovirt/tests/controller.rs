@@ -1,0 +1,135 @@
+//! `ferrovirt controller` as the Deployment in `deploy/operators/` runs it: a separate process
+//! that finds its API server through KUBECONFIG (here the embedded one, holding the CRDs of
+//! `deploy/crds/` as a cluster would) and reconciles what it watches there.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use api::cdi::{DataSource, StorageProfile};
+use ferrovirt_tests::TempDir;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use standalone::apiserver::{ApiServer, ApiServerConfig};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Polls `check` until it gives a value, or panics naming `what`.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + LIMIT;
+    while Instant::now() < deadline {
+        if let Some(value) = check().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{what} did not happen within {LIMIT:?}");
+}
+
+fn ready_reason(ds: &DataSource) -> Option<String> {
+    ds.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?
+        .reason
+        .clone()
+}
+
+#[tokio::test]
+async fn the_controller_command_reconciles_against_the_api_server_of_its_kubeconfig() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("controller");
+    let crds = api::crds::all()
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
+        .collect();
+    let server = ApiServer::start(ApiServerConfig {
+        data_dir: dir.join("data"),
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        crds,
+        admission: Vec::new(),
+        virtual_creates: HashMap::new(),
+    })
+    .await
+    .expect("the API server starts");
+    let client = standalone::control_plane::client_for(&server.kubeconfig)
+        .await
+        .expect("a client");
+    let _controller = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .arg("controller")
+        .env("KUBECONFIG", &server.kubeconfig)
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting ferrovirt controller");
+
+    // StorageProfile controller: a profile for the hostpath class, with its capabilities.
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "hostpath-csi"},
+        "provisioner": "kubevirt.io.hostpath-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }))
+    .expect("a StorageClass");
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("creating the StorageClass");
+    let profiles: Api<StorageProfile> = Api::all(client.clone());
+    let sets = eventually("a StorageProfile for hostpath-csi", || async {
+        profiles
+            .get_opt("hostpath-csi")
+            .await
+            .ok()??
+            .status?
+            .claim_property_sets
+    })
+    .await;
+    assert!(!sets.is_empty());
+
+    // DataSource controller: NotFound until the PVC exists, then Ready.
+    let sources: Api<DataSource> = Api::namespaced(client.clone(), "default");
+    let ds: DataSource = serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataSource",
+        "metadata": {"name": "golden"},
+        "spec": {"source": {"pvc": {"namespace": "default", "name": "golden-disk"}}},
+    }))
+    .expect("a DataSource");
+    sources
+        .create(&PostParams::default(), &ds)
+        .await
+        .expect("creating the DataSource");
+    let reason_is = |wanted: &'static str| {
+        let sources = sources.clone();
+        move || {
+            let sources = sources.clone();
+            async move {
+                let ds = sources.get("golden").await.ok()?;
+                (ready_reason(&ds)? == wanted).then_some(())
+            }
+        }
+    };
+    eventually("DataSource NotFound", reason_is("NotFound")).await;
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "golden-disk"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }))
+    .expect("a PVC");
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &pvc)
+        .await
+        .expect("creating the PVC");
+    eventually("DataSource Ready", reason_is("Ready")).await;
+    server.stop();
+}
