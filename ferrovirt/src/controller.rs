@@ -1,6 +1,6 @@
-//! `ferrovirt controller`: the DataVolume, StorageProfile and DataSource controllers against
-//! the cluster of the environment (in-cluster service account, KUBECONFIG or
-//! ~/.kube/config), as the Deployment in `deploy/operators/` runs them.
+//! `ferrovirt controller`: the DataVolume, StorageProfile, DataSource and DataImportCron
+//! controllers against the cluster of the environment (in-cluster service account,
+//! KUBECONFIG or ~/.kube/config), as the Deployment in `deploy/operators/` runs them.
 
 use anyhow::Context;
 

@@ -51,7 +51,8 @@ enum Command {
     /// Upload a local disk image to a DataVolume or PVC through the upload proxy, as
     /// `virtctl image-upload` (`dv NAME` or `pvc NAME`).
     ImageUpload(Box<image_upload::ImageUploadArgs>),
-    /// Run the DataVolume, StorageProfile and DataSource controllers against a cluster.
+    /// Run the DataVolume, StorageProfile, DataSource and DataImportCron controllers against a
+    /// cluster.
     Controller(controller::ControllerArgs),
     /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
     Up(up::UpArgs),

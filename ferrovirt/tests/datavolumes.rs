@@ -367,6 +367,113 @@ spec:
     assert_volume_holds(&platform, "golden", image);
 }
 
+/// Polls DataImportCron `name` until `done` holds for it.
+fn wait_cron(
+    platform: &Platform,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + limit;
+    let mut last = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        if let Some(cron) = platform.json(&["get", "dataimportcron", name]) {
+            if done(&cron) {
+                return cron;
+            }
+            last = cron;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("DataImportCron {name}: {last}\n{}", platform.log());
+}
+
+#[test]
+fn a_dataimportcron_imports_each_new_digest_and_moves_its_datasource() {
+    use ferrovirt_tests::registry::{
+        ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
+    };
+    let registry = RegistryServer::start(RegistryServerOptions::default());
+    let push = |image: &str| {
+        let spec = ImageSpec::new(
+            "linux/amd64",
+            vec![LayerSpec::disk(LayerCompression::Gzip, image)],
+        );
+        registry.push(&OciLayout::image(&spec), "golden:latest");
+    };
+    push("v3.qcow2");
+    let platform = Platform::start("dv-cron");
+    platform.ok(&[
+        "patch",
+        "cdiconfig",
+        "config",
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"insecureRegistries":["{}"]}}}}"#,
+            registry.host()
+        ),
+    ]);
+    platform.apply(&format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataImportCron
+metadata:
+  name: golden-cron
+spec:
+  schedule: "* * * * *"
+  managedDataSource: golden
+  importsToKeep: 1
+  template:
+    spec:
+      source:
+        registry:
+          url: "{}"
+      storage:
+        resources:
+          requests:
+            storage: 64Mi
+"#,
+        registry.reference("golden:latest")
+    ));
+    let up_to_date = |cron: &serde_json::Value| {
+        condition(cron, "UpToDate").is_some_and(|c| c["status"] == "True")
+    };
+    let cron = wait_cron(&platform, "golden-cron", IMPORT_LIMIT, up_to_date);
+    let first = cron["status"]["lastImportedPVC"]["name"]
+        .as_str()
+        .expect("a last imported PVC")
+        .to_string();
+    assert!(first.starts_with("golden-"), "{cron}");
+    let ds = wait_datasource(&platform, "golden", "Ready");
+    assert_eq!(ds["spec"]["source"]["pvc"]["name"], first.as_str(), "{ds}");
+    assert_volume_holds(&platform, &first, "v3.qcow2");
+
+    // A new image under the same tag is imported at the next minute's poll.
+    push("dynamic.vhdx");
+    let cron = wait_cron(&platform, "golden-cron", Duration::from_secs(150), |cron| {
+        up_to_date(cron) && cron["status"]["lastImportedPVC"]["name"] != first.as_str()
+    });
+    let second = cron["status"]["lastImportedPVC"]["name"]
+        .as_str()
+        .expect("a last imported PVC")
+        .to_string();
+    assert_volume_holds(&platform, &second, "dynamic.vhdx");
+    let ds = platform
+        .json(&["get", "datasource", "golden"])
+        .expect("the DataSource");
+    assert_eq!(ds["spec"]["source"]["pvc"]["name"], second.as_str(), "{ds}");
+    // importsToKeep: 1, so the first import is collected.
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    while platform.json(&["get", "datavolume", &first]).is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{first} was not collected"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The README's first command: examples/demo.sh starts `ferrovirt up`, serves an image over
 /// HTTP and follows a DataVolume importing it to Succeeded.
 #[test]

@@ -1,8 +1,10 @@
 //! Ferrovirt's kube-rs controllers: the DataVolume controller (PVCs, importer and upload
 //! server pods, CSI clones, phases and conditions as CDI writes them), the StorageProfile
-//! controller (one profile per StorageClass) and the DataSource controller. [`run`] runs them all until one fails.
+//! controller (one profile per StorageClass), and the DataSource and DataImportCron
+//! controllers. [`run`] runs them all until one fails.
 
 pub mod certs;
+pub mod dataimportcron;
 pub mod datasource;
 pub mod datavolume;
 pub mod rbac;
@@ -61,11 +63,12 @@ pub enum Error {
 /// Runs every controller against `client` until one of them stops.
 pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
-    tracing::info!(image = %config.image, "starting the DataVolume, StorageProfile and DataSource controllers");
+    tracing::info!(image = %config.image, "starting the DataVolume, StorageProfile, DataSource and DataImportCron controllers");
     tokio::select! {
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
-        () = datasource::run(client) => Err(Error::Stopped("DataSource")),
+        () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
+        () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),
     }
 }
 

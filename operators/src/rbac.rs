@@ -27,7 +27,8 @@ const fn p(
 /// Watching a resource through a kube-rs controller: its initial list and the watch.
 const WATCH: &[&str] = &["get", "list", "watch"];
 
-/// The permissions of the DataVolume, StorageProfile and DataSource controllers.
+/// The permissions of the DataVolume, StorageProfile, DataSource and DataImportCron
+/// controllers.
 pub const PERMISSIONS: &[Permission] = &[
     // DataVolume controller
     p("cdi.kubevirt.io", "datavolumes", WATCH),
@@ -66,4 +67,22 @@ pub const PERMISSIONS: &[Permission] = &[
     p("cdi.kubevirt.io", "datavolumes", WATCH),
     p("", "persistentvolumeclaims", WATCH),
     p("snapshot.storage.k8s.io", "volumesnapshots", &["get"]),
+    // DataImportCron controller
+    p(
+        "cdi.kubevirt.io",
+        "dataimportcrons",
+        &["get", "list", "watch", "patch"],
+    ),
+    p("cdi.kubevirt.io", "dataimportcrons/status", &["patch"]),
+    p(
+        "cdi.kubevirt.io",
+        "datavolumes",
+        &["get", "list", "watch", "create", "delete"],
+    ),
+    p(
+        "cdi.kubevirt.io",
+        "datasources",
+        &["get", "create", "patch"],
+    ),
+    p("cdi.kubevirt.io", "cdiconfigs", &["get"]),
 ];

@@ -34,6 +34,22 @@ pub struct RegistryOptions {
     pub platform: Option<String>,
 }
 
+/// The digest (`sha256:...`) of the manifest or index `reference` (`docker://...`) names
+/// now: what a DataImportCron compares to decide whether the image changed.
+pub async fn manifest_digest(
+    reference: &str,
+    options: &RegistryOptions,
+) -> Result<String, ImportError> {
+    let Some(image) = reference.strip_prefix("docker://") else {
+        return Err(ImportError::InvalidSource(
+            reference.to_string(),
+            "expected docker://host/repository:tag or docker://host/repository@sha256:...".into(),
+        ));
+    };
+    let registry = distribution::Distribution::connect(reference, image, options).await?;
+    registry.digest().await
+}
+
 /// Opens the disk file of the image named by `reference` (`docker://...` or
 /// `oci-archive://...`). Returns once the disk file's tar entry is found, with its size;
 /// the stream ends only after the whole layer has been read and its digest verified.

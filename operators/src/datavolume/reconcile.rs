@@ -36,7 +36,7 @@ const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);
 /// How often a blocked DataVolume is looked at again.
 const BLOCKED_INTERVAL: Duration = Duration::from_secs(10);
 /// The name of the cluster's CDIConfig.
-const CDI_CONFIG: &str = "config";
+pub const CDI_CONFIG: &str = "config";
 
 /// The cluster configuration a DataVolume's PVC and pods depend on.
 struct ClusterSettings {
@@ -77,19 +77,7 @@ impl ClusterSettings {
     }
 
     fn insecure(&self, endpoint: Option<&str>) -> bool {
-        let Some(endpoint) = endpoint else {
-            return false;
-        };
-        let host = endpoint
-            .split_once("://")
-            .map_or(endpoint, |(_, rest)| rest)
-            .split('/')
-            .next()
-            .unwrap_or_default();
-        self.config
-            .as_ref()
-            .and_then(|c| c.spec.insecure_registries.as_ref())
-            .is_some_and(|r| r.iter().any(|h| h == host))
+        endpoint.is_some_and(|e| is_insecure_registry(self.config.as_ref(), e))
     }
 
     /// Whether the DataVolume waits for a consumer instead of binding through its worker pod:
@@ -108,6 +96,20 @@ impl ClusterSettings {
                 .and_then(|c| c.volume_binding_mode.as_deref())
                 .is_some_and(|m| m == "WaitForFirstConsumer")
     }
+}
+
+/// Whether CDIConfig `spec.insecureRegistries` lists the host of `endpoint`
+/// (`docker://host:port/repo:tag`): plain HTTP or an unverified certificate is allowed there.
+pub fn is_insecure_registry(config: Option<&CDIConfig>, endpoint: &str) -> bool {
+    let host = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    config
+        .and_then(|c| c.spec.insecure_registries.as_ref())
+        .is_some_and(|r| r.iter().any(|h| h == host))
 }
 
 /// The source after a `sourceRef` is followed, or why it cannot be.

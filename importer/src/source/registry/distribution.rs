@@ -107,6 +107,16 @@ impl Distribution {
         Err(self.fail(format!("indexes nested more than {MAX_INDEX_DEPTH} deep")))
     }
 
+    /// The digest of the manifest (or index) the reference names.
+    pub async fn digest(&self) -> Result<String, ImportError> {
+        let (_, digest) = self
+            .client
+            .pull_manifest_raw(&self.image, &self.auth, MANIFEST_MEDIA_TYPES)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(digest)
+    }
+
     fn fail(&self, reason: String) -> ImportError {
         ImportError::Registry {
             reference: self.reference.clone(),

@@ -1,0 +1,730 @@
+//! The DataImportCron controller (CDI's dataimportcron-controller) for registry sources: on
+//! its schedule it asks the registry for the digest the template's image has now; a new
+//! digest is imported as a DataVolume named after the managed DataSource and the digest,
+//! the DataSource is pointed at the newest import once it succeeded, and imports beyond
+//! `importsToKeep` are deleted. CDI polls with a CronJob running a poller image; here the
+//! controller polls itself (CDI does so too for node-pull and ImageStream sources), so a
+//! cluster needs no CronJob and the single machine no Job runner.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::cdi::dataimportcron::conditions::{PROGRESSING, UP_TO_DATE};
+use api::cdi::dataimportcron::{
+    DataImportCronGarbageCollect, DataImportCronRetentionPolicy, ImportStatus,
+};
+use api::cdi::datasource::CdiCondition;
+use api::cdi::datavolume::DataVolumeSourcePvc;
+use api::cdi::{
+    CDIConfig, DataImportCron, DataImportCronStatus, DataSource, DataSourceSource, DataSourceSpec,
+    DataVolume,
+};
+use api::common::ConditionStatus;
+use futures_util::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::datavolume::reconcile::{CDI_CONFIG, is_insecure_registry};
+
+/// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
+pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
+/// The digest the source has now, as last polled.
+pub const ANN_DESIRED_DIGEST: &str = "cdi.kubevirt.io/storage.import.sourceDesiredDigest";
+/// When the schedule polls next (RFC 3339).
+pub const ANN_NEXT_CRON_TIME: &str = "cdi.kubevirt.io/storage.import.nextCronTime";
+/// When the schedule last polled (RFC 3339).
+pub const ANN_LAST_CRON_TIME: &str = "cdi.kubevirt.io/storage.import.lastCronTime";
+/// How many imports are kept when `importsToKeep` is not set.
+const DEFAULT_IMPORTS_TO_KEEP: usize = 3;
+/// How many hex digits of the digest name an import.
+const DIGEST_SUFFIX: usize = 12;
+/// How soon a cron that could not poll or import is looked at again.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// Errors of the DataImportCron controller.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// The name of the import of `digest` (`sha256:...`): the DataSource's name and the first
+/// twelve hex digits, as CDI names them.
+pub fn import_name(data_source: &str, digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let short: String = hex.chars().take(DIGEST_SUFFIX).collect();
+    format!("{data_source}-{short}")
+}
+
+/// `docker://host/repo:tag` (or `@sha256:...`) pinned to `digest`.
+pub fn pinned_url(url: &str, digest: &str) -> String {
+    let without_digest = url.split_once('@').map_or(url, |(name, _)| name);
+    let scheme_end = without_digest.find("://").map_or(0, |i| i + 3);
+    let (scheme, rest) = without_digest.split_at(scheme_end);
+    // A tag follows the last ':' after the last '/' (a ':' before it is the port).
+    let last_slash = rest.rfind('/').unwrap_or(0);
+    let repository = match rest[last_slash..].find(':') {
+        Some(colon) => &rest[..last_slash + colon],
+        None => rest,
+    };
+    format!("{scheme}{repository}@{digest}")
+}
+
+/// When the schedule fires next after `now`.
+pub fn next_run(
+    schedule: &str,
+    now: &chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let cron = croner::Cron::from_str(schedule)
+        .map_err(|e| format!("schedule {schedule:?} is not a cron expression: {e}"))?;
+    cron.find_next_occurrence(now, false)
+        .map_err(|e| format!("schedule {schedule:?} never fires: {e}"))
+}
+
+/// The DataVolume that imports `digest`: the template with its registry URL pinned to the
+/// digest, labelled with the cron, owned by it unless the imports are to outlive it.
+pub fn import_data_volume(cron: &DataImportCron, digest: &str) -> Option<DataVolume> {
+    let template = &cron.spec.template;
+    let mut spec = template.spec.clone();
+    let registry = spec.source.as_mut()?.registry.as_mut()?;
+    let url = registry.url.as_deref()?;
+    registry.url = Some(pinned_url(url, digest));
+    let mut metadata = template.metadata.clone().unwrap_or_default();
+    metadata.name = Some(import_name(&cron.spec.managed_data_source, digest));
+    metadata.namespace = cron.namespace();
+    metadata.generate_name = None;
+    metadata.resource_version = None;
+    metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(CRON_LABEL.into(), cron.name_any());
+    metadata.owner_references = owned_by(cron);
+    Some(DataVolume {
+        metadata,
+        spec,
+        status: None,
+    })
+}
+
+/// The owner reference of what the cron creates, when its retention policy is `None`.
+fn owned_by(
+    cron: &DataImportCron,
+) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>> {
+    (cron.spec.retention_policy == Some(DataImportCronRetentionPolicy::None))
+        .then(|| cron.controller_owner_ref(&()))
+        .flatten()
+        .map(|owner| vec![owner])
+}
+
+/// The imports to delete: those of `cron` beyond the newest `importsToKeep`, oldest first
+/// out, never the current one.
+pub fn outdated_imports(
+    cron: &DataImportCron,
+    mut imports: Vec<(String, Option<Time>)>,
+    current: Option<&str>,
+) -> Vec<String> {
+    if cron.spec.garbage_collect == Some(DataImportCronGarbageCollect::Never) {
+        return Vec::new();
+    }
+    let keep = cron
+        .spec
+        .imports_to_keep
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(DEFAULT_IMPORTS_TO_KEEP);
+    imports.sort_by(|a, b| b.1.cmp(&a.1));
+    imports
+        .into_iter()
+        .skip(keep)
+        .map(|(name, _)| name)
+        .filter(|name| Some(name.as_str()) != current)
+        .collect()
+}
+
+/// Sets condition `type_` in `conditions`, keeping its transition time while its status
+/// holds.
+fn set_condition(
+    conditions: &mut Vec<CdiCondition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) {
+    let new = |last_transition_time| CdiCondition {
+        type_: type_.to_string(),
+        status,
+        last_transition_time,
+        last_heartbeat_time: Some(now.clone()),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status => {
+            let kept = c.last_transition_time.clone();
+            *c = new(kept);
+        }
+        Some(c) => *c = new(Some(now.clone())),
+        None => conditions.push(new(Some(now.clone()))),
+    }
+}
+
+struct Context {
+    client: Client,
+}
+
+/// What one pass decided to write back.
+struct Outcome {
+    status: DataImportCronStatus,
+    annotations: Vec<(&'static str, String)>,
+    requeue: Duration,
+}
+
+async fn poll_digest(ctx: &Context, cron: &DataImportCron, url: &str) -> Result<String, String> {
+    let config = Api::<CDIConfig>::all(ctx.client.clone())
+        .get_opt(CDI_CONFIG)
+        .await
+        .map_err(|e| e.to_string())?;
+    let options = importer::source::registry::RegistryOptions {
+        insecure: is_insecure_registry(config.as_ref(), url),
+        ..Default::default()
+    };
+    tracing::debug!(cron = %cron.name_any(), %url, "polling the registry");
+    importer::source::registry::manifest_digest(url, &options)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn reconcile(cron: Arc<DataImportCron>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let outcome = evaluate(&cron, &ctx).await?;
+    let name = cron.name_any();
+    let namespace = cron.namespace().unwrap_or_default();
+    let crons: Api<DataImportCron> = Api::namespaced(ctx.client.clone(), &namespace);
+    let wanted: serde_json::Map<String, serde_json::Value> = outcome
+        .annotations
+        .iter()
+        .filter(|(k, v)| cron.annotations().get(*k) != Some(v))
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    if !wanted.is_empty() {
+        let patch = json!({"metadata": {"annotations": wanted}});
+        crons
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    if cron.status.as_ref() != Some(&outcome.status) {
+        crons
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": outcome.status })),
+            )
+            .await?;
+    }
+    Ok(Action::requeue(outcome.requeue))
+}
+
+/// One pass over a cron: poll when due, follow the current import, start the next, point
+/// the DataSource at the newest, collect old imports.
+async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error> {
+    let now_chrono = chrono::Utc::now();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let namespace = cron.namespace().unwrap_or_default();
+    let mut status = cron.status.clone().unwrap_or_default();
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let mut annotations = Vec::new();
+    let mut requeue = Duration::from_secs(60);
+
+    let url = cron
+        .spec
+        .template
+        .spec
+        .source
+        .as_ref()
+        .and_then(|s| s.registry.as_ref())
+        .and_then(|r| r.url.clone());
+    let Some(url) = url else {
+        let message = "only registry sources with a url are supported";
+        set_condition(
+            &mut conditions,
+            PROGRESSING,
+            ConditionStatus::False,
+            "UnsupportedSource",
+            message,
+            &now,
+        );
+        status.conditions = Some(conditions);
+        return Ok(Outcome {
+            status,
+            annotations,
+            requeue,
+        });
+    };
+
+    // Poll when due (at once for a new cron, as CDI's initial poller Job does).
+    let mut desired = cron.annotations().get(ANN_DESIRED_DIGEST).cloned();
+    let due = cron
+        .annotations()
+        .get(ANN_NEXT_CRON_TIME)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_none_or(|t| t <= now_chrono);
+    match next_run(&cron.spec.schedule, &now_chrono) {
+        Err(message) => {
+            set_condition(
+                &mut conditions,
+                UP_TO_DATE,
+                ConditionStatus::False,
+                "InvalidSchedule",
+                &message,
+                &now,
+            );
+            status.conditions = Some(conditions);
+            return Ok(Outcome {
+                status,
+                annotations,
+                requeue: RETRY,
+            });
+        }
+        Ok(next) if due => {
+            match poll_digest(ctx, cron, &url).await {
+                Ok(digest) => {
+                    annotations.push((ANN_DESIRED_DIGEST, digest.clone()));
+                    annotations.push((ANN_LAST_CRON_TIME, now_chrono.to_rfc3339()));
+                    annotations.push((ANN_NEXT_CRON_TIME, next.to_rfc3339()));
+                    status.last_execution_timestamp = Some(now.clone());
+                    desired = Some(digest);
+                }
+                Err(message) => {
+                    tracing::warn!(cron = %cron.name_any(), %message, "polling the source failed");
+                    set_condition(
+                        &mut conditions,
+                        UP_TO_DATE,
+                        ConditionStatus::False,
+                        "NoDigest",
+                        &message,
+                        &now,
+                    );
+                    requeue = RETRY;
+                }
+            }
+            requeue = requeue.min((next - now_chrono).to_std().unwrap_or(RETRY));
+        }
+        Ok(_) => {
+            let next = cron
+                .annotations()
+                .get(ANN_NEXT_CRON_TIME)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+            if let Some(next) = next {
+                requeue = (next.with_timezone(&chrono::Utc) - now_chrono)
+                    .to_std()
+                    .unwrap_or(RETRY)
+                    .max(Duration::from_secs(1));
+            }
+        }
+    }
+
+    // The current import.
+    let data_volumes: Api<DataVolume> = Api::namespaced(ctx.client.clone(), &namespace);
+    let current = status
+        .current_imports
+        .as_ref()
+        .and_then(|i| i.first())
+        .cloned();
+    let mut succeeded = false;
+    if let Some(import) = &current {
+        let phase = data_volumes
+            .get_opt(&import.data_volume_name)
+            .await?
+            .and_then(|dv| dv.status?.phase);
+        match phase.map(|p| p.as_str()) {
+            Some("Succeeded") => {
+                succeeded = true;
+                let pvc = DataVolumeSourcePvc {
+                    namespace: namespace.clone(),
+                    name: import.data_volume_name.clone(),
+                };
+                if status.last_imported_pvc.as_ref() != Some(&pvc) {
+                    status.last_imported_pvc = Some(pvc);
+                    status.last_import_timestamp = Some(now.clone());
+                }
+                set_condition(
+                    &mut conditions,
+                    PROGRESSING,
+                    ConditionStatus::False,
+                    "NoImport",
+                    "No current import",
+                    &now,
+                );
+            }
+            Some("ImportScheduled") => set_condition(
+                &mut conditions,
+                PROGRESSING,
+                ConditionStatus::False,
+                "ImportScheduled",
+                "Import is scheduled",
+                &now,
+            ),
+            Some("ImportInProgress") => set_condition(
+                &mut conditions,
+                PROGRESSING,
+                ConditionStatus::True,
+                "ImportProgressing",
+                "Import is progressing",
+                &now,
+            ),
+            Some(other) => set_condition(
+                &mut conditions,
+                PROGRESSING,
+                ConditionStatus::False,
+                other,
+                &format!("Import DataVolume phase {other}"),
+                &now,
+            ),
+            None => set_condition(
+                &mut conditions,
+                PROGRESSING,
+                ConditionStatus::False,
+                "NoImport",
+                "No current import",
+                &now,
+            ),
+        }
+    } else {
+        set_condition(
+            &mut conditions,
+            PROGRESSING,
+            ConditionStatus::False,
+            "NoImport",
+            "No current import",
+            &now,
+        );
+    }
+
+    // A new digest: import it once the current import is done.
+    let current_digest = current.as_ref().map(|i| i.digest.as_str());
+    match desired.as_deref() {
+        Some(digest) if Some(digest) != current_digest => {
+            set_condition(
+                &mut conditions,
+                UP_TO_DATE,
+                ConditionStatus::False,
+                "OutdatedImport",
+                "Source digest updated since last import",
+                &now,
+            );
+            if (succeeded || current.is_none())
+                && let Some(dv) = import_data_volume(cron, digest)
+            {
+                let name = dv.name_any();
+                match data_volumes.create(&PostParams::default(), &dv).await {
+                    Ok(_) => {
+                        tracing::info!(cron = %cron.name_any(), datavolume = %name, %digest, "importing a new digest")
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => return Err(e.into()),
+                }
+                status.current_imports = Some(vec![ImportStatus {
+                    data_volume_name: name,
+                    digest: digest.to_string(),
+                }]);
+                requeue = requeue.min(RETRY);
+            }
+        }
+        Some(_) if succeeded => set_condition(
+            &mut conditions,
+            UP_TO_DATE,
+            ConditionStatus::True,
+            "UpToDate",
+            "Latest import is up to date",
+            &now,
+        ),
+        Some(_) => {
+            set_condition(
+                &mut conditions,
+                UP_TO_DATE,
+                ConditionStatus::False,
+                "ImportProgressing",
+                "Import is progressing",
+                &now,
+            );
+            requeue = requeue.min(RETRY);
+        }
+        None => set_condition(
+            &mut conditions,
+            UP_TO_DATE,
+            ConditionStatus::False,
+            "NoDigest",
+            "No source digest",
+            &now,
+        ),
+    }
+
+    ensure_data_source(ctx, cron, status.last_imported_pvc.as_ref()).await?;
+    if succeeded {
+        collect_garbage(
+            &data_volumes,
+            cron,
+            current.as_ref().map(|i| i.data_volume_name.as_str()),
+        )
+        .await?;
+    }
+    status.conditions = Some(conditions);
+    Ok(Outcome {
+        status,
+        annotations,
+        requeue,
+    })
+}
+
+/// Creates the managed DataSource (labelled with the cron) and points it at the newest
+/// import. A DataSource of that name that another cron or a user made is left alone.
+async fn ensure_data_source(
+    ctx: &Context,
+    cron: &DataImportCron,
+    newest: Option<&DataVolumeSourcePvc>,
+) -> Result<(), Error> {
+    let namespace = cron.namespace().unwrap_or_default();
+    let sources: Api<DataSource> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = &cron.spec.managed_data_source;
+    let source = DataSourceSource {
+        pvc: newest.cloned(),
+        ..Default::default()
+    };
+    match sources.get_opt(name).await? {
+        None => {
+            let ds = DataSource {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(namespace.clone()),
+                    labels: Some([(CRON_LABEL.to_string(), cron.name_any())].into()),
+                    owner_references: owned_by(cron),
+                    ..Default::default()
+                },
+                spec: DataSourceSpec { source },
+                status: None,
+            };
+            match sources.create(&PostParams::default(), &ds).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Some(ds) if ds.labels().get(CRON_LABEL) == Some(&cron.name_any()) => {
+            if newest.is_some() && ds.spec.source != source {
+                let patch = json!({"spec": {"source": source}});
+                sources
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+        Some(_) => {
+            tracing::info!(cron = %cron.name_any(), datasource = %name, "DataSource is not managed by this cron; left alone");
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the cron's DataVolumes beyond `importsToKeep` (their PVCs go with them).
+async fn collect_garbage(
+    data_volumes: &Api<DataVolume>,
+    cron: &DataImportCron,
+    current: Option<&str>,
+) -> Result<(), Error> {
+    let selector = format!("{CRON_LABEL}={}", cron.name_any());
+    let imports = data_volumes
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .map(|dv| (dv.name_any(), dv.metadata.creation_timestamp))
+        .collect();
+    for name in outdated_imports(cron, imports, current) {
+        tracing::info!(cron = %cron.name_any(), datavolume = %name, "deleting an outdated import");
+        match data_volumes
+            .delete(&name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+fn error_policy(cron: Arc<DataImportCron>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(cron = %cron.name_any(), %err, "DataImportCron reconcile failed");
+    Action::requeue(RETRY)
+}
+
+/// Runs the DataImportCron controller until its watches end.
+pub async fn run(client: Client) {
+    let crons: Api<DataImportCron> = Api::all(client.clone());
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+    });
+    Controller::new(crons, watcher::Config::default())
+        .watches(
+            Api::<DataVolume>::all(client),
+            watcher::Config::default().labels(CRON_LABEL),
+            |dv| {
+                let cron = dv.labels().get(CRON_LABEL)?.clone();
+                Some(
+                    kube::runtime::reflector::ObjectRef::<DataImportCron>::new(&cron)
+                        .within(&dv.namespace()?),
+                )
+            },
+        )
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(%err, "DataImportCron controller event");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::cdi::dataimportcron::{DataImportCronSpec, DataVolumeTemplate};
+    use api::cdi::datavolume::{DataVolumeSource, DataVolumeSourceRegistry, DataVolumeSpec};
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn cron(url: &str) -> DataImportCron {
+        let mut cron = DataImportCron::new(
+            "fedora-cron",
+            DataImportCronSpec {
+                template: DataVolumeTemplate {
+                    metadata: None,
+                    spec: DataVolumeSpec {
+                        source: Some(DataVolumeSource {
+                            registry: Some(DataVolumeSourceRegistry {
+                                url: Some(url.into()),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    status: None,
+                },
+                schedule: "0 */12 * * *".into(),
+                managed_data_source: "fedora".into(),
+                ..Default::default()
+            },
+        );
+        cron.metadata.namespace = Some("golden".into());
+        cron.metadata.uid = Some("uid-cron".into());
+        cron
+    }
+
+    #[test]
+    fn imports_are_named_after_the_datasource_and_the_digest() {
+        assert_eq!(import_name("fedora", DIGEST), "fedora-0123456789ab");
+    }
+
+    #[test]
+    fn the_url_is_pinned_to_the_digest() {
+        assert_eq!(
+            pinned_url("docker://registry:5000/disks/fedora:41", DIGEST),
+            format!("docker://registry:5000/disks/fedora@{DIGEST}")
+        );
+        assert_eq!(
+            pinned_url("docker://quay.io/containerdisks/fedora", DIGEST),
+            format!("docker://quay.io/containerdisks/fedora@{DIGEST}")
+        );
+        assert_eq!(
+            pinned_url("docker://host:5000/fedora@sha256:old", DIGEST),
+            format!("docker://host:5000/fedora@{DIGEST}")
+        );
+    }
+
+    #[test]
+    fn the_schedule_is_standard_cron() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-23T10:17:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let next = next_run("0 */12 * * *", &now).unwrap();
+        assert_eq!(next.to_rfc3339(), "2026-11-23T12:00:00+00:00");
+        assert!(
+            next_run("every day", &now)
+                .unwrap_err()
+                .contains("every day")
+        );
+    }
+
+    #[test]
+    fn the_import_is_the_template_pinned_labelled_and_owned_only_without_retention() {
+        let mut c = cron("docker://registry:5000/fedora:latest");
+        let dv = import_data_volume(&c, DIGEST).unwrap();
+        assert_eq!(dv.name_any(), "fedora-0123456789ab");
+        assert_eq!(dv.namespace().as_deref(), Some("golden"));
+        assert_eq!(dv.labels()[CRON_LABEL], "fedora-cron");
+        let url = dv.spec.source.unwrap().registry.unwrap().url.unwrap();
+        assert!(url.ends_with(DIGEST), "{url}");
+        assert!(dv.metadata.owner_references.is_none());
+        c.spec.retention_policy = Some(DataImportCronRetentionPolicy::None);
+        let dv = import_data_volume(&c, DIGEST).unwrap();
+        assert_eq!(dv.metadata.owner_references.unwrap()[0].name, "fedora-cron");
+    }
+
+    #[test]
+    fn garbage_is_the_oldest_beyond_imports_to_keep_never_the_current() {
+        let at = |s| Some(Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap()));
+        let imports = || {
+            vec![
+                ("a".to_string(), at(1)),
+                ("d".to_string(), at(4)),
+                ("b".to_string(), at(2)),
+                ("c".to_string(), at(3)),
+            ]
+        };
+        let mut c = cron("docker://r/f:1");
+        assert_eq!(outdated_imports(&c, imports(), Some("d")), vec!["a"]);
+        c.spec.imports_to_keep = Some(1);
+        assert_eq!(outdated_imports(&c, imports(), Some("b")), vec!["c", "a"]);
+        c.spec.garbage_collect = Some(DataImportCronGarbageCollect::Never);
+        assert!(outdated_imports(&c, imports(), None).is_empty());
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let at = |s| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            UP_TO_DATE,
+            ConditionStatus::False,
+            "NoDigest",
+            "x",
+            &at(1),
+        );
+        set_condition(
+            &mut conditions,
+            UP_TO_DATE,
+            ConditionStatus::False,
+            "OutdatedImport",
+            "y",
+            &at(2),
+        );
+        assert_eq!(conditions[0].last_transition_time, Some(at(1)));
+        assert_eq!(conditions[0].reason.as_deref(), Some("OutdatedImport"));
+        set_condition(
+            &mut conditions,
+            UP_TO_DATE,
+            ConditionStatus::True,
+            "UpToDate",
+            "z",
+            &at(3),
+        );
+        assert_eq!(conditions[0].last_transition_time, Some(at(3)));
+        assert_eq!(conditions.len(), 1);
+    }
+}
