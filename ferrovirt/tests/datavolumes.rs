@@ -130,20 +130,18 @@ spec:
     }
 }
 
-#[test]
-fn registry_import_of_a_container_disk_from_an_insecure_registry() {
-    use ferrovirt_tests::registry::{
-        ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
-    };
-    let registry = RegistryServer::start(RegistryServerOptions::default());
-    let image = "v3.qcow2";
+/// Pushes a containerDisk holding `image` (gzip layer) to `registry` as `repo_tag`.
+fn push_disk(registry: &ferrovirt_tests::registry::RegistryServer, image: &str, repo_tag: &str) {
+    use ferrovirt_tests::registry::{ImageSpec, LayerCompression, LayerSpec, OciLayout};
     let spec = ImageSpec::new(
         "linux/amd64",
         vec![LayerSpec::disk(LayerCompression::Gzip, image)],
     );
-    registry.push(&OciLayout::image(&spec), "disk:v1");
-    let platform = Platform::start("dv-registry");
-    // A plain-HTTP registry is allowed only when CDIConfig lists it, as in CDI.
+    registry.push(&OciLayout::image(&spec), repo_tag);
+}
+
+/// Lets the platform pull from a plain-HTTP registry: CDIConfig must list it, as in CDI.
+fn allow_insecure_registry(platform: &Platform, host: &str) {
     platform.ok(&[
         "patch",
         "cdiconfig",
@@ -151,11 +149,18 @@ fn registry_import_of_a_container_disk_from_an_insecure_registry() {
         "--type",
         "merge",
         "-p",
-        &format!(
-            r#"{{"spec":{{"insecureRegistries":["{}"]}}}}"#,
-            registry.host()
-        ),
+        &format!(r#"{{"spec":{{"insecureRegistries":["{host}"]}}}}"#),
     ]);
+}
+
+#[test]
+fn registry_import_of_a_container_disk_from_an_insecure_registry() {
+    use ferrovirt_tests::registry::{RegistryServer, RegistryServerOptions};
+    let registry = RegistryServer::start(RegistryServerOptions::default());
+    let image = "v3.qcow2";
+    push_disk(&registry, image, "disk:v1");
+    let platform = Platform::start("dv-registry");
+    allow_insecure_registry(&platform, &registry.host());
     platform.apply(&format!(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
 kind: DataVolume
@@ -390,31 +395,11 @@ fn wait_cron(
 
 #[test]
 fn a_dataimportcron_imports_each_new_digest_and_moves_its_datasource() {
-    use ferrovirt_tests::registry::{
-        ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
-    };
+    use ferrovirt_tests::registry::{RegistryServer, RegistryServerOptions};
     let registry = RegistryServer::start(RegistryServerOptions::default());
-    let push = |image: &str| {
-        let spec = ImageSpec::new(
-            "linux/amd64",
-            vec![LayerSpec::disk(LayerCompression::Gzip, image)],
-        );
-        registry.push(&OciLayout::image(&spec), "golden:latest");
-    };
-    push("v3.qcow2");
+    push_disk(&registry, "v3.qcow2", "golden:latest");
     let platform = Platform::start("dv-cron");
-    platform.ok(&[
-        "patch",
-        "cdiconfig",
-        "config",
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"spec":{{"insecureRegistries":["{}"]}}}}"#,
-            registry.host()
-        ),
-    ]);
+    allow_insecure_registry(&platform, &registry.host());
     platform.apply(&format!(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
 kind: DataImportCron
@@ -450,7 +435,7 @@ spec:
     assert_volume_holds(&platform, &first, "v3.qcow2");
 
     // A new image under the same tag is imported at the next minute's poll.
-    push("dynamic.vhdx");
+    push_disk(&registry, "dynamic.vhdx", "golden:latest");
     let cron = wait_cron(&platform, "golden-cron", Duration::from_secs(150), |cron| {
         up_to_date(cron) && cron["status"]["lastImportedPVC"]["name"] != first.as_str()
     });
