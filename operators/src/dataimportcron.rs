@@ -146,6 +146,38 @@ pub fn outdated_imports(
         .collect()
 }
 
+/// Whether the next digest may be imported while the current import's DataVolume
+/// `exists` in `phase`: once it succeeded, failed for good, or is gone.
+pub fn may_import_next(exists: bool, phase: Option<&str>) -> bool {
+    !exists || matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// The Progressing condition for the current import's DataVolume phase, in CDI's words.
+pub fn progressing(phase: Option<&str>) -> (ConditionStatus, &str, String) {
+    match phase {
+        Some("ImportScheduled") => (
+            ConditionStatus::False,
+            "ImportScheduled",
+            "Import is scheduled".into(),
+        ),
+        Some("ImportInProgress") => (
+            ConditionStatus::True,
+            "ImportProgressing",
+            "Import is progressing".into(),
+        ),
+        None | Some("Succeeded") => (
+            ConditionStatus::False,
+            "NoImport",
+            "No current import".into(),
+        ),
+        Some(other) => (
+            ConditionStatus::False,
+            other,
+            format!("Import DataVolume phase {other}"),
+        ),
+    }
+}
+
 /// Sets condition `type_` in `conditions`, keeping its transition time while its status
 /// holds.
 fn set_condition(
@@ -335,75 +367,39 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
         .as_ref()
         .and_then(|i| i.first())
         .cloned();
-    let mut succeeded = false;
-    if let Some(import) = &current {
-        let phase = data_volumes
-            .get_opt(&import.data_volume_name)
-            .await?
-            .and_then(|dv| dv.status?.phase);
-        match phase.map(|p| p.as_str()) {
-            Some("Succeeded") => {
-                succeeded = true;
-                let pvc = DataVolumeSourcePvc {
-                    namespace: namespace.clone(),
-                    name: import.data_volume_name.clone(),
-                };
-                if status.last_imported_pvc.as_ref() != Some(&pvc) {
-                    status.last_imported_pvc = Some(pvc);
-                    status.last_import_timestamp = Some(now.clone());
-                }
-                set_condition(
-                    &mut conditions,
-                    PROGRESSING,
-                    ConditionStatus::False,
-                    "NoImport",
-                    "No current import",
-                    &now,
-                );
-            }
-            Some("ImportScheduled") => set_condition(
-                &mut conditions,
-                PROGRESSING,
-                ConditionStatus::False,
-                "ImportScheduled",
-                "Import is scheduled",
-                &now,
-            ),
-            Some("ImportInProgress") => set_condition(
-                &mut conditions,
-                PROGRESSING,
-                ConditionStatus::True,
-                "ImportProgressing",
-                "Import is progressing",
-                &now,
-            ),
-            Some(other) => set_condition(
-                &mut conditions,
-                PROGRESSING,
-                ConditionStatus::False,
-                other,
-                &format!("Import DataVolume phase {other}"),
-                &now,
-            ),
-            None => set_condition(
-                &mut conditions,
-                PROGRESSING,
-                ConditionStatus::False,
-                "NoImport",
-                "No current import",
-                &now,
-            ),
+    let (exists, phase) = match &current {
+        Some(import) => {
+            let dv = data_volumes.get_opt(&import.data_volume_name).await?;
+            let phase = dv.as_ref().and_then(|dv| dv.status.as_ref()?.phase);
+            (dv.is_some(), phase.map(|p| p.as_str()))
         }
-    } else {
-        set_condition(
-            &mut conditions,
-            PROGRESSING,
-            ConditionStatus::False,
-            "NoImport",
-            "No current import",
-            &now,
-        );
+        None => (false, None),
+    };
+    let succeeded = phase == Some("Succeeded");
+    let replaceable = current.is_none() || may_import_next(exists, phase);
+    let failed = current
+        .as_ref()
+        .filter(|_| phase == Some("Failed"))
+        .map(|i| i.data_volume_name.clone());
+    if let Some(import) = current.as_ref().filter(|_| succeeded) {
+        let pvc = DataVolumeSourcePvc {
+            namespace: namespace.clone(),
+            name: import.data_volume_name.clone(),
+        };
+        if status.last_imported_pvc.as_ref() != Some(&pvc) {
+            status.last_imported_pvc = Some(pvc);
+            status.last_import_timestamp = Some(now.clone());
+        }
     }
+    let (progress, reason, message) = progressing(phase);
+    set_condition(
+        &mut conditions,
+        PROGRESSING,
+        progress,
+        reason,
+        &message,
+        &now,
+    );
 
     // A new digest: import it once the current import is done.
     let current_digest = current.as_ref().map(|i| i.digest.as_str());
@@ -417,9 +413,11 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
                 "Source digest updated since last import",
                 &now,
             );
-            if (succeeded || current.is_none())
-                && let Some(dv) = import_data_volume(cron, digest)
-            {
+            if replaceable && let Some(dv) = import_data_volume(cron, digest) {
+                if let Some(failed) = &failed {
+                    tracing::info!(cron = %cron.name_any(), datavolume = %failed, "replacing a failed import");
+                    delete_ignoring_missing(&data_volumes, failed).await?;
+                }
                 let name = dv.name_any();
                 match data_volumes.create(&PostParams::default(), &dv).await {
                     Ok(_) => {
@@ -545,16 +543,17 @@ async fn collect_garbage(
         .collect();
     for name in outdated_imports(cron, imports, current) {
         tracing::info!(cron = %cron.name_any(), datavolume = %name, "deleting an outdated import");
-        match data_volumes
-            .delete(&name, &DeleteParams::background())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete_ignoring_missing(data_volumes, &name).await?;
     }
     Ok(())
+}
+
+async fn delete_ignoring_missing(data_volumes: &Api<DataVolume>, name: &str) -> Result<(), Error> {
+    match data_volumes.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn error_policy(cron: Arc<DataImportCron>, err: &Error, _ctx: Arc<Context>) -> Action {
@@ -692,6 +691,24 @@ mod tests {
         assert_eq!(outdated_imports(&c, imports(), Some("b")), vec!["c", "a"]);
         c.spec.garbage_collect = Some(DataImportCronGarbageCollect::Never);
         assert!(outdated_imports(&c, imports(), None).is_empty());
+    }
+
+    #[test]
+    fn the_next_digest_waits_for_the_current_import_to_end() {
+        assert!(may_import_next(false, None));
+        assert!(may_import_next(true, Some("Succeeded")));
+        assert!(may_import_next(true, Some("Failed")));
+        assert!(!may_import_next(true, Some("ImportInProgress")));
+        assert!(!may_import_next(true, None));
+        assert_eq!(
+            progressing(Some("ImportInProgress")).0,
+            ConditionStatus::True
+        );
+        assert_eq!(progressing(Some("Succeeded")).1, "NoImport");
+        assert_eq!(
+            progressing(Some("Failed")).2,
+            "Import DataVolume phase Failed"
+        );
     }
 
     #[test]
