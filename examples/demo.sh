@@ -3,7 +3,9 @@
 # serve a disk image over HTTP on loopback, apply an upstream-style DataVolume that imports
 # it, and follow the DataVolume to Succeeded.
 #
-#   examples/demo.sh [IMAGE]          IMAGE defaults to target/fixtures/zstd.qcow2.xz
+#   examples/demo.sh [IMAGE]
+#
+# Without IMAGE, a compressed qcow2 (64 MiB virtual, 8 MiB of data) is made with qemu-img.
 #
 # Environment: FERROVIRT (the binary; target/release/ferrovirt), FERROVIRT_DATA_DIR
 # (/tmp/ferrovirt), FERROVIRT_LISTEN (the API server's address; 127.0.0.1:6443),
@@ -14,11 +16,21 @@ cd "$(dirname "$0")/.."
 ferrovirt=${FERROVIRT:-target/release/ferrovirt}
 data_dir=${FERROVIRT_DATA_DIR:-/tmp/ferrovirt}
 listen=${FERROVIRT_LISTEN:-127.0.0.1:6443}
-image=${1:-target/fixtures/zstd.qcow2.xz}
 timeout=${DEMO_TIMEOUT:-300}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 [[ -x $ferrovirt ]] || { echo "demo: no $ferrovirt; run cargo build --release first" >&2; exit 1; }
-[[ -f $image ]] || { echo "demo: no image $image; run bash fixtures/generate.sh target/fixtures first" >&2; exit 1; }
+if [[ $# -gt 0 ]]; then
+  image=$1
+  [[ -f $image ]] || { echo "demo: no image $image" >&2; exit 1; }
+else
+  image=$work/demo.qcow2
+  qemu-img create -q -f raw "$work/demo.raw" 64M
+  qemu-io -f raw -c "write -P 0x5a 1M 4M" -c "write -P 0xa5 40M 4M" "$work/demo.raw" >/dev/null
+  qemu-img convert -c -O qcow2 "$work/demo.raw" "$image"
+  rm "$work/demo.raw"
+fi
 
 export KUBECONFIG=$data_dir/kubeconfig
 if [[ -f $data_dir/ferrovirt.pid ]] && kill -0 "$(cat "$data_dir/ferrovirt.pid")" 2>/dev/null; then
@@ -28,7 +40,6 @@ else
 fi
 
 # A real HTTP server (Range, ETag) on a free loopback port, serving the image's directory.
-work=$(mktemp -d)
 python3 fixtures/httpserver.py --root "$(dirname "$image")" --port-file "$work/port" --quiet &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
