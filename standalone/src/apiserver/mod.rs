@@ -4,6 +4,7 @@
 mod credentials;
 mod discovery;
 mod errors;
+mod fields;
 mod gc;
 mod object;
 mod objects;

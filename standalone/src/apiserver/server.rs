@@ -24,6 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::discovery;
 use super::errors::ApiError;
+use super::fields;
 use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects, Propagation};
 use super::patch::{self, PatchType};
@@ -32,6 +33,9 @@ use super::route::{self, ResourcePath, Route};
 use super::selector::{FieldSelector, LabelSelector};
 use super::table;
 use super::watch::{self, WatchRequest};
+
+/// Where CustomResourceDefinitions are stored.
+const CRD_STORAGE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// The largest request body accepted, as kube-apiserver's limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -276,12 +280,14 @@ impl Handler {
                 StatusCode::OK,
                 super::objects::with_version(rt, version, objects.get(rt, ns, name)?),
             ),
-            (&Method::POST, None) => respond(
-                StatusCode::CREATED,
-                objects.create(rt, version, ns, parse_json(&call.body)?)?,
-            ),
+            (&Method::POST, None) => {
+                let body = parse_json(&call.body)?;
+                self.check_fields(rt, version, call, &body)?;
+                respond(StatusCode::CREATED, objects.create(rt, version, ns, body)?)
+            }
             (&Method::PUT, Some(name)) => {
                 let body = parse_json(&call.body)?;
+                self.check_fields(rt, version, call, &body)?;
                 respond(
                     StatusCode::OK,
                     objects.update(rt, version, ns, name, body, target)?,
@@ -293,6 +299,10 @@ impl Handler {
                     kind,
                     body: patch::parse_body(kind, &call.body)?,
                 };
+                // A merge-style patch has the object's shape; a JSON patch does not.
+                if kind != PatchType::Json {
+                    self.check_fields(rt, version, call, &patch.body)?;
+                }
                 let existed = kind == PatchType::Apply
                     && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
                 let object = objects.patch(rt, version, ns, name, &patch, target)?;
@@ -313,6 +323,45 @@ impl Handler {
             (&Method::DELETE, None) => self.delete_collection(rt, call),
             _ => Err(ApiError::MethodNotAllowed),
         }
+    }
+
+    /// With `fieldValidation=Strict` (kubectl's default), refuses a custom resource with
+    /// fields its CRD's schema does not declare, as the API server's strict decoding does.
+    fn check_fields(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        call: &Call,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        if call.query.get("fieldValidation").map(String::as_str) != Some("Strict") {
+            return Ok(());
+        }
+        let crd_name = format!("{}.{}", rt.plural, rt.group);
+        let Some(crd) = self.objects.store.get(CRD_STORAGE_KEY, "", &crd_name)? else {
+            return Ok(());
+        };
+        let schema = crd["spec"]["versions"]
+            .as_array()
+            .and_then(|versions| versions.iter().find(|v| v["name"] == version))
+            .map(|v| &v["schema"]["openAPIV3Schema"])
+            .filter(|schema| schema.is_object());
+        let Some(schema) = schema else {
+            return Ok(());
+        };
+        let unknown = fields::unknown_fields(schema, object);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<String> = unknown
+            .iter()
+            .map(|field| format!("unknown field \"{field}\""))
+            .collect();
+        Err(ApiError::BadRequest(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            named.join(", "),
+            kind = rt.kind
+        )))
     }
 
     fn render_one(&self, rt: &ResourceType, accept: &str, object: Value) -> Value {

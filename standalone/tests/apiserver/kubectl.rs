@@ -586,3 +586,50 @@ fn kubectl_server_dry_run_is_refused_and_writes_nothing() {
     let err = c.fails(&["get", "cm", "dry"]);
     assert!(err.contains("not found"), "{err}");
 }
+
+#[test]
+fn kubectl_refuses_unknown_fields_of_a_custom_resource_and_applies_upstream_examples() {
+    let c = Cluster::start(crds());
+    let typo = r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: typo
+spec:
+  sorce:
+    http:
+      url: "http://example.com/disk.img"
+  storage:
+    resources:
+      requests:
+        storage: 1Gi
+"#;
+    let err = c.ok_stdin_fails(&["apply", "-f", "-"], typo);
+    assert!(err.contains(r#"unknown field "spec.sorce""#), "{err}");
+    let err = c.fails(&["get", "dv", "typo"]);
+    assert!(err.contains("not found"), "{err}");
+    // kubectl --validate=false (fieldValidation=Ignore) takes it, as the API server does.
+    c.ok_stdin(&["apply", "--validate=false", "-f", "-"], typo);
+    // Every upstream example applies under strict validation.
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/tests/examples");
+    for entry in std::fs::read_dir(&examples).expect("the upstream examples") {
+        let file = entry.expect("an example").path();
+        let text = std::fs::read_to_string(&file).expect("an example's text");
+        // The namespaces the example names (hco.yaml's kubevirt-hyperconverged, ...).
+        for line in text.lines() {
+            if let Some(ns) = line.trim().strip_prefix("namespace: ") {
+                let namespace = format!(
+                    r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{}"}}}}"#,
+                    ns.trim()
+                );
+                c.ok_stdin(&["apply", "-f", "-"], &namespace);
+            }
+        }
+        let out = run(c.kubectl_command(&["apply", "-f", &path(&file)]), None);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
