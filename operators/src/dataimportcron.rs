@@ -29,6 +29,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::datasource::{source_patch, without_heartbeats};
 use crate::datavolume::reconcile::{CDI_CONFIG, is_insecure_registry};
 
 /// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
@@ -249,7 +250,14 @@ async fn reconcile(cron: Arc<DataImportCron>, ctx: Arc<Context>) -> Result<Actio
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
-    if cron.status.as_ref() != Some(&outcome.status) {
+    let unchanged = cron.status.as_ref().is_some_and(|current| {
+        let strip = |status: &DataImportCronStatus| DataImportCronStatus {
+            conditions: without_heartbeats(&status.conditions),
+            ..status.clone()
+        };
+        strip(current) == strip(&outcome.status)
+    });
+    if !unchanged {
         crons
             .patch_status(
                 &name,
@@ -514,7 +522,7 @@ async fn ensure_data_source(
         }
         Some(ds) if ds.labels().get(CRON_LABEL) == Some(&cron.name_any()) => {
             if newest.is_some() && ds.spec.source != source {
-                let patch = json!({"spec": {"source": source}});
+                let patch = json!({"spec": {"source": source_patch(&source)}});
                 sources
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;

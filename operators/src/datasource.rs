@@ -130,6 +130,28 @@ pub fn desired_status(ds: &DataSource, observed: &Observed, now: &Time) -> DataS
     }
 }
 
+/// Conditions with their heartbeats left out: a heartbeat alone is no reason to write.
+pub(crate) fn without_heartbeats(
+    conditions: &Option<Vec<CdiCondition>>,
+) -> Option<Vec<CdiCondition>> {
+    conditions.clone().map(|mut conditions| {
+        for c in &mut conditions {
+            c.last_heartbeat_time = None;
+        }
+        conditions
+    })
+}
+
+/// A source as a merge patch: every kind named, the unset ones null, so that switching
+/// from one kind to another removes the old one.
+pub(crate) fn source_patch(source: &DataSourceSource) -> serde_json::Value {
+    json!({
+        "pvc": source.pvc,
+        "snapshot": source.snapshot,
+        "dataSource": source.data_source,
+    })
+}
+
 /// The namespace a source reference means: its own, else the DataSource's.
 fn namespace_of<'a>(reference: &'a str, ds: &'a DataSource) -> String {
     if reference.is_empty() {
@@ -204,16 +226,8 @@ async fn reconcile(ds: Arc<DataSource>, ctx: Arc<Context>) -> Result<Action, Err
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut status = desired_status(&ds, &observed, &now);
     let unchanged = ds.status.as_ref().is_some_and(|current| {
-        let mut current = current.clone();
-        // The heartbeat alone is no reason to write.
-        for c in current.conditions.iter_mut().flatten() {
-            c.last_heartbeat_time = None;
-        }
-        let mut wanted = status.clone();
-        for c in wanted.conditions.iter_mut().flatten() {
-            c.last_heartbeat_time = None;
-        }
-        current == wanted
+        current.source == status.source
+            && without_heartbeats(&current.conditions) == without_heartbeats(&status.conditions)
     });
     if !unchanged {
         if let Some(conditions) = status.conditions.as_mut() {
@@ -224,7 +238,12 @@ async fn reconcile(ds: Arc<DataSource>, ctx: Arc<Context>) -> Result<Action, Err
             .patch_status(
                 &ds.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
+                &Patch::Merge(json!({
+                    "status": {
+                        "source": status.source.as_ref().map(source_patch),
+                        "conditions": status.conditions,
+                    }
+                })),
             )
             .await?;
     }

@@ -12,9 +12,12 @@ use serde_json::Value;
 /// The paths of the fields in `object` that `schema` (an `openAPIV3Schema`) does not declare.
 pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
     let mut unknown = Vec::new();
+    if opaque(schema) {
+        return unknown;
+    }
     if let (Some(properties), Some(fields)) = (schema.get("properties"), object.as_object()) {
         for (name, value) in fields {
-            if matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
+            if matches!(name.as_str(), "apiVersion" | "kind" | "metadata") || skipped(name, value) {
                 continue;
             }
             match properties.get(name) {
@@ -33,6 +36,12 @@ fn opaque(schema: &Value) -> bool {
         || schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
 }
 
+/// What a patch may carry that is not a field: a null (removes the field) and strategic
+/// merge directives (`$patch`, `$retainKeys`, ...).
+fn skipped(name: &str, value: &Value) -> bool {
+    value.is_null() || name.starts_with('$')
+}
+
 fn walk(schema: &Value, value: &Value, path: &str, unknown: &mut Vec<String>) {
     if opaque(schema) {
         return;
@@ -41,7 +50,12 @@ fn walk(schema: &Value, value: &Value, path: &str, unknown: &mut Vec<String>) {
         Value::Object(fields) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
+            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
             for (name, field) in fields {
+                let envelope = matches!(name.as_str(), "apiVersion" | "kind" | "metadata");
+                if skipped(name, field) || (embedded && envelope) {
+                    continue;
+                }
                 let field_path = format!("{path}.{name}");
                 match (properties.and_then(|p| p.get(name)), additional) {
                     (Some(sub), _) => walk(sub, field, &field_path, unknown),
@@ -118,6 +132,8 @@ mod tests {
                 "volumes": [{"name": "a"}, {"nmae": "b"}],
             },
             "extra": 1,
+            "gone": null,
+            "$patch": "merge",
         });
         let mut found = unknown_fields(&schema(), &object);
         found.sort();
