@@ -5,12 +5,12 @@
 
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use api::cdi::datavolume::annotations;
 use clap::{Args, ValueEnum};
+use importer::error_chain;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -189,12 +189,12 @@ pub async fn run(args: ImageUploadArgs) -> anyhow::Result<()> {
     let url = upload_url(&proxy, args.asynchronous)?;
     println!("Uploading data to {url}");
     let token = request_token(&client, &target).await?;
-    let proxy_roots = if args.insecure {
-        None
+    let extra_ca = if args.insecure {
+        Vec::new()
     } else {
-        proxy_roots(&client, args.uploadproxy_ca.as_deref()).await?
+        proxy_ca(&client, args.uploadproxy_ca.as_deref()).await?
     };
-    let http = http_client(args.insecure, proxy_roots)?;
+    let http = http_client(args.insecure, extra_ca)?;
     let transfer = Transfer {
         client: &http,
         url: &url,
@@ -561,14 +561,23 @@ async fn request_token(client: &kube::Client, target: &Target) -> anyhow::Result
 /// The CA of the upload proxy beyond the system roots: `--uploadproxy-ca`, else the bundle
 /// CDI's operator publishes (ConfigMap `cdi/cdi-uploadproxy-signer-bundle`) when this user
 /// may read it.
-async fn proxy_roots(
+async fn proxy_ca(
     client: &kube::Client,
     ca: Option<&Path>,
-) -> anyhow::Result<Option<rustls::RootCertStore>> {
+) -> anyhow::Result<Vec<reqwest::Certificate>> {
     if let Some(ca) = ca {
-        let roots = uploadproxy::tls::roots_from_file(ca)
+        let pem = tokio::fs::read(ca)
+            .await
             .with_context(|| format!("reading --uploadproxy-ca {}", ca.display()))?;
-        return Ok(Some(roots));
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("reading --uploadproxy-ca {}", ca.display()))?;
+        if certs.is_empty() {
+            bail!(
+                "--uploadproxy-ca {}: no PEM certificates in it",
+                ca.display()
+            );
+        }
+        return Ok(certs);
     }
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), CDI_NAMESPACE);
     let bundle = match maps.get_opt(UPLOAD_PROXY_CA_CONFIG_MAP).await {
@@ -578,100 +587,31 @@ async fn proxy_roots(
             None
         }
     };
-    Ok(bundle.and_then(
-        |pem| match uploadproxy::tls::roots_from_pem(pem.as_bytes()) {
-            Ok(roots) => Some(roots),
-            Err(error) => {
-                tracing::warn!(%error, "ignoring the upload proxy's CA bundle");
-                None
-            }
-        },
-    ))
+    let Some(pem) = bundle else {
+        return Ok(Vec::new());
+    };
+    Ok(
+        reqwest::Certificate::from_pem_bundle(pem.as_bytes()).unwrap_or_else(|error| {
+            tracing::warn!(%error, "ignoring the upload proxy's CA bundle");
+            Vec::new()
+        }),
+    )
 }
 
-/// An HTTPS client for the upload proxy: the system roots plus `extra`, or no verification.
+/// An HTTPS client for the upload proxy: the system roots plus `extra`, or (`--insecure`)
+/// no verification of the proxy's certificate.
 fn http_client(
     insecure: bool,
-    extra: Option<rustls::RootCertStore>,
+    extra: Vec<reqwest::Certificate>,
 ) -> anyhow::Result<reqwest::Client> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?;
-    let mut config = if insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate(provider)))
-            .with_no_client_auth()
-    } else {
-        let mut roots = rustls::RootCertStore::empty();
-        let native = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(native.certs);
-        if let Some(extra) = extra {
-            roots.roots.extend(extra.roots);
-        }
-        if roots.is_empty() {
-            bail!(
-                "no trusted CA certificates: the system has none; pass --uploadproxy-ca or --insecure"
-            );
-        }
-        builder.with_root_certificates(roots).with_no_client_auth()
-    };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // ring is the one crypto provider in the build.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
-        .use_preconfigured_tls(config)
+        .tls_danger_accept_invalid_certs(insecure)
+        .tls_certs_merge(extra)
         .connect_timeout(Duration::from_secs(30))
         .build()
         .context("building the HTTPS client")
-}
-
-/// Accepts any server certificate (`--insecure`); signatures are still checked, so the
-/// handshake is sound, only the identity is not.
-#[derive(Debug)]
-struct AnyServerCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyServerCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// One upload of the image, with retries that resume where the upload server stands.
@@ -853,18 +793,6 @@ fn progress_bar(size: u64) -> indicatif::ProgressBar {
 fn backoff(failures: u32) -> Duration {
     let millis = 500u64.saturating_mul(1 << failures.saturating_sub(1).min(5));
     Duration::from_millis(millis.min(10_000))
-}
-
-/// An error and its causes on one line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Waits until the upload is processed: the DataVolume Succeeded, or the PVC's upload pod

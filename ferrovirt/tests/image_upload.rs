@@ -331,6 +331,57 @@ async fn uploads_a_qcow2_image_to_an_existing_upload_pvc() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_certificate_is_verified_unless_insecure() {
+    let mut world = World::start("disk", Options::default()).await;
+    world
+        .create_pvc(
+            "disk",
+            &[
+                ("cdi.kubevirt.io/storage.upload.target", ""),
+                ("cdi.kubevirt.io/storage.pod.ready", "true"),
+                ("cdi.kubevirt.io/storage.pod.phase", "Running"),
+            ],
+        )
+        .await;
+    world.mark_succeeded_when_done("disk");
+    let image = fixture("raw.img");
+    let args = |extra: &'static str| {
+        vec![
+            "pvc".to_string(),
+            "disk".into(),
+            "--no-create".into(),
+            "--retry".into(),
+            "1".into(),
+            "--uploadproxy-url".into(),
+            world.proxy_url.clone(),
+            "--image-path".into(),
+            image.to_str().unwrap().into(),
+            extra.into(),
+        ]
+    };
+    // The proxy's CA is neither passed nor in the cluster: its certificate does not verify.
+    let refused = args("--async");
+    let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+    let output = world.image_upload(&refused).await;
+    assert!(!output.status.success(), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.to_ascii_lowercase().contains("certificate"),
+        "{}",
+        describe(&output)
+    );
+    // --insecure takes the proxy as it is.
+    let insecure = args("--insecure");
+    let insecure: Vec<&str> = insecure.iter().map(String::as_str).collect();
+    let output = world.image_upload(&insecure).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(
+        sha256_file(&world.disk()).unwrap(),
+        reference_sha256("raw.img")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_upload_resumes_from_the_committed_offset() {
     let world = World::start(
         "disk",

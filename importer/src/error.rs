@@ -104,3 +104,15 @@ impl ImportError {
 }
 
 pub type Result<T, E = ImportError> = std::result::Result<T, E>;
+
+/// An error and every cause under it on one line, so "error sending request" says why.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -22,7 +22,7 @@ pub mod stream;
 pub mod write_pool;
 
 pub use checksum::Checksum;
-pub use error::ImportError;
+pub use error::{ImportError, error_chain};
 pub use pipeline::{ContentType, ImportOutcome, ImportRequest, import};
 pub use size::parse_quantity;
 pub use source::http::HttpOptions;

@@ -13,7 +13,7 @@ use http::{HeaderMap, Method, StatusCode, header};
 use http_body_util::{BodyDataStream, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use importer::ContentType;
+use importer::{ContentType, error_chain};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -230,17 +230,6 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let valid = |c: char| c.is_ascii_alphanumeric() || "-._~+/".contains(c);
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && token.chars().all(valid))
         .then_some(token)
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use super::{OpenedSource, RandomAccess};
-use crate::error::ImportError;
+use crate::error::{ImportError, error_chain};
 use crate::stream::{ChannelReader, Chunk};
 
 /// Chunks of a body in flight between the network task and the pipeline. hyper hands out
@@ -291,18 +291,6 @@ fn validator(headers: &HeaderMap) -> Option<HeaderValue> {
         .get(ETAG)
         .filter(|v| !v.as_bytes().starts_with(b"W/"));
     strong_etag.or_else(|| headers.get(LAST_MODIFIED)).cloned()
-}
-
-/// Every error in the chain, so "error sending request" says why.
-pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The contents of every regular, non-hidden file of a CA directory (a mounted ConfigMap

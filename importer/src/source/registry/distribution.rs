@@ -23,7 +23,8 @@ use super::manifest::{
     select_platform,
 };
 use crate::error::ImportError;
-use crate::source::http::{ca_dir_files, error_chain};
+use crate::error::error_chain;
+use crate::source::http::ca_dir_files;
 
 /// A registry and the image in it.
 pub(super) struct Distribution {
