@@ -128,6 +128,16 @@ spec:
         let (_, zero) = digest_prefix(&disk, 0);
         assert!(zero, "{name} is not blank");
     }
+    // Deleting a DataVolume deletes its PVC (owner reference), as the README says.
+    platform.ok(&["delete", "datavolume", "blank"]);
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    while platform.json(&["get", "pvc", "blank"]).is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "PVC blank outlived its DataVolume"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Pushes a containerDisk holding `image` (gzip layer) to `registry` as `repo_tag`.

@@ -279,6 +279,23 @@ mod tests {
         assert_eq!(source.kind, "http");
         assert_eq!(source.endpoint.as_deref(), Some("http://x/disk.img"));
         assert_eq!(source.checksum.as_deref(), Some("sha256:00"));
+        let s3 = DataVolumeSource {
+            s3: Some(api::cdi::datavolume::DataVolumeSourceS3 {
+                url: "http://s3.local/bucket/disk.qcow2".into(),
+                secret_ref: Some("s3-creds".into()),
+                cert_config_map: None,
+            }),
+            ..Default::default()
+        };
+        let Transfer::Import(source) = Transfer::from_source(&s3) else {
+            panic!("s3 is an import");
+        };
+        assert_eq!(source.kind, "s3");
+        assert_eq!(
+            source.endpoint.as_deref(),
+            Some("http://s3.local/bucket/disk.qcow2")
+        );
+        assert_eq!(source.secret_ref.as_deref(), Some("s3-creds"));
         let blank = DataVolumeSource {
             blank: Some(DataVolumeBlankImage {}),
             ..Default::default()
