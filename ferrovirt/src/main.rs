@@ -1,5 +1,6 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
+mod clone_auth;
 mod controller;
 mod csi_driver;
 mod image_upload;

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -136,6 +137,11 @@ async fn run_foreground(
     listen: SocketAddr,
     upload_proxy: SocketAddr,
 ) -> anyhow::Result<()> {
+    // CDI's API server signs upload and clone tokens with one key.
+    let token_issuer = Arc::new(
+        uploadproxy::UploadTokenIssuer::load_or_create(dir)
+            .context("loading the token signing key")?,
+    );
     let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
         listen,
@@ -145,14 +151,14 @@ async fn run_foreground(
             api::admission::admit(object).map_err(|err| err.to_string())
         })],
         virtual_creates: HashMap::from([crate::upload_tokens::upload_token_requests(
-            uploadproxy::UploadTokenIssuer::load_or_create(dir)
-                .context("loading the upload token signing key")?,
+            token_issuer.clone(),
         )]),
+        create_admission: vec![crate::clone_auth::clone_authorization(token_issuer.clone())],
     };
     let control_plane = ControlPlane::start(config)
         .await
         .context("starting the control plane")?;
-    start_controllers(&control_plane, dir, upload_proxy).await?;
+    start_controllers(&control_plane, dir, upload_proxy, &token_issuer).await?;
     let server = &control_plane.api_server;
     let pid_path = dir.join(PID_FILE);
     fs::write(&pid_path, std::process::id().to_string())
@@ -174,6 +180,7 @@ async fn start_controllers(
     control_plane: &ControlPlane,
     dir: &Path,
     upload_proxy: SocketAddr,
+    token_issuer: &uploadproxy::UploadTokenIssuer,
 ) -> anyhow::Result<()> {
     seed_cdi_config(&control_plane.client).await?;
     let uploads =
@@ -182,6 +189,7 @@ async fn start_controllers(
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
         upload_certificates: Some(uploads.certificates),
+        clone_tokens: Some(token_issuer.validator()),
         ..Default::default()
     };
     tokio::spawn(async move {

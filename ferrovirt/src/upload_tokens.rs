@@ -3,9 +3,8 @@
 //! the request and `status.token`, an upload token for the named PVC signed with the key in
 //! the data directory, as CDI's API server answers it.
 //!
-//! Authorization: the embedded API server authenticates every request (client certificate or
-//! bearer token; anonymous requests are refused) and has one identity, the administrator, so
-//! whoever may call it may request a token for any namespace.
+//! Authorization: the embedded API server authorizes the create like any other (the admin
+//! may; a user it impersonates needs an RBAC rule for `create uploadtokenrequests`).
 
 use serde_json::{Value, json};
 use standalone::apiserver::{ApiError, VirtualCreate};
@@ -20,7 +19,9 @@ const API_VERSION: &str = "upload.cdi.kubevirt.io/v1beta1";
 
 /// The `virtual_creates` entry of the API server that answers UploadTokenRequests with
 /// tokens from `issuer`.
-pub fn upload_token_requests(issuer: UploadTokenIssuer) -> ((String, String), Box<VirtualCreate>) {
+pub fn upload_token_requests(
+    issuer: std::sync::Arc<UploadTokenIssuer>,
+) -> ((String, String), Box<VirtualCreate>) {
     let create = move |namespace: &str, body: Value| answer(&issuer, namespace, body);
     ((GROUP.into(), PLURAL.into()), Box::new(create))
 }
@@ -124,7 +125,7 @@ mod tests {
     fn answers_with_a_token_for_the_pvc() {
         let (dir, issuer) = issuer();
         let validator = issuer.validator();
-        let ((group, plural), create) = upload_token_requests(issuer);
+        let ((group, plural), create) = upload_token_requests(std::sync::Arc::new(issuer));
         assert_eq!((group.as_str(), plural.as_str()), (GROUP, PLURAL));
         let answer = create("tenant", request(json!("disk"))).unwrap();
         assert_eq!(answer["kind"], KIND);

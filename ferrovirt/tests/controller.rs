@@ -1,6 +1,7 @@
 //! `ferrovirt controller` as the Deployment in `deploy/operators/` runs it: a separate process
 //! that finds its API server through KUBECONFIG (here the embedded one, holding the CRDs of
-//! `deploy/crds/` as a cluster would) and reconciles what it watches there.
+//! `deploy/crds/` as a cluster would), acts as the service account of
+//! `deploy/operators/rbac.yaml` under that server's RBAC, and reconciles what it watches.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,6 +33,18 @@ where
     panic!("{what} did not happen within {LIMIT:?}");
 }
 
+/// Runs kubectl with `kubeconfig`. (Async: the API server shares this test's runtime.)
+async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
+    let output = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .await
+        .expect("running kubectl");
+    assert!(output.status.success(), "kubectl {args:?}: {output:?}");
+}
+
 fn ready_reason(ds: &DataSource) -> Option<String> {
     ds.status
         .as_ref()?
@@ -57,15 +70,29 @@ async fn the_controller_command_reconciles_against_the_api_server_of_its_kubecon
         crds,
         admission: Vec::new(),
         virtual_creates: HashMap::new(),
+        create_admission: Vec::new(),
     })
     .await
     .expect("the API server starts");
     let client = standalone::control_plane::client_for(&server.kubeconfig)
         .await
         .expect("a client");
+    // The controller runs as the service account of deploy/operators/, with only what its
+    // ClusterRole grants: a call the RBAC misses fails and the reconciles below never happen.
+    let rbac = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/operators/rbac.yaml");
+    kubectl(&server.kubeconfig, &["apply", "-f", rbac]).await;
+    let admin = std::fs::read_to_string(&server.kubeconfig).expect("reading the kubeconfig");
+    let impersonating = admin.replacen(
+        "  user:\n",
+        "  user:\n    as: system:serviceaccount:cdi:ferrovirt-controller\n",
+        1,
+    );
+    assert_ne!(admin, impersonating, "the kubeconfig has a user");
+    let as_controller = dir.join("controller-kubeconfig");
+    std::fs::write(&as_controller, impersonating).expect("writing the kubeconfig");
     let _controller = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
         .arg("controller")
-        .env("KUBECONFIG", &server.kubeconfig)
+        .env("KUBECONFIG", &as_controller)
         .env("RUST_LOG", "info")
         .kill_on_drop(true)
         .spawn()

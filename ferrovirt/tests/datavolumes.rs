@@ -31,9 +31,13 @@ spec:
 
 /// The volume of `pvc` holds `image` converted to raw, then zeros to its end.
 fn assert_volume_holds(platform: &Platform, pvc: &str, image: &str) {
+    assert_volume_in_namespace_holds(platform, "default", pvc, image);
+}
+
+fn assert_volume_in_namespace_holds(platform: &Platform, namespace: &str, pvc: &str, image: &str) {
     let scratch = TempDir::new("dv-contents");
     let disk = scratch.join("disk.img");
-    platform.extract_disk("default", pvc, &disk);
+    platform.extract_disk(namespace, pvc, &disk);
     let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
     assert_eq!(digest, reference_sha256(image), "contents of {pvc}");
     assert!(zero_tail, "{pvc} has data after the image's end");
@@ -380,6 +384,180 @@ spec:
         );
     }
     assert_volume_holds(&platform, "golden", image);
+}
+
+/// RBAC of the cross-namespace clone test: alice manages DataVolumes in `team` only; the
+/// ClusterRole `datavolume-cloner` is what CDI's docs tell users to bind in a source namespace.
+const TEAM_RBAC: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: datavolume-editor
+  namespace: team
+rules:
+- apiGroups: ["cdi.kubevirt.io"]
+  resources: ["datavolumes"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: alice-edits-datavolumes
+  namespace: team
+subjects:
+- kind: User
+  name: alice
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: datavolume-editor
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: datavolume-cloner
+rules:
+- apiGroups: ["cdi.kubevirt.io"]
+  resources: ["datavolumes/source"]
+  verbs: ["create"]
+"#;
+
+const CLONE_PERMISSION: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: alice-clones-golden-images
+  namespace: golden-images
+subjects:
+- kind: User
+  name: alice
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: datavolume-cloner
+"#;
+
+const CAN_CLONE_FROM_GOLDEN_IMAGES: &str = r#"apiVersion: authorization.k8s.io/v1
+kind: SelfSubjectAccessReview
+spec:
+  resourceAttributes:
+    namespace: golden-images
+    verb: create
+    group: cdi.kubevirt.io
+    resource: datavolumes
+    subresource: source
+"#;
+
+const CROSS_NAMESPACE_CLONE: &str = r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: copy
+  namespace: team
+spec:
+  source:
+    pvc:
+      namespace: golden-images
+      name: golden
+  storage: {}
+"#;
+
+#[test]
+fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-clone-xns");
+    let image = "v3.qcow2";
+    platform.apply(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: golden-images}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n",
+    );
+    let golden = http_datavolume("golden", &server.url(image), "64Mi", "");
+    platform.ok_stdin(&["apply", "-n", "golden-images", "-f", "-"], Some(&golden));
+    platform.wait_phase("golden-images", "golden", "Succeeded", IMPORT_LIMIT);
+    platform.apply(TEAM_RBAC);
+    let as_alice = |args: &[&str], stdin: Option<&str>| {
+        let mut all = vec!["--as", "alice"];
+        all.extend_from_slice(args);
+        platform.kubectl(&all, stdin)
+    };
+    // What `kubectl auth can-i` asks; created from YAML because can-i sends protobuf.
+    let can_clone = || {
+        let answer = as_alice(
+            &[
+                "create",
+                "--validate=false",
+                "-o",
+                "jsonpath={.status.allowed}",
+                "-f",
+                "-",
+            ],
+            Some(CAN_CLONE_FROM_GOLDEN_IMAGES),
+        );
+        assert!(answer.status.success(), "{answer:?}");
+        String::from_utf8_lossy(&answer.stdout).trim().to_string()
+    };
+
+    // Without permission in golden-images: refused at admission, nothing created.
+    assert_eq!(can_clone(), "false");
+    let denied = as_alice(&["get", "datavolumes", "-n", "golden-images"], None);
+    assert!(!denied.status.success());
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains(
+            r#"User "alice" cannot list resource "datavolumes" in API group "cdi.kubevirt.io" in the namespace "golden-images""#
+        ),
+        "{denied:?}"
+    );
+    let refused = as_alice(&["apply", "-f", "-"], Some(CROSS_NAMESPACE_CLONE));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        stderr.contains(
+            "User alice has insufficient permissions in clone source namespace golden-images"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        platform
+            .json(&["get", "dv", "-n", "team", "copy"])
+            .is_none()
+    );
+
+    // With datavolumes/source granted there, the clone is admitted and completes.
+    platform.apply(CLONE_PERMISSION);
+    assert_eq!(can_clone(), "true");
+    let admitted = as_alice(&["apply", "-f", "-"], Some(CROSS_NAMESPACE_CLONE));
+    assert!(admitted.status.success(), "{admitted:?}");
+    let dv = platform.wait_phase("team", "copy", "Succeeded", IMPORT_LIMIT);
+    assert!(
+        dv["metadata"]["annotations"]["cdi.kubevirt.io/storage.clone.token"].is_string(),
+        "{dv}"
+    );
+    assert_volume_in_namespace_holds(&platform, "team", "copy", image);
+    assert_ne!(
+        platform.volume_image("team", "copy"),
+        platform.volume_image("golden-images", "golden")
+    );
+    // The temporary claim is gone and the volume has its reclaim policy back.
+    let claims = platform.ok(&["get", "pvc", "-n", "golden-images", "-o", "name"]);
+    assert_eq!(claims.trim(), "persistentvolumeclaim/golden", "{claims}");
+    let claim = platform
+        .json(&["get", "pvc", "-n", "team", "copy"])
+        .expect("the clone's PVC");
+    let pv_name = claim["spec"]["volumeName"].as_str().expect("bound");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pv = platform.json(&["get", "pv", pv_name]).expect("the PV");
+        if pv["spec"]["persistentVolumeReclaimPolicy"] == "Delete" {
+            assert_eq!(pv["spec"]["claimRef"]["namespace"], "team", "{pv}");
+            assert_eq!(
+                pv["spec"]["claimRef"]["uid"], claim["metadata"]["uid"],
+                "{pv}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reclaim policy not restored: {pv}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_volume_in_namespace_holds(&platform, "golden-images", "golden", image);
 }
 
 /// Polls DataImportCron `name` until `done` holds for it.

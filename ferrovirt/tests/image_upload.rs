@@ -85,7 +85,10 @@ impl World {
             admission: vec![Box::new(|_, object| {
                 api::admission::admit(object).map_err(|err| err.to_string())
             })],
-            virtual_creates: HashMap::from([upload_tokens::upload_token_requests(issuer)]),
+            virtual_creates: HashMap::from([upload_tokens::upload_token_requests(
+                std::sync::Arc::new(issuer),
+            )]),
+            create_admission: Vec::new(),
         })
         .await
         .expect("the API server starts");

@@ -34,6 +34,9 @@ pub struct ControllerConfig {
     /// When set, the controller gives each upload server its serving certificate and the
     /// client CA bundle (CDI's operator-managed CAs); otherwise they must exist already.
     pub upload_certificates: Option<Arc<certs::UploadCertificates>>,
+    /// Checks the clone tokens that authorize cross-namespace clones; without it such clones
+    /// are refused.
+    pub clone_tokens: Option<uploadproxy::UploadTokenValidator>,
 }
 
 impl Default for ControllerConfig {
@@ -45,6 +48,7 @@ impl Default for ControllerConfig {
             upload_client_ca_config_map: datavolume::pod::UPLOAD_CLIENT_CA_CONFIG_MAP.to_string(),
             upload_client_name: datavolume::pod::UPLOAD_CLIENT_NAME.to_string(),
             upload_certificates: None,
+            clone_tokens: None,
         }
     }
 }

@@ -39,8 +39,10 @@ pub const PERMISSIONS: &[Permission] = &[
     p(
         "",
         "persistentvolumeclaims",
-        &["get", "list", "watch", "create", "patch"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
+    // Handing a cross-namespace clone's volume from its temporary claim to the target.
+    p("", "persistentvolumes", &["get", "list", "patch"]),
     p("", "pods", &["get", "list", "watch", "create", "delete"]),
     p(
         "",

@@ -14,7 +14,9 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-use crate::apiserver::{Admission, ApiServer, ApiServerConfig, StartError, VirtualCreate};
+use crate::apiserver::{
+    Admission, ApiServer, ApiServerConfig, CreateAdmission, StartError, VirtualCreate,
+};
 use crate::csi::CsiClient;
 use crate::node_agent::LocalNodeAgent;
 use crate::provisioner::LocalProvisioner;
@@ -46,6 +48,7 @@ pub struct ControlPlaneConfig {
     pub node: String,
     pub admission: Vec<Box<Admission>>,
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
+    pub create_admission: Vec<Box<CreateAdmission>>,
 }
 
 pub struct ControlPlane {
@@ -67,6 +70,7 @@ impl ControlPlane {
             crds,
             admission: config.admission,
             virtual_creates: config.virtual_creates,
+            create_admission: config.create_admission,
         })
         .await?;
         let client = client_for(&api_server.kubeconfig).await?;

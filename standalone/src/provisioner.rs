@@ -102,6 +102,13 @@ impl LocalProvisioner {
         volumes: &[PersistentVolume],
     ) -> Result<(), ProvisionError> {
         let spec = claim.spec.clone().unwrap_or_default();
+        let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        if bound || claim.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        if let Some(volume_name) = &spec.volume_name {
+            return self.bind_named(claim, volume_name, volumes).await;
+        }
         let Some(class) = spec
             .storage_class_name
             .as_ref()
@@ -109,15 +116,8 @@ impl LocalProvisioner {
         else {
             return Ok(());
         };
-        if claim.metadata.deletion_timestamp.is_some() {
-            return Ok(());
-        }
-        let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-        if bound {
-            return Ok(());
-        }
         let waits = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
-        if waits && !claim.annotations().contains_key(SELECTED_NODE) && spec.volume_name.is_none() {
+        if waits && !claim.annotations().contains_key(SELECTED_NODE) {
             return Ok(());
         }
         let pv_name = format!("pvc-{}", claim.uid().unwrap_or_default());
@@ -233,6 +233,31 @@ impl LocalProvisioner {
         })
     }
 
+    /// A claim that names its volume (`spec.volumeName`) is bound to it once the volume is
+    /// free for it: no claimRef, or one naming this claim (the PV controller's static binding).
+    async fn bind_named(
+        &self,
+        claim: &PersistentVolumeClaim,
+        volume_name: &str,
+        volumes: &[PersistentVolume],
+    ) -> Result<(), ProvisionError> {
+        let Some(volume) = volumes.iter().find(|v| v.name_any() == volume_name) else {
+            return Ok(());
+        };
+        let claim_ref = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+        let free = claim_ref.is_none_or(|r| {
+            r.namespace == claim.namespace()
+                && r.name.as_deref() == Some(claim.name_any().as_str())
+                && r.uid
+                    .as_ref()
+                    .is_none_or(|uid| Some(uid) == claim.uid().as_ref())
+        });
+        if !free {
+            return Ok(());
+        }
+        self.bind(claim, volume).await
+    }
+
     async fn bind(
         &self,
         claim: &PersistentVolumeClaim,
@@ -259,6 +284,13 @@ impl LocalProvisioner {
         claims
             .patch_status(&claim.name_any(), &params, &Patch::Merge(&status))
             .await?;
+        let claim_ref = json!({"spec": {"claimRef": {
+            "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+            "namespace": namespace, "name": claim.name_any(), "uid": claim.uid(),
+        }}});
+        volumes
+            .patch(&volume.name_any(), &params, &Patch::Merge(&claim_ref))
+            .await?;
         volumes
             .patch_status(
                 &volume.name_any(),
@@ -280,8 +312,11 @@ impl LocalProvisioner {
             return Ok(());
         }
         let spec = volume.spec.clone().unwrap_or_default();
-        let claim_uid = spec.claim_ref.as_ref().and_then(|r| r.uid.clone());
-        let claimed = claims.iter().any(|c| c.uid() == claim_uid);
+        let Some(claim_uid) = spec.claim_ref.as_ref().and_then(|r| r.uid.clone()) else {
+            // Free, or reserved for a claim by name that is yet to come: nothing to reclaim.
+            return Ok(());
+        };
+        let claimed = claims.iter().any(|c| c.uid().as_ref() == Some(&claim_uid));
         if claimed {
             return Ok(());
         }

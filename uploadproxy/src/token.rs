@@ -2,7 +2,13 @@
 //! proxy checks before it lets bytes through. Same shape as CDI's (`pkg/token`): signed PS256
 //! by issuer `cdi-apiserver`, valid for five minutes, with the private claims `operation`,
 //! `name`, `namespace` and `resource` (a GroupVersionResource).
+//!
+//! CDI's API server signs clone tokens with the same key: its DataVolume webhook, having
+//! checked that the creator may clone from the source namespace, puts one on the DataVolume
+//! (operation `Clone`, the source PVC, and `params` naming the target), and the controller
+//! clones only what such a token allows.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +26,10 @@ pub const TOKEN_LIFETIME: Duration = Duration::from_secs(5 * 60);
 pub const LEEWAY: Duration = Duration::from_secs(10);
 /// The `operation` of an upload token.
 pub const OPERATION_UPLOAD: &str = "Upload";
+/// The `operation` of a clone token.
+pub const OPERATION_CLONE: &str = "Clone";
+/// The DataVolume annotation holding a clone token, as CDI's.
+pub const CLONE_TOKEN_ANNOTATION: &str = "cdi.kubevirt.io/storage.clone.token";
 /// The resource an upload token is for.
 pub const RESOURCE_PVC: &str = "persistentvolumeclaims";
 /// File name of the signing key in the key directory.
@@ -55,6 +65,9 @@ pub struct UploadClaims {
     pub namespace: String,
     #[serde(default)]
     pub resource: GroupVersionResource,
+    /// Further parameters: a clone token's `targetNamespace` and `targetName`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
 }
 
 /// Why a token was refused (or could not be issued).
@@ -74,6 +87,8 @@ pub enum TokenError {
     WrongOperation(String, String),
     #[error("token names no PVC (name and namespace are required)")]
     NoTarget,
+    #[error("clone token is for {0}, not for this clone")]
+    OtherClone(String),
     #[error("signing key {path}: {reason}")]
     Key { path: PathBuf, reason: String },
     #[error("signing a token: {0}")]
@@ -125,14 +140,21 @@ impl UploadTokenIssuer {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
             Err(err) => return Err(key_error(err.to_string())),
         }
+        let issuer = Self::generate().map_err(|e| key_error(e.to_string()))?;
+        write_private(&path, issuer.private_key_pem().as_bytes())
+            .map_err(|e| key_error(e.to_string()))?;
+        tracing::info!(path = %path.display(), "created the upload token signing key");
+        Ok(issuer)
+    }
+
+    /// A new 2048-bit key, kept nowhere (the webhook server keeps it in a Secret).
+    pub fn generate() -> Result<Self, TokenError> {
         let key = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, RSA_BITS)
-            .map_err(|e| key_error(format!("generating: {e}")))?;
+            .map_err(|e| TokenError::Sign(format!("generating a key: {e}")))?;
         let pem = key
             .to_pkcs1_pem(LineEnding::LF)
-            .map_err(|e| key_error(e.to_string()))?;
-        write_private(&path, pem.as_bytes()).map_err(|e| key_error(e.to_string()))?;
-        tracing::info!(path = %path.display(), "created the upload token signing key");
-        Self::from_pem(&pem).map_err(|e| key_error(e.to_string()))
+            .map_err(|e| TokenError::Sign(e.to_string()))?;
+        Self::from_pem(&pem)
     }
 
     /// From a PKCS#1 (`RSA PRIVATE KEY`) PEM, as a Secret would hold it.
@@ -200,6 +222,32 @@ impl UploadTokenIssuer {
                 version: "v1".into(),
                 resource: RESOURCE_PVC.into(),
             },
+            params: BTreeMap::new(),
+        };
+        self.sign(&claims)
+    }
+
+    /// A token allowing a clone of PVC `source` (namespace, name) into `target`.
+    pub fn issue_clone(
+        &self,
+        source: (&str, &str),
+        target: (&str, &str),
+    ) -> Result<String, TokenError> {
+        let now = unix_seconds(SystemTime::now());
+        let claims = UploadClaims {
+            iss: ISSUER.into(),
+            iat: now,
+            nbf: now,
+            exp: now + TOKEN_LIFETIME.as_secs(),
+            operation: OPERATION_CLONE.into(),
+            namespace: source.0.into(),
+            name: source.1.into(),
+            resource: GroupVersionResource {
+                group: String::new(),
+                version: "v1".into(),
+                resource: RESOURCE_PVC.into(),
+            },
+            params: clone_params(target),
         };
         self.sign(&claims)
     }
@@ -235,8 +283,59 @@ impl UploadTokenValidator {
     /// Checks the signature (PS256 only), issuer, validity window (with 10 s of leeway) and
     /// purpose; returns the claims of a token that allows an upload to the PVC they name.
     pub fn validate(&self, token: &str) -> Result<UploadClaims, TokenError> {
+        let claims = self.decode(token, true)?;
+        if claims.operation != OPERATION_UPLOAD || claims.resource.resource != RESOURCE_PVC {
+            return Err(TokenError::WrongOperation(
+                claims.operation,
+                claims.resource.resource,
+            ));
+        }
+        if claims.name.is_empty() || claims.namespace.is_empty() {
+            return Err(TokenError::NoTarget);
+        }
+        Ok(claims)
+    }
+
+    /// Checks that `token` allows cloning PVC `source` into `target` (namespace, name each).
+    ///
+    /// Its expiry is not checked: the token is bound to one source and one target, both fixed
+    /// in an immutable DataVolume spec, so it stays valid for as long as that DataVolume waits
+    /// (CDI gets the same by replacing it with a long-lived one).
+    pub fn validate_clone(
+        &self,
+        token: &str,
+        source: (&str, &str),
+        target: (&str, &str),
+    ) -> Result<(), TokenError> {
+        let claims = self.decode(token, false)?;
+        if claims.operation != OPERATION_CLONE || claims.resource.resource != RESOURCE_PVC {
+            return Err(TokenError::WrongOperation(
+                claims.operation,
+                claims.resource.resource,
+            ));
+        }
+        let same = claims.namespace == source.0
+            && claims.name == source.1
+            && claims.params == clone_params(target);
+        if !same {
+            return Err(TokenError::OtherClone(format!(
+                "{}/{} into {}/{}",
+                claims.namespace,
+                claims.name,
+                claims
+                    .params
+                    .get("targetNamespace")
+                    .map_or("", String::as_str),
+                claims.params.get("targetName").map_or("", String::as_str),
+            )));
+        }
+        Ok(())
+    }
+
+    fn decode(&self, token: &str, check_expiry: bool) -> Result<UploadClaims, TokenError> {
         let mut validation = Validation::new(Algorithm::PS256);
         validation.leeway = LEEWAY.as_secs();
+        validation.validate_exp = check_expiry;
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "nbf", "iss"]);
         validation.set_issuer(&[ISSUER]);
@@ -250,18 +349,15 @@ impl UploadTokenValidator {
                     _ => TokenError::Malformed(err.to_string()),
                 }
             })?;
-        let claims = data.claims;
-        if claims.operation != OPERATION_UPLOAD || claims.resource.resource != RESOURCE_PVC {
-            return Err(TokenError::WrongOperation(
-                claims.operation,
-                claims.resource.resource,
-            ));
-        }
-        if claims.name.is_empty() || claims.namespace.is_empty() {
-            return Err(TokenError::NoTarget);
-        }
-        Ok(claims)
+        Ok(data.claims)
     }
+}
+
+fn clone_params(target: (&str, &str)) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("targetNamespace".to_string(), target.0.to_string()),
+        ("targetName".to_string(), target.1.to_string()),
+    ])
 }
 
 fn unix_seconds(time: SystemTime) -> u64 {
@@ -373,6 +469,7 @@ mod tests {
                 resource: RESOURCE_PVC.into(),
                 ..Default::default()
             },
+            params: BTreeMap::new(),
         };
         let clone = issuer.sign(&claims).unwrap();
         let err = validator.validate(&clone).unwrap_err();
@@ -387,6 +484,44 @@ mod tests {
         assert!(matches!(
             validator.validate("not.a.token"),
             Err(TokenError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn clone_tokens_bind_one_source_to_one_target() {
+        let (_dir, issuer) = issuer();
+        let validator = issuer.validator();
+        let token = issuer
+            .issue_clone(("src", "golden"), ("dst", "copy"))
+            .unwrap();
+        validator
+            .validate_clone(&token, ("src", "golden"), ("dst", "copy"))
+            .unwrap();
+        let err = validator
+            .validate_clone(&token, ("src", "golden"), ("dst", "other"))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "clone token is for src/golden into dst/copy, not for this clone"
+        );
+        assert!(matches!(
+            validator.validate_clone(&token, ("src", "secret"), ("dst", "copy")),
+            Err(TokenError::OtherClone(_))
+        ));
+        // Neither kind of token passes for the other.
+        assert!(validator.validate(&token).unwrap_err().is_wrong_purpose());
+        let upload = issuer.issue("dst", "copy").unwrap();
+        assert!(matches!(
+            validator.validate_clone(&upload, ("src", "golden"), ("dst", "copy")),
+            Err(TokenError::WrongOperation(..))
+        ));
+        let (_other_dir, other) = issuer_pair();
+        let forged = other
+            .issue_clone(("src", "golden"), ("dst", "copy"))
+            .unwrap();
+        assert!(matches!(
+            validator.validate_clone(&forged, ("src", "golden"), ("dst", "copy")),
+            Err(TokenError::BadSignature)
         ));
     }
 

@@ -76,6 +76,7 @@ async fn tokens_are_checked() {
                 version: "v1".into(),
                 resource: RESOURCE_PVC.into(),
             },
+            params: Default::default(),
         })
         .unwrap();
     assert_eq!(

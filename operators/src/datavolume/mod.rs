@@ -9,6 +9,7 @@
 //! - [`status`]: the DataVolume status from the observed PVC and pod.
 //! - [`reconcile`]: the API calls that bring the cluster to that state.
 
+pub mod cross_namespace;
 pub mod pod;
 pub mod pvc;
 pub mod reconcile;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use api::cdi::DataVolume;
+use api::cdi::datavolume::STORAGE_RESOURCE;
 use api::cdi::datavolume::annotations::{self, SELECTED_NODE};
-use api::cdi::datavolume::{DataVolumeSourcePvc, STORAGE_RESOURCE};
 use api::cdi::storageprofile::StorageProfileStatus;
 use api::quantity::quantity_bytes;
 use k8s_openapi::api::core::v1::{
@@ -284,19 +284,15 @@ pub fn desired_pvc(
     })
 }
 
-/// Whether a CSI clone of `source` into a PVC of `target_class` is possible: same namespace
-/// (a PVC `dataSource` is namespace-local) and the same storage class.
-pub fn csi_clone_possible(
-    dv_namespace: &str,
-    source: &DataVolumeSourcePvc,
-    source_pvc: &PersistentVolumeClaim,
-    target_class: Option<&str>,
-) -> bool {
+/// Whether a CSI clone of `source_pvc` into a PVC of `target_class` is possible: both of
+/// one storage class. (Another namespace is reached through a temporary claim, see
+/// `cross_namespace`.)
+pub fn csi_clone_possible(source_pvc: &PersistentVolumeClaim, target_class: Option<&str>) -> bool {
     let source_class = source_pvc
         .spec
         .as_ref()
         .and_then(|s| s.storage_class_name.as_deref());
-    source.namespace == dv_namespace && source_class.is_some() && source_class == target_class
+    source_class.is_some() && source_class == target_class
 }
 
 #[cfg(test)]
@@ -491,23 +487,8 @@ mod tests {
             pvc.metadata.annotations.unwrap()[CLONE_REQUEST],
             "ns/golden"
         );
-        let src = DataVolumeSourcePvc {
-            namespace: "ns".into(),
-            name: "golden".into(),
-        };
-        assert!(csi_clone_possible(
-            "ns",
-            &src,
-            &source,
-            Some("hostpath-csi")
-        ));
-        assert!(!csi_clone_possible(
-            "other",
-            &src,
-            &source,
-            Some("hostpath-csi")
-        ));
-        assert!(!csi_clone_possible("ns", &src, &source, Some("nfs")));
+        assert!(csi_clone_possible(&source, Some("hostpath-csi")));
+        assert!(!csi_clone_possible(&source, Some("nfs")));
     }
 
     #[test]

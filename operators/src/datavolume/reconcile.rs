@@ -25,8 +25,8 @@ use serde_json::json;
 use super::pod::{self, WorkerSettings};
 use super::pvc::{self, BLOCK, PvcInputs};
 use super::status::{self, Observed, PhaseEvent};
-use super::upload;
 use super::{ANN_METRICS_ADDRESS, Context, Error, Transfer, retain_after_completion};
+use super::{cross_namespace, upload};
 
 /// CDIConfig feature gate under which DataVolumes wait for their first consumer.
 const HONOR_WAIT_FOR_FIRST_CONSUMER: &str = "HonorWaitForFirstConsumer";
@@ -35,6 +35,8 @@ const HONOR_WAIT_FOR_FIRST_CONSUMER: &str = "HonorWaitForFirstConsumer";
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);
 /// How often a blocked DataVolume is looked at again.
 const BLOCKED_INTERVAL: Duration = Duration::from_secs(10);
+/// How often a cross-namespace clone looks at its temporary claim.
+const HANDOVER_INTERVAL: Duration = Duration::from_secs(1);
 /// The name of the cluster's CDIConfig.
 pub const CDI_CONFIG: &str = "config";
 
@@ -320,6 +322,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
 
     // A clone source: CSI clone when possible, else host-assisted (not done yet).
     let mut clone_source = None;
+    let cross_namespace_source = source.pvc.as_ref().filter(|src| src.namespace != namespace);
     if let Some(src) = &source.pvc {
         let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &src.namespace)
             .get_opt(&src.name)
@@ -329,11 +332,24 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                 let message = format!("Source PVC {}/{} not found", src.namespace, src.name);
                 return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
-            Some(source_pvc) if !csi_clone(&namespace, src, source_pvc, &settings) => {
+            Some(source_pvc) if !csi_clone(source_pvc, &settings) => {
                 transfer = Transfer::Unsupported(format!(
-                    "host-assisted clone of {}/{} is not supported yet (CSI clone needs the same namespace and storage class)",
+                    "host-assisted clone of {}/{} is not supported yet (CSI clone needs the same storage class)",
                     src.namespace, src.name
                 ));
+            }
+            Some(_) if cross_namespace_source.is_some() && pvc.is_none() => {
+                if let Some(message) = cross_namespace::refusal(&ctx, &dv, src) {
+                    return report_blocked(
+                        &ctx,
+                        &dv,
+                        &transfer,
+                        "CloneValidationFailed",
+                        &message,
+                        &now,
+                    )
+                    .await;
+                }
             }
             _ => {}
         }
@@ -352,8 +368,16 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             wait_for_first_consumer: settings.wait_for_first_consumer(),
         };
         let desired = pvc::desired_pvc(&dv, &inputs)?;
-        tracing::info!(datavolume = %name, %namespace, "creating PVC");
-        pvc = Some(pvcs.create(&PostParams::default(), &desired).await?);
+        pvc = match cross_namespace_source {
+            Some(src) => cross_namespace::hand_over(&ctx, &dv, src, desired).await?,
+            None => {
+                tracing::info!(datavolume = %name, %namespace, "creating PVC");
+                Some(pvcs.create(&PostParams::default(), &desired).await?)
+            }
+        };
+    }
+    if let (Some(claim), Some(_)) = (&pvc, cross_namespace_source) {
+        cross_namespace::restore_reclaim_policy(&ctx, claim).await?;
     }
 
     let mut progress = None;
@@ -454,18 +478,17 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         Some(p) if p.is_final() => Action::await_change(),
         Some(DataVolumePhase::ImportInProgress) => Action::requeue(PROGRESS_INTERVAL),
         _ if matches!(transfer, Transfer::Unsupported(_)) => Action::requeue(BLOCKED_INTERVAL),
+        // The temporary claim of a cross-namespace clone has no owner to wake us up.
+        _ if cross_namespace_source.is_some() && pvc.is_none() => {
+            Action::requeue(HANDOVER_INTERVAL)
+        }
         _ => Action::requeue(Duration::from_secs(60)),
     })
 }
 
-fn csi_clone(
-    namespace: &str,
-    src: &DataVolumeSourcePvc,
-    source_pvc: &PersistentVolumeClaim,
-    settings: &ClusterSettings,
-) -> bool {
+fn csi_clone(source_pvc: &PersistentVolumeClaim, settings: &ClusterSettings) -> bool {
     let class = settings.class.as_ref().map(|c| c.name_any());
-    pvc::csi_clone_possible(namespace, src, source_pvc, class.as_deref())
+    pvc::csi_clone_possible(source_pvc, class.as_deref())
 }
 
 fn is_bound(pvc: &PersistentVolumeClaim) -> bool {

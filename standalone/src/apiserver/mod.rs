@@ -1,6 +1,7 @@
 //! The embedded Kubernetes-compatible API server: objects in SQLite, served over HTTPS on
 //! loopback with the REST semantics kubectl, kube-rs and client-go rely on.
 
+mod authz;
 mod credentials;
 mod discovery;
 mod errors;
@@ -26,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
 pub use objects::{Admission, Objects};
@@ -62,6 +64,8 @@ pub struct ApiServerConfig {
     pub admission: Vec<Box<Admission>>,
     /// Resources answered by a function instead of stored, keyed by (group, plural).
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
+    /// Checks run before every create, knowing the requesting user (authorizing webhooks).
+    pub create_admission: Vec<Box<CreateAdmission>>,
 }
 
 /// A running API server.
@@ -107,6 +111,7 @@ impl ApiServer {
             objects: objects.clone(),
             token: credentials.token.clone(),
             virtual_creates: config.virtual_creates,
+            create_admission: config.create_admission,
         });
         tokio::spawn(server::serve(listener, acceptor, handler, shutdown_rx));
         let kubeconfig = dir.join("kubeconfig");

@@ -22,6 +22,7 @@ use tokio::sync::watch as shutdown_signal;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::authz::{Authorizer, CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 use super::discovery;
 use super::errors::ApiError;
 use super::fields;
@@ -53,6 +54,8 @@ pub struct Handler {
     pub token: String,
     /// Keyed by (group, plural).
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
+    /// Run before every create with the requesting user.
+    pub create_admission: Vec<Box<CreateAdmission>>,
 }
 
 /// Serves `handler` on `listener` with TLS until `shutdown` changes.
@@ -108,6 +111,31 @@ fn error_response(err: &ApiError) -> Response<Body> {
     json_response(status, &err.status())
 }
 
+/// The authorization attributes of a resource request, as kube-apiserver derives them.
+fn request_attributes(rt: &ResourceType, call: &Call) -> ResourceAttributes {
+    let path = &call.path;
+    let collection = path.name.is_none();
+    let verb = match call.method {
+        Method::GET if collection && is_true(call.query.get("watch")) => "watch",
+        Method::GET if collection => "list",
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if collection => "deletecollection",
+        Method::DELETE => "delete",
+        _ => "",
+    };
+    ResourceAttributes {
+        verb: verb.into(),
+        group: rt.group.clone(),
+        resource: rt.plural.clone(),
+        subresource: path.subresource.clone().unwrap_or_default(),
+        namespace: path.namespace.clone().unwrap_or_default(),
+        name: path.name.clone().unwrap_or_default(),
+    }
+}
+
 fn query_params(query: Option<&str>) -> HashMap<String, String> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .into_owned()
@@ -122,16 +150,18 @@ struct Call {
     accept: String,
     content_type: String,
     body: Bytes,
+    user: UserInfo,
 }
 
 impl Handler {
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
-        if !self.authenticated(&request) {
-            return error_response(&ApiError::Unauthorized);
-        }
+        let user = match self.authenticate(&request) {
+            Ok(user) => user,
+            Err(err) => return error_response(&err),
+        };
         let method = request.method().clone();
         let path = request.uri().path().to_string();
-        let response = match self.clone().dispatch(request).await {
+        let response = match self.clone().dispatch(request, user).await {
             Ok(response) => response,
             Err(err) => error_response(&err),
         };
@@ -139,19 +169,39 @@ impl Handler {
         response
     }
 
-    fn authenticated(&self, request: &Request<Incoming>) -> bool {
-        let Some(value) = request.headers().get(header::AUTHORIZATION) else {
-            return false;
+    /// The admin token's user, or the user it impersonates (`kubectl --as`, `--as-group`).
+    fn authenticate(&self, request: &Request<Incoming>) -> Result<UserInfo, ApiError> {
+        let headers = request.headers();
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !token.is_some_and(|t| constant_time_eq(t.trim().as_bytes(), self.token.as_bytes())) {
+            return Err(ApiError::Unauthorized);
+        }
+        let admin = UserInfo::admin();
+        let values = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_string)
+                .collect()
         };
-        let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
-            return false;
-        };
-        constant_time_eq(token.trim().as_bytes(), self.token.as_bytes())
+        let groups = values("impersonate-group");
+        match values("impersonate-user").first() {
+            Some(name) => Ok(UserInfo::impersonated(name, groups)),
+            None if groups.is_empty() => Ok(admin),
+            None => Err(ApiError::BadRequest(
+                "requested impersonation of groups without impersonating a user".into(),
+            )),
+        }
     }
 
     async fn dispatch(
         self: Arc<Self>,
         request: Request<Incoming>,
+        user: UserInfo,
     ) -> Result<Response<Body>, ApiError> {
         let route = route::parse(request.uri().path()).ok_or(ApiError::NoSuchResource)?;
         let types = || self.objects.registry.all();
@@ -199,6 +249,7 @@ impl Handler {
                     accept,
                     content_type,
                     body,
+                    user,
                 })
                 .await
             }
@@ -230,8 +281,27 @@ impl Handler {
             None | Some("status") => {}
             Some(_) => return Err(ApiError::NoSuchResource),
         }
+        if !call.user.is_master() {
+            let handler = self.clone();
+            let attributes = request_attributes(&rt, &call);
+            let user = call.user.clone();
+            let allowed = tokio::task::spawn_blocking(move || {
+                Authorizer::new(&handler.objects).allows(&user, &attributes)
+            })
+            .await
+            .map_err(ApiError::internal)??;
+            if !allowed {
+                return Err(request_attributes(&rt, &call).forbidden(&call.user));
+            }
+        }
         if call.method == Method::GET && path.name.is_none() && is_true(call.query.get("watch")) {
             return self.watch(rt, &call);
+        }
+        if call.method == Method::POST && rt.group == "authorization.k8s.io" {
+            let handler = self.clone();
+            return tokio::task::spawn_blocking(move || handler.access_review(&rt, &call))
+                .await
+                .map_err(ApiError::internal)?;
         }
         if call.method == Method::POST && path.name.is_none() {
             if let Some(create) = self
@@ -281,8 +351,17 @@ impl Handler {
                 super::objects::with_version(rt, version, objects.get(rt, ns, name)?),
             ),
             (&Method::POST, None) => {
-                let body = parse_json(&call.body)?;
+                let mut body = parse_json(&call.body)?;
                 self.check_fields(rt, version, call, &body)?;
+                let request = CreateRequest {
+                    resource: rt,
+                    namespace: ns,
+                    user: &call.user,
+                    objects,
+                };
+                for admit in &self.create_admission {
+                    admit(&request, &mut body)?;
+                }
                 respond(StatusCode::CREATED, objects.create(rt, version, ns, body)?)
             }
             (&Method::PUT, Some(name)) => {
@@ -323,6 +402,47 @@ impl Handler {
             (&Method::DELETE, None) => self.delete_collection(rt, call),
             _ => Err(ApiError::MethodNotAllowed),
         }
+    }
+
+    /// A SubjectAccessReview (about `spec.user`) or SelfSubjectAccessReview (about the
+    /// requester), answered with `status.allowed` and nothing stored.
+    fn access_review(&self, rt: &ResourceType, call: &Call) -> Result<Response<Body>, ApiError> {
+        let mut review = parse_json(&call.body)?;
+        let spec = &review["spec"];
+        let subject = if rt.plural == "selfsubjectaccessreviews" {
+            call.user.clone()
+        } else {
+            let groups = spec["groups"]
+                .as_array()
+                .map(|g| {
+                    g.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            UserInfo {
+                name: spec["user"].as_str().unwrap_or_default().to_string(),
+                groups,
+            }
+        };
+        let Some(attributes) = spec.get("resourceAttributes") else {
+            return Err(ApiError::Invalid {
+                kind: rt.kind.clone(),
+                name: String::new(),
+                message: "spec.resourceAttributes: Required value: this server reviews resource requests only".into(),
+            });
+        };
+        let attributes = ResourceAttributes::from_review(attributes);
+        let allowed = Authorizer::new(&self.objects).allows(&subject, &attributes)?;
+        review["status"] = json!({"allowed": allowed});
+        if !allowed {
+            review["status"]["reason"] = json!(format!(
+                "no RBAC rule allows {} {}",
+                subject.name, attributes.verb
+            ));
+        }
+        Ok(json_response(StatusCode::CREATED, &review))
     }
 
     /// With `fieldValidation=Strict` (kubectl's default), refuses a custom resource with

@@ -1,0 +1,192 @@
+//! A CSI clone into another namespace. A claim's `dataSource` must be in its own namespace,
+//! so, as CDI does, the clone is made by a temporary claim in the source namespace and its
+//! volume is then handed to the target claim: the PersistentVolume's `claimRef` is pointed at
+//! the target (reclaim policy Retain while no claim holds it), the temporary claim deleted,
+//! and the target claim created bound to that volume by name. Once the target is bound the
+//! volume gets its reclaim policy back.
+//!
+//! Only a DataVolume whose clone token (put on by the admission that checked its creator's
+//! permission in the source namespace) names this source and this DataVolume is cloned.
+
+use api::cdi::DataVolume;
+use api::cdi::datavolume::DataVolumeSourcePvc;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
+
+use super::{Context, Error};
+
+/// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
+pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";
+
+/// The temporary claim of DataVolume `uid`, in the source namespace.
+pub fn temporary_claim_name(dv_uid: &str) -> String {
+    format!("cdi-tmp-{dv_uid}")
+}
+
+/// Why the DataVolume may not clone across namespaces, if it may not.
+pub fn refusal(ctx: &Context, dv: &DataVolume, source: &DataVolumeSourcePvc) -> Option<String> {
+    let target = (dv.namespace().unwrap_or_default(), dv.name_any());
+    let Some(validator) = &ctx.config.clone_tokens else {
+        return Some(
+            "cross-namespace clone needs clone tokens, and this controller has no key to check them"
+                .into(),
+        );
+    };
+    let Some(token) = dv.annotations().get(CLONE_TOKEN_ANNOTATION) else {
+        return Some(format!(
+            "cross-namespace clone from {}/{} has no clone token (annotation {CLONE_TOKEN_ANNOTATION}, set when the creator's permission was checked)",
+            source.namespace, source.name
+        ));
+    };
+    validator
+        .validate_clone(
+            token,
+            (&source.namespace, &source.name),
+            (&target.0, &target.1),
+        )
+        .err()
+        .map(|err| {
+            format!(
+                "cross-namespace clone from {}/{}: {err}",
+                source.namespace, source.name
+            )
+        })
+}
+
+/// Moves the clone along; returns the target claim once it exists (`desired` with the volume
+/// named), `None` while the temporary claim is still being provisioned.
+pub async fn hand_over(
+    ctx: &Context,
+    dv: &DataVolume,
+    source: &DataVolumeSourcePvc,
+    mut desired: PersistentVolumeClaim,
+) -> Result<Option<PersistentVolumeClaim>, Error> {
+    let target_ns = dv.namespace().unwrap_or_default();
+    let target_name = dv.name_any();
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    let handed = volumes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|pv| {
+            pv.spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .is_some_and(|r| {
+                    r.namespace.as_deref() == Some(&target_ns)
+                        && r.name.as_deref() == Some(&target_name)
+                })
+        });
+    let volume_name = match handed {
+        Some(pv) => pv.name_any(),
+        None => match take_from_temporary_claim(ctx, dv, source, &desired).await? {
+            Some(name) => name,
+            None => return Ok(None),
+        },
+    };
+    let spec = desired.spec.get_or_insert_with(Default::default);
+    spec.volume_name = Some(volume_name);
+    spec.data_source = None;
+    spec.data_source_ref = None;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &target_ns);
+    tracing::info!(datavolume = %target_name, namespace = %target_ns, "creating the clone's claim on the handed-over volume");
+    Ok(Some(claims.create(&PostParams::default(), &desired).await?))
+}
+
+/// Creates the temporary claim, or, once it is bound, points its volume at the target and
+/// deletes it; returns the volume's name then.
+async fn take_from_temporary_claim(
+    ctx: &Context,
+    dv: &DataVolume,
+    source: &DataVolumeSourcePvc,
+    desired: &PersistentVolumeClaim,
+) -> Result<Option<String>, Error> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &source.namespace);
+    let name = temporary_claim_name(dv.metadata.uid.as_deref().unwrap_or_default());
+    let Some(temporary) = claims.get_opt(&name).await? else {
+        let mut claim = desired.clone();
+        claim.metadata.name = Some(name.clone());
+        claim.metadata.namespace = Some(source.namespace.clone());
+        // An owner in another namespace is not allowed; the claim lives only until bound.
+        claim.metadata.owner_references = None;
+        tracing::info!(datavolume = %dv.name_any(), claim = %name, namespace = %source.namespace, "creating the temporary clone claim");
+        claims.create(&PostParams::default(), &claim).await?;
+        return Ok(None);
+    };
+    let bound = temporary.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let Some(volume_name) = temporary.spec.as_ref().and_then(|s| s.volume_name.clone()) else {
+        return Ok(None);
+    };
+    if !bound {
+        return Ok(None);
+    }
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    let volume = volumes.get(&volume_name).await?;
+    let policy = volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.clone())
+        .unwrap_or_else(|| "Delete".into());
+    // Retain first, then the new claimRef, in one write: deleting the temporary claim must
+    // never release (and so delete) the volume.
+    let handover = json!({
+        "metadata": {"annotations": {ANN_HANDOVER_RECLAIM_POLICY: policy}},
+        "spec": {
+            "persistentVolumeReclaimPolicy": "Retain",
+            "claimRef": {
+                "namespace": dv.namespace(), "name": dv.name_any(),
+                "uid": null, "resourceVersion": null,
+            },
+        },
+    });
+    volumes
+        .patch(
+            &volume_name,
+            &PatchParams::default(),
+            &Patch::Merge(&handover),
+        )
+        .await?;
+    match claims.delete(&name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(err) => return Err(err.into()),
+    }
+    Ok(Some(volume_name))
+}
+
+/// Gives a handed-over volume its reclaim policy back once the target claim holds it.
+pub async fn restore_reclaim_policy(
+    ctx: &Context,
+    target: &PersistentVolumeClaim,
+) -> Result<(), Error> {
+    let bound = target.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let Some(volume_name) = target.spec.as_ref().and_then(|s| s.volume_name.clone()) else {
+        return Ok(());
+    };
+    if !bound {
+        return Ok(());
+    }
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    let Some(volume) = volumes.get_opt(&volume_name).await? else {
+        return Ok(());
+    };
+    let Some(policy) = volume.annotations().get(ANN_HANDOVER_RECLAIM_POLICY) else {
+        return Ok(());
+    };
+    let restore = json!({
+        "metadata": {"annotations": {ANN_HANDOVER_RECLAIM_POLICY: null}},
+        "spec": {"persistentVolumeReclaimPolicy": policy},
+    });
+    volumes
+        .patch(
+            &volume_name,
+            &PatchParams::default(),
+            &Patch::Merge(&restore),
+        )
+        .await?;
+    Ok(())
+}
