@@ -12,6 +12,10 @@ pub struct ControllerArgs {
     /// The pull policy of those pods.
     #[arg(long, env = "FERROVIRT_IMAGE_PULL_POLICY")]
     image_pull_policy: Option<String>,
+    /// The namespace of Secret `cdi-api-signing-key` (kept by `ferrovirt webhook`), whose
+    /// public key checks the clone tokens of cross-namespace clones.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "cdi")]
+    namespace: String,
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
@@ -21,6 +25,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let config = operators::ControllerConfig {
         image: args.image,
         image_pull_policy: args.image_pull_policy,
+        clone_token_secret_namespace: Some(args.namespace),
         ..Default::default()
     };
     operators::run(client, config).await?;

@@ -14,6 +14,7 @@ mod upload_proxy;
 mod upload_resolver;
 mod upload_server;
 mod upload_tokens;
+mod webhook;
 
 use std::process::ExitCode;
 
@@ -55,6 +56,9 @@ enum Command {
     /// Run the DataVolume, StorageProfile, DataSource and DataImportCron controllers against a
     /// cluster.
     Controller(controller::ControllerArgs),
+    /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, and the
+    /// clone permission check that issues clone tokens.
+    Webhook(webhook::WebhookArgs),
     /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
     Up(up::UpArgs),
     /// Stop the control plane `ferrovirt up` started.
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
             Command::UploadToken(args) => upload_proxy::run_token(args),
             Command::ImageUpload(args) => image_upload::run(*args).await,
             Command::Controller(args) => controller::run(args).await,
+            Command::Webhook(args) => webhook::run(args).await,
             Command::Up(args) => up::up(args).await,
             Command::Down(args) => up::down(args).await,
         }

@@ -37,7 +37,15 @@ pub struct ControllerConfig {
     /// Checks the clone tokens that authorize cross-namespace clones; without it such clones
     /// are refused.
     pub clone_tokens: Option<uploadproxy::UploadTokenValidator>,
+    /// Otherwise, the namespace of the Secret `cdi-api-signing-key` whose `id_rsa.pub` checks
+    /// them (where `ferrovirt webhook` keeps its key), read when a clone needs it.
+    pub clone_token_secret_namespace: Option<String>,
 }
+
+/// The Secret with the key that signs upload and clone tokens, as CDI names it.
+pub const CLONE_TOKEN_SECRET: &str = "cdi-api-signing-key";
+/// Its key holding the public half (PEM).
+pub const CLONE_TOKEN_PUBLIC_KEY: &str = "id_rsa.pub";
 
 impl Default for ControllerConfig {
     fn default() -> Self {
@@ -49,6 +57,7 @@ impl Default for ControllerConfig {
             upload_client_name: datavolume::pod::UPLOAD_CLIENT_NAME.to_string(),
             upload_certificates: None,
             clone_tokens: None,
+            clone_token_secret_namespace: None,
         }
     }
 }

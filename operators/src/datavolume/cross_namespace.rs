@@ -10,13 +10,15 @@
 
 use api::cdi::DataVolume;
 use api::cdi::datavolume::DataVolumeSourcePvc;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use uploadproxy::UploadTokenValidator;
 use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
 
 use super::{Context, Error};
+use crate::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
 
 /// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
 pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";
@@ -26,34 +28,54 @@ pub fn temporary_claim_name(dv_uid: &str) -> String {
     format!("cdi-tmp-{dv_uid}")
 }
 
+/// The validator of clone tokens: configured, or from the signing key's Secret.
+async fn validator(ctx: &Context) -> Result<Option<UploadTokenValidator>, Error> {
+    if let Some(validator) = &ctx.config.clone_tokens {
+        return Ok(Some(validator.clone()));
+    }
+    let Some(namespace) = &ctx.config.clone_token_secret_namespace else {
+        return Ok(None);
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let pem = secrets
+        .get_opt(CLONE_TOKEN_SECRET)
+        .await?
+        .and_then(|secret| {
+            let key = secret.data?.remove(CLONE_TOKEN_PUBLIC_KEY)?;
+            String::from_utf8(key.0).ok()
+        });
+    Ok(pem.and_then(|pem| UploadTokenValidator::from_public_key_pem(&pem).ok()))
+}
+
 /// Why the DataVolume may not clone across namespaces, if it may not.
-pub fn refusal(ctx: &Context, dv: &DataVolume, source: &DataVolumeSourcePvc) -> Option<String> {
+pub async fn refusal(
+    ctx: &Context,
+    dv: &DataVolume,
+    source: &DataVolumeSourcePvc,
+) -> Result<Option<String>, Error> {
     let target = (dv.namespace().unwrap_or_default(), dv.name_any());
-    let Some(validator) = &ctx.config.clone_tokens else {
-        return Some(
-            "cross-namespace clone needs clone tokens, and this controller has no key to check them"
-                .into(),
-        );
+    let Some(validator) = validator(ctx).await? else {
+        return Ok(Some(format!(
+            "cross-namespace clone needs clone tokens, and this controller has no key to check them (Secret {CLONE_TOKEN_SECRET}, kept by `ferrovirt webhook`)"
+        )));
     };
     let Some(token) = dv.annotations().get(CLONE_TOKEN_ANNOTATION) else {
-        return Some(format!(
+        return Ok(Some(format!(
             "cross-namespace clone from {}/{} has no clone token (annotation {CLONE_TOKEN_ANNOTATION}, set when the creator's permission was checked)",
             source.namespace, source.name
-        ));
+        )));
     };
-    validator
-        .validate_clone(
-            token,
-            (&source.namespace, &source.name),
-            (&target.0, &target.1),
+    let checked = validator.validate_clone(
+        token,
+        (&source.namespace, &source.name),
+        (&target.0, &target.1),
+    );
+    Ok(checked.err().map(|err| {
+        format!(
+            "cross-namespace clone from {}/{}: {err}",
+            source.namespace, source.name
         )
-        .err()
-        .map(|err| {
-            format!(
-                "cross-namespace clone from {}/{}: {err}",
-                source.namespace, source.name
-            )
-        })
+    }))
 }
 
 /// Moves the clone along; returns the target claim once it exists (`desired` with the volume

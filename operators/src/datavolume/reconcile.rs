@@ -339,7 +339,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                 ));
             }
             Some(_) if cross_namespace_source.is_some() && pvc.is_none() => {
-                if let Some(message) = cross_namespace::refusal(&ctx, &dv, src) {
+                if let Some(message) = cross_namespace::refusal(&ctx, &dv, src).await? {
                     return report_blocked(
                         &ctx,
                         &dv,

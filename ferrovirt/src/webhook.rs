@@ -1,0 +1,316 @@
+//! `ferrovirt webhook`: the admission webhook of CDI's API server on a cluster. For
+//! DataVolumes (and DataSources, DataImportCrons) it applies the defaulting and validation of
+//! `api::admission`, and for a DataVolume that clones from another namespace CDI's permission
+//! check (a SubjectAccessReview for the requesting user) and the clone token the controller
+//! requires.
+//!
+//! It keeps what it needs in the cluster, as CDI's operator does: the token signing key in
+//! Secret `cdi-api-signing-key` (where the controller reads the public half), and a serving
+//! certificate from a CA it makes at start, whose bundle it writes into its
+//! MutatingWebhookConfiguration. One replica: a second would write its own CA.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes as SarAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use uploadproxy::UploadTokenIssuer;
+
+use crate::clone_auth::{self, CDI_GROUP, CloneSource, DeclaredSource};
+
+/// The Secret holding the token signing key, as CDI names it.
+pub const SIGNING_KEY_SECRET: &str = operators::CLONE_TOKEN_SECRET;
+const PRIVATE_KEY: &str = "id_rsa";
+const PUBLIC_KEY: &str = operators::CLONE_TOKEN_PUBLIC_KEY;
+/// The path the MutatingWebhookConfiguration calls.
+pub const MUTATE_PATH: &str = "/datavolume-mutate";
+const MAX_REVIEW: usize = 3 * 1024 * 1024;
+
+#[derive(clap::Args)]
+pub struct WebhookArgs {
+    /// Address to serve HTTPS on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// The namespace of the webhook's Service and Secrets.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "cdi")]
+    namespace: String,
+    /// The Service in front of this server (its certificate names it).
+    #[arg(long, default_value = "ferrovirt-webhook")]
+    service: String,
+    /// The MutatingWebhookConfiguration whose caBundle this server keeps.
+    #[arg(long, default_value = "ferrovirt-datavolume-mutate")]
+    configuration: String,
+}
+
+pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = operators::client_from_environment()
+        .await
+        .context("connecting to the cluster")?;
+    let issuer = Arc::new(signing_key(&client, &args.namespace).await?);
+    let tls = serving_tls(&client, &args).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    eprintln!("webhook on https://{}", listener.local_addr()?);
+    let reviewer = Arc::new(Reviewer { client, issuer });
+    let server = uploadproxy::tls::serve(listener, tls, move |request, _peer| {
+        let reviewer = reviewer.clone();
+        async move { reviewer.handle(request).await }
+    });
+    server.await.context("the webhook server stopped")?;
+    Ok(())
+}
+
+/// The signing key from its Secret, made and stored there the first time.
+async fn signing_key(client: &Client, namespace: &str) -> anyhow::Result<UploadTokenIssuer> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    if let Some(secret) = secrets.get_opt(SIGNING_KEY_SECRET).await? {
+        let pem = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(PRIVATE_KEY))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .with_context(|| {
+                format!("Secret {namespace}/{SIGNING_KEY_SECRET} has no {PRIVATE_KEY}")
+            })?;
+        return UploadTokenIssuer::from_pem(&pem).context("reading the signing key");
+    }
+    let issuer = UploadTokenIssuer::generate()?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": SIGNING_KEY_SECRET, "namespace": namespace},
+        "stringData": {
+            PRIVATE_KEY: issuer.private_key_pem(),
+            PUBLIC_KEY: issuer.public_key_pem(),
+        },
+    }))?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(issuer),
+        // Another start won the race: use its key.
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            Box::pin(signing_key(client, namespace)).await
+        }
+        Err(err) => Err(err).context("storing the signing key"),
+    }
+}
+
+/// A serving certificate for the Service from a fresh CA, whose bundle goes into every
+/// webhook of the configuration.
+async fn serving_tls(
+    client: &Client,
+    args: &WebhookArgs,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let ca = operators::certs::CertificateAuthority::generate("ferrovirt-webhook-ca")?;
+    let service = &args.service;
+    let namespace = &args.namespace;
+    let names = vec![
+        service.clone(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+    ];
+    let cert = ca.issue_server(&names[2], &names)?;
+    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let configuration = configurations
+        .get(&args.configuration)
+        .await
+        .with_context(|| {
+            format!(
+                "reading MutatingWebhookConfiguration {}",
+                args.configuration
+            )
+        })?;
+    let bundle = k8s_openapi::ByteString(ca.cert_pem().as_bytes().to_vec());
+    let webhooks: Vec<Value> = configuration
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut webhook| {
+            webhook.client_config.ca_bundle = Some(bundle.clone());
+            serde_json::to_value(webhook)
+        })
+        .collect::<Result<_, _>>()?;
+    configurations
+        .patch(
+            &args.configuration,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"webhooks": webhooks})),
+        )
+        .await
+        .context("writing the webhook's caBundle")?;
+    let identity =
+        uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
+    Ok(uploadproxy::tls::server_config(&identity, None)?)
+}
+
+struct Reviewer {
+    client: Client,
+    issuer: Arc<UploadTokenIssuer>,
+}
+
+impl Reviewer {
+    async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        if request.uri().path() != MUTATE_PATH || request.method() != hyper::Method::POST {
+            return respond(StatusCode::NOT_FOUND, &json!({"error": "not found"}));
+        }
+        let body = match Limited::new(request.into_body(), MAX_REVIEW)
+            .collect()
+            .await
+        {
+            Ok(body) => body.to_bytes(),
+            Err(err) => {
+                let message = format!("reading the AdmissionReview: {err}");
+                return respond(StatusCode::BAD_REQUEST, &json!({"error": message}));
+            }
+        };
+        let review: Value = match serde_json::from_slice(&body) {
+            Ok(review) => review,
+            Err(err) => {
+                let message = format!("the body is not an AdmissionReview: {err}");
+                return respond(StatusCode::BAD_REQUEST, &json!({"error": message}));
+            }
+        };
+        let request = &review["request"];
+        let answer = match self.review(request).await {
+            Ok(patch) => allowed(patch),
+            Err((code, message)) => {
+                json!({"allowed": false, "status": {"code": code, "message": message}})
+            }
+        };
+        let mut response = answer;
+        response["uid"] = request["uid"].clone();
+        respond(
+            StatusCode::OK,
+            &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+        )
+    }
+
+    /// The JSON patch that admits the request's object, or why it is refused.
+    async fn review(&self, request: &Value) -> Result<Option<Value>, (u16, String)> {
+        let operation = request["operation"].as_str().unwrap_or_default();
+        if operation != "CREATE" && operation != "UPDATE" {
+            return Ok(None);
+        }
+        let original = request["object"].clone();
+        let mut object = original.clone();
+        api::admission::admit(&mut object).map_err(|err| (422, err.to_string()))?;
+        let is_dv =
+            request["kind"]["group"] == CDI_GROUP && request["kind"]["kind"] == "DataVolume";
+        if is_dv && operation == "CREATE" {
+            self.authorize_clone(request, &mut object).await?;
+        }
+        let patch = json_patch::diff(&original, &object);
+        if patch.0.is_empty() {
+            return Ok(None);
+        }
+        serde_json::to_value(patch)
+            .map(Some)
+            .map_err(|err| (500, err.to_string()))
+    }
+
+    async fn authorize_clone(&self, request: &Value, dv: &mut Value) -> Result<(), (u16, String)> {
+        let namespace = request["namespace"].as_str().unwrap_or_default();
+        let internal = |err: kube::Error| (500, err.to_string());
+        let source = match clone_auth::declared_source(dv, namespace) {
+            DeclaredSource::None => None,
+            DeclaredSource::Direct(source) => Some(source),
+            DeclaredSource::DataSource(ds_namespace, name) => {
+                let sources: Api<api::cdi::DataSource> =
+                    Api::namespaced(self.client.clone(), &ds_namespace);
+                let ds = sources.get_opt(&name).await.map_err(internal)?;
+                ds.and_then(|ds| serde_json::to_value(ds).ok())
+                    .and_then(|ds| clone_auth::source_of(&ds["spec"]["source"], &ds_namespace))
+            }
+        };
+        let Some(source) = source.filter(|s| s.namespace != namespace) else {
+            return Ok(());
+        };
+        let user = &request["userInfo"];
+        if !self.may_clone(user, &source).await.map_err(internal)? {
+            let name = user["username"].as_str().unwrap_or_default();
+            return Err((403, clone_auth::denial(name, &source)));
+        }
+        clone_auth::add_token(dv, &self.issuer, &source, namespace).map_err(|err| (500, err))
+    }
+
+    /// Asks the API server, for the requesting user, each set of sufficient permissions.
+    async fn may_clone(&self, user: &Value, source: &CloneSource) -> Result<bool, kube::Error> {
+        let reviews: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let extra = user["extra"]
+            .as_object()
+            .map(|extra| extra.iter().map(|(k, v)| (k.clone(), strings(v))).collect());
+        for set in clone_auth::sufficient_permissions(source) {
+            let mut all = true;
+            for attributes in &set {
+                let review = SubjectAccessReview {
+                    spec: SubjectAccessReviewSpec {
+                        user: user["username"].as_str().map(str::to_string),
+                        uid: user["uid"].as_str().map(str::to_string),
+                        groups: Some(strings(&user["groups"])),
+                        extra: extra.clone(),
+                        resource_attributes: Some(SarAttributes {
+                            verb: Some(attributes.verb.clone()),
+                            group: Some(attributes.group.clone()),
+                            resource: Some(attributes.resource.clone()),
+                            subresource: Some(attributes.subresource.clone()),
+                            namespace: Some(attributes.namespace.clone()),
+                            name: Some(attributes.name.clone()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let answer = reviews.create(&PostParams::default(), &review).await?;
+                if !answer.status.is_some_and(|s| s.allowed) {
+                    all = false;
+                    break;
+                }
+            }
+            if all {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+fn allowed(patch: Option<Value>) -> Value {
+    let mut response = json!({"allowed": true});
+    if let Some(patch) = patch {
+        let bytes = k8s_openapi::ByteString(patch.to_string().into_bytes());
+        response["patchType"] = json!("JSONPatch");
+        response["patch"] = serde_json::to_value(bytes).unwrap_or_default();
+    }
+    response
+}
+
+fn respond(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
