@@ -386,6 +386,91 @@ spec:
     assert_volume_holds(&platform, "golden", image);
 }
 
+const SNAPSHOT_AND_RESTORES: &str = r#"apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata:
+  name: golden-snap
+spec:
+  source:
+    persistentVolumeClaimName: golden
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataSource
+metadata:
+  name: golden-snapshot
+spec:
+  source:
+    snapshot:
+      namespace: default
+      name: golden-snap
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: restored
+spec:
+  source:
+    snapshot:
+      namespace: default
+      name: golden-snap
+  storage: {}
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: restored-from-ref
+spec:
+  sourceRef:
+    kind: DataSource
+    name: golden-snapshot
+  storage: {}
+"#;
+
+#[test]
+fn datavolumes_restore_a_volume_snapshot_directly_and_through_a_datasource() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-snapshot");
+    let image = "v3.qcow2";
+    platform.apply(&http_datavolume("golden", &server.url(image), "64Mi", ""));
+    platform.wait_phase("default", "golden", "Succeeded", IMPORT_LIMIT);
+    platform.apply(SNAPSHOT_AND_RESTORES);
+    let ds = wait_datasource(&platform, "golden-snapshot", "Ready");
+    assert_eq!(
+        ds["status"]["source"]["snapshot"]["name"], "golden-snap",
+        "{ds}"
+    );
+    let snapshot = platform
+        .json(&["get", "volumesnapshot", "golden-snap"])
+        .expect("the VolumeSnapshot");
+    assert_eq!(snapshot["status"]["readyToUse"], true, "{snapshot}");
+    let content = snapshot["status"]["boundVolumeSnapshotContentName"]
+        .as_str()
+        .expect("a bound content")
+        .to_string();
+    for restore in ["restored", "restored-from-ref"] {
+        platform.wait_phase("default", restore, "Succeeded", IMPORT_LIMIT);
+        assert_volume_holds(&platform, restore, image);
+        assert_ne!(
+            platform.volume_image("default", restore),
+            platform.volume_image("default", "golden")
+        );
+    }
+    // Deleting the VolumeSnapshot deletes its content (deletionPolicy Delete).
+    platform.ok(&["delete", "volumesnapshot", "golden-snap"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while platform
+        .json(&["get", "volumesnapshotcontent", &content])
+        .is_some()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{content} was not deleted"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_volume_holds(&platform, "restored", image);
+}
+
 /// RBAC of the cross-namespace clone test: alice manages DataVolumes in `team` only; the
 /// ClusterRole `datavolume-cloner` is what CDI's docs tell users to bind in a source namespace.
 const TEAM_RBAC: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
@@ -458,6 +543,31 @@ spec:
       name: golden
   storage: {}
 "#;
+
+/// A snapshot of the golden image (applied by the admin) and its restore into `team`.
+const CROSS_NAMESPACE_RESTORE: (&str, &str) = (
+    r#"apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata:
+  name: golden-snap
+  namespace: golden-images
+spec:
+  source:
+    persistentVolumeClaimName: golden
+"#,
+    r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: restored
+  namespace: team
+spec:
+  source:
+    snapshot:
+      namespace: golden-images
+      name: golden-snap
+  storage: {}
+"#,
+);
 
 #[test]
 fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
@@ -558,6 +668,13 @@ fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_volume_in_namespace_holds(&platform, "golden-images", "golden", image);
+
+    // A VolumeSnapshot in golden-images is restored into team the same way.
+    platform.apply(CROSS_NAMESPACE_RESTORE.0);
+    let admitted = as_alice(&["apply", "-f", "-"], Some(CROSS_NAMESPACE_RESTORE.1));
+    assert!(admitted.status.success(), "{admitted:?}");
+    platform.wait_phase("team", "restored", "Succeeded", IMPORT_LIMIT);
+    assert_volume_in_namespace_holds(&platform, "team", "restored", image);
 }
 
 /// Polls DataImportCron `name` until `done` holds for it.

@@ -13,7 +13,7 @@ use api::common::ConditionStatus;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -195,8 +195,7 @@ async fn observe(ds: &DataSource, client: &Client) -> Result<Observed, Error> {
     }
     if let Some(snapshot) = snapshot {
         let ns = namespace_of(&snapshot.namespace, ds);
-        let gvk = GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot");
-        let resource = ApiResource::from_gvk(&gvk);
+        let resource = crate::volume_snapshot_resource();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
         return Ok(match api.get_opt(&snapshot.name).await {
             Ok(Some(found)) => Observed::Snapshot {
@@ -256,7 +255,7 @@ fn error_policy(ds: Arc<DataSource>, err: &Error, _ctx: Arc<Context>) -> Action 
 }
 
 /// The DataSources of `store` whose source is the object `namespace/name` (a PVC or the
-/// DataVolume filling it, or a DataSource they point at).
+/// DataVolume filling it, a VolumeSnapshot, or a DataSource they point at).
 fn referring(store: &Store<DataSource>, namespace: &str, name: &str) -> Vec<ObjectRef<DataSource>> {
     store
         .state()
@@ -272,6 +271,10 @@ fn referring(store: &Store<DataSource>, namespace: &str, name: &str) -> Vec<Obje
                     .data_source
                     .as_ref()
                     .is_some_and(|p| names(&p.namespace, &p.name))
+                || source
+                    .snapshot
+                    .as_ref()
+                    .is_some_and(|s| names(&s.namespace, &s.name))
         })
         .map(|ds| ObjectRef::from_obj(ds.as_ref()))
         .collect()
@@ -284,6 +287,8 @@ pub async fn run(client: Client) {
     let store = controller.store();
     let by_pvc = store.clone();
     let by_pointer = store.clone();
+    let by_snapshot = store.clone();
+    let snapshots = crate::volume_snapshot_resource();
     let ctx = Arc::new(Context {
         client: client.clone(),
     });
@@ -301,6 +306,18 @@ pub async fn run(client: Client) {
                     &by_pvc,
                     &pvc.namespace().unwrap_or_default(),
                     &pvc.name_any(),
+                )
+            },
+        )
+        .watches_with(
+            Api::<DynamicObject>::all_with(client.clone(), &snapshots),
+            snapshots.clone(),
+            watcher::Config::default(),
+            move |snapshot| {
+                referring(
+                    &by_snapshot,
+                    &snapshot.namespace().unwrap_or_default(),
+                    &snapshot.name_any(),
                 )
             },
         )

@@ -42,6 +42,15 @@ pub struct ControllerConfig {
     pub clone_token_secret_namespace: Option<String>,
 }
 
+/// The API resource of VolumeSnapshots (a CRD of the external snapshotter, not in k8s-openapi).
+pub fn volume_snapshot_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "snapshot.storage.k8s.io",
+        "v1",
+        "VolumeSnapshot",
+    ))
+}
+
 /// The Secret with the key that signs upload and clone tokens, as CDI names it.
 pub const CLONE_TOKEN_SECRET: &str = "cdi-api-signing-key";
 /// Its key holding the public half (PEM).

@@ -68,7 +68,7 @@ pub const PERMISSIONS: &[Permission] = &[
     p("cdi.kubevirt.io", "datasources/status", &["patch"]),
     p("cdi.kubevirt.io", "datavolumes", WATCH),
     p("", "persistentvolumeclaims", WATCH),
-    p("snapshot.storage.k8s.io", "volumesnapshots", &["get"]),
+    p("snapshot.storage.k8s.io", "volumesnapshots", WATCH),
     // DataImportCron controller
     p(
         "cdi.kubevirt.io",

@@ -20,6 +20,7 @@ use crate::apiserver::{
 use crate::csi::CsiClient;
 use crate::node_agent::LocalNodeAgent;
 use crate::provisioner::LocalProvisioner;
+use crate::snapshotter::LocalSnapshotter;
 
 /// The default StorageClass of a single machine, on the CSI driver's default pool.
 pub const STORAGE_CLASS: &str = "hostpath-csi";
@@ -89,6 +90,16 @@ impl ControlPlane {
         tokio::spawn(async move {
             if let Err(err) = provisioner.run().await {
                 tracing::error!(%err, "the local provisioner stopped");
+            }
+        });
+        let snapshotter = LocalSnapshotter {
+            client: client.clone(),
+            csi: csi.clone(),
+            driver: DRIVER_NAME.to_string(),
+        };
+        tokio::spawn(async move {
+            if let Err(err) = snapshotter.run().await {
+                tracing::error!(%err, "the local snapshotter stopped");
             }
         });
         let agent = LocalNodeAgent {

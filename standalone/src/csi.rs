@@ -11,9 +11,10 @@ use ferrovirt_csi_driver::proto::volume_capability::{
     AccessMode, AccessType, BlockVolume, MountVolume, access_mode,
 };
 use ferrovirt_csi_driver::proto::{
-    CapacityRange, CreateVolumeRequest, DeleteVolumeRequest, NodePublishVolumeRequest,
-    NodeStageVolumeRequest, NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest, VolumeCapability,
-    VolumeContentSource, volume_content_source,
+    CapacityRange, CreateSnapshotRequest, CreateVolumeRequest, DeleteSnapshotRequest,
+    DeleteVolumeRequest, NodePublishVolumeRequest, NodeStageVolumeRequest,
+    NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest, VolumeCapability, VolumeContentSource,
+    volume_content_source,
 };
 use tonic::transport::Channel;
 
@@ -65,6 +66,20 @@ impl Mode {
     }
 }
 
+/// What a new volume starts with: a copy of a volume or of a snapshot (by handle).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContentSource {
+    Volume(String),
+    Snapshot(String),
+}
+
+/// A snapshot the driver took.
+pub struct CreatedSnapshot {
+    pub handle: String,
+    pub size_bytes: u64,
+    pub ready: bool,
+}
+
 /// A volume the driver created.
 pub struct CreatedVolume {
     pub handle: String,
@@ -100,14 +115,14 @@ impl CsiClient {
         }
     }
 
-    /// CreateVolume: `name` is the idempotency key; `clone_of` a source volume handle.
+    /// CreateVolume: `name` is the idempotency key; `source` what it starts as.
     pub async fn create_volume(
         &self,
         name: &str,
         bytes: u64,
         mode: Mode,
         parameters: HashMap<String, String>,
-        clone_of: Option<String>,
+        source: Option<ContentSource>,
     ) -> Result<CreatedVolume, CsiError> {
         let request = CreateVolumeRequest {
             name: name.to_string(),
@@ -117,10 +132,17 @@ impl CsiClient {
             }),
             volume_capabilities: vec![mode.capability()],
             parameters,
-            volume_content_source: clone_of.map(|volume_id| VolumeContentSource {
-                r#type: Some(volume_content_source::Type::Volume(
-                    volume_content_source::VolumeSource { volume_id },
-                )),
+            volume_content_source: source.map(|source| VolumeContentSource {
+                r#type: Some(match source {
+                    ContentSource::Volume(volume_id) => {
+                        volume_content_source::Type::Volume(volume_content_source::VolumeSource {
+                            volume_id,
+                        })
+                    }
+                    ContentSource::Snapshot(snapshot_id) => volume_content_source::Type::Snapshot(
+                        volume_content_source::SnapshotSource { snapshot_id },
+                    ),
+                }),
             }),
             ..Default::default()
         };
@@ -135,6 +157,43 @@ impl CsiClient {
             capacity: volume.capacity_bytes.max(0) as u64,
             context: volume.volume_context,
         })
+    }
+
+    /// CreateSnapshot of volume `source`: `name` is the idempotency key.
+    pub async fn create_snapshot(
+        &self,
+        name: &str,
+        source: &str,
+    ) -> Result<CreatedSnapshot, CsiError> {
+        let request = CreateSnapshotRequest {
+            name: name.to_string(),
+            source_volume_id: source.to_string(),
+            ..Default::default()
+        };
+        let snapshot = ControllerClient::new(self.channel.clone())
+            .create_snapshot(request)
+            .await
+            .map_err(Self::failed("CreateSnapshot", source))?
+            .into_inner()
+            .snapshot
+            .unwrap_or_default();
+        Ok(CreatedSnapshot {
+            handle: snapshot.snapshot_id,
+            size_bytes: snapshot.size_bytes.max(0) as u64,
+            ready: snapshot.ready_to_use,
+        })
+    }
+
+    pub async fn delete_snapshot(&self, handle: &str) -> Result<(), CsiError> {
+        let request = DeleteSnapshotRequest {
+            snapshot_id: handle.to_string(),
+            ..Default::default()
+        };
+        ControllerClient::new(self.channel.clone())
+            .delete_snapshot(request)
+            .await
+            .map_err(Self::failed("DeleteSnapshot", handle))?;
+        Ok(())
     }
 
     pub async fn delete_volume(&self, handle: &str) -> Result<(), CsiError> {

@@ -6,3 +6,4 @@ pub mod control_plane;
 pub mod csi;
 pub mod node_agent;
 pub mod provisioner;
+pub mod snapshotter;

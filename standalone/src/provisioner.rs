@@ -1,6 +1,7 @@
 //! The local PV provisioner and binder: what external-provisioner and the PV controller do on
 //! a cluster. A claim of a StorageClass served by the local CSI driver gets a volume from
-//! CreateVolume (a clone when its dataSource is another claim), a PersistentVolume, and is
+//! CreateVolume (a clone when its dataSource is another claim, a restore when it is a
+//! VolumeSnapshot), a PersistentVolume, and is
 //! bound; WaitForFirstConsumer claims wait for the node agent to select the node; a released
 //! volume with reclaim policy Delete is deleted. Level-triggered: every pass looks at all
 //! claims and volumes, woken by watches and a periodic resync.
@@ -16,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::csi::{CsiClient, CsiError, Mode};
+use crate::csi::{ContentSource, CsiClient, CsiError, Mode};
 
 pub use api::cdi::datavolume::annotations::SELECTED_NODE;
 const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
@@ -152,7 +153,7 @@ impl LocalProvisioner {
                 message: "spec.resources.requests.storage is missing or not a quantity".into(),
             })?;
         let mode = Mode::from_volume_mode(spec.volume_mode.as_deref());
-        let clone_of = self.clone_source(claim, volumes)?;
+        let content = self.content_source(claim, volumes).await?;
         let parameters: HashMap<String, String> = class
             .parameters
             .clone()
@@ -162,7 +163,7 @@ impl LocalProvisioner {
         tracing::info!(claim = %claim_name, bytes = requested, "creating volume");
         let created = self
             .csi
-            .create_volume(pv_name, requested as u64, mode, parameters, clone_of)
+            .create_volume(pv_name, requested as u64, mode, parameters, content)
             .await?;
         let pv: PersistentVolume = serde_json::from_value(json!({
             "metadata": {
@@ -199,12 +200,13 @@ impl LocalProvisioner {
         Ok(api.create(&PostParams::default(), &pv).await?)
     }
 
-    /// The volume handle to clone from when the claim's dataSource is another claim.
-    fn clone_source(
+    /// What the claim's volume starts as: a clone of the volume of another claim, or a
+    /// restore of a ready VolumeSnapshot (its `dataSource`).
+    async fn content_source(
         &self,
         claim: &PersistentVolumeClaim,
         volumes: &[PersistentVolume],
-    ) -> Result<Option<String>, ProvisionError> {
+    ) -> Result<Option<ContentSource>, ProvisionError> {
         let spec = claim.spec.clone().unwrap_or_default();
         let Some(source) = spec
             .data_source_ref
@@ -213,24 +215,34 @@ impl LocalProvisioner {
         else {
             return Ok(None);
         };
-        if source.0 != "PersistentVolumeClaim" {
-            return Ok(None);
-        }
         let namespace = claim.namespace().unwrap_or_default();
-        let handle = volumes.iter().find_map(|v| {
-            let pv_spec = v.spec.as_ref()?;
-            let claim_ref = pv_spec.claim_ref.as_ref()?;
-            let matches = claim_ref.name.as_deref() == Some(&source.1)
-                && claim_ref.namespace.as_deref() == Some(&namespace);
-            matches.then(|| pv_spec.csi.as_ref().map(|c| c.volume_handle.clone()))?
-        });
-        handle.map(Some).ok_or_else(|| ProvisionError::Claim {
+        let not_ready = |what: &str| ProvisionError::Claim {
             claim: claim.name_any(),
-            message: format!(
-                "clone source claim {namespace}/{} is not bound yet",
-                source.1
-            ),
-        })
+            message: format!("{what} {namespace}/{} is not ready yet", source.1),
+        };
+        match source.0.as_str() {
+            "PersistentVolumeClaim" => {
+                let handle = volumes.iter().find_map(|v| {
+                    let pv_spec = v.spec.as_ref()?;
+                    let claim_ref = pv_spec.claim_ref.as_ref()?;
+                    let matches = claim_ref.name.as_deref() == Some(&source.1)
+                        && claim_ref.namespace.as_deref() == Some(&namespace);
+                    matches.then(|| pv_spec.csi.as_ref().map(|c| c.volume_handle.clone()))?
+                });
+                handle
+                    .map(|h| Some(ContentSource::Volume(h)))
+                    .ok_or_else(|| not_ready("clone source claim"))
+            }
+            "VolumeSnapshot" => {
+                let handle =
+                    crate::snapshotter::ready_snapshot_handle(&self.client, &namespace, &source.1)
+                        .await?;
+                handle
+                    .map(|h| Some(ContentSource::Snapshot(h)))
+                    .ok_or_else(|| not_ready("VolumeSnapshot"))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// A claim that names its volume (`spec.volumeName`) is bound to it once the volume is

@@ -9,7 +9,6 @@
 //! permission in the source namespace) names this source and this DataVolume is cloned.
 
 use api::cdi::DataVolume;
-use api::cdi::datavolume::DataVolumeSourcePvc;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -51,7 +50,7 @@ async fn validator(ctx: &Context) -> Result<Option<UploadTokenValidator>, Error>
 pub async fn refusal(
     ctx: &Context,
     dv: &DataVolume,
-    source: &DataVolumeSourcePvc,
+    source: (&str, &str),
 ) -> Result<Option<String>, Error> {
     let target = (dv.namespace().unwrap_or_default(), dv.name_any());
     let Some(validator) = validator(ctx).await? else {
@@ -62,18 +61,14 @@ pub async fn refusal(
     let Some(token) = dv.annotations().get(CLONE_TOKEN_ANNOTATION) else {
         return Ok(Some(format!(
             "cross-namespace clone from {}/{} has no clone token (annotation {CLONE_TOKEN_ANNOTATION}, set when the creator's permission was checked)",
-            source.namespace, source.name
+            source.0, source.1
         )));
     };
-    let checked = validator.validate_clone(
-        token,
-        (&source.namespace, &source.name),
-        (&target.0, &target.1),
-    );
+    let checked = validator.validate_clone(token, source, (&target.0, &target.1));
     Ok(checked.err().map(|err| {
         format!(
             "cross-namespace clone from {}/{}: {err}",
-            source.namespace, source.name
+            source.0, source.1
         )
     }))
 }
@@ -83,7 +78,7 @@ pub async fn refusal(
 pub async fn hand_over(
     ctx: &Context,
     dv: &DataVolume,
-    source: &DataVolumeSourcePvc,
+    source: (&str, &str),
     mut desired: PersistentVolumeClaim,
 ) -> Result<Option<PersistentVolumeClaim>, Error> {
     let target_ns = dv.namespace().unwrap_or_default();
@@ -124,18 +119,18 @@ pub async fn hand_over(
 async fn take_from_temporary_claim(
     ctx: &Context,
     dv: &DataVolume,
-    source: &DataVolumeSourcePvc,
+    source: (&str, &str),
     desired: &PersistentVolumeClaim,
 ) -> Result<Option<String>, Error> {
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &source.namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), source.0);
     let name = temporary_claim_name(dv.metadata.uid.as_deref().unwrap_or_default());
     let Some(temporary) = claims.get_opt(&name).await? else {
         let mut claim = desired.clone();
         claim.metadata.name = Some(name.clone());
-        claim.metadata.namespace = Some(source.namespace.clone());
+        claim.metadata.namespace = Some(source.0.to_string());
         // An owner in another namespace is not allowed; the claim lives only until bound.
         claim.metadata.owner_references = None;
-        tracing::info!(datavolume = %dv.name_any(), claim = %name, namespace = %source.namespace, "creating the temporary clone claim");
+        tracing::info!(datavolume = %dv.name_any(), claim = %name, namespace = %source.0, "creating the temporary clone claim");
         claims.create(&PostParams::default(), &claim).await?;
         return Ok(None);
     };

@@ -55,12 +55,14 @@ pub enum Transfer {
     Import(ImportSource),
     /// An upload server pod and its service.
     Upload,
-    /// A CSI clone of a PVC in the same namespace and storage class.
+    /// A CSI clone of a PVC, or a restore of a VolumeSnapshot, of the same storage class.
     CsiClone {
-        /// The source PVC's namespace.
+        /// The source's namespace.
         namespace: String,
-        /// The source PVC's name.
+        /// The source PVC's (or VolumeSnapshot's) name.
         name: String,
+        /// Whether the source is a VolumeSnapshot.
+        snapshot: bool,
     },
     /// A source this controller does not handle (yet); the message says which.
     Unsupported(String),
@@ -153,6 +155,14 @@ impl Transfer {
             return Transfer::CsiClone {
                 namespace: pvc.namespace.clone(),
                 name: pvc.name.clone(),
+                snapshot: false,
+            };
+        }
+        if let Some(snapshot) = &source.snapshot {
+            return Transfer::CsiClone {
+                namespace: snapshot.namespace.clone(),
+                name: snapshot.name.clone(),
+                snapshot: true,
             };
         }
         Transfer::Unsupported(format!("source {} is not supported yet", kinds.join(", ")))

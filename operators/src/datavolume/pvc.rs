@@ -171,11 +171,24 @@ pub fn desired_spec(
     } else {
         return Err(PvcError::NoStorage(name));
     };
-    if let Transfer::CsiClone { name: source, .. } = inputs.transfer {
-        spec.data_source = Some(TypedLocalObjectReference {
-            api_group: None,
-            kind: "PersistentVolumeClaim".to_string(),
-            name: source.clone(),
+    if let Transfer::CsiClone {
+        name: source,
+        snapshot,
+        ..
+    } = inputs.transfer
+    {
+        spec.data_source = Some(if *snapshot {
+            TypedLocalObjectReference {
+                api_group: Some("snapshot.storage.k8s.io".to_string()),
+                kind: "VolumeSnapshot".to_string(),
+                name: source.clone(),
+            }
+        } else {
+            TypedLocalObjectReference {
+                api_group: None,
+                kind: "PersistentVolumeClaim".to_string(),
+                name: source.clone(),
+            }
         });
     }
     Ok(spec)
@@ -227,8 +240,13 @@ pub fn desired_annotations(dv: &DataVolume, inputs: &PvcInputs<'_>) -> BTreeMap<
         Transfer::Upload => {
             ann.insert(annotations::UPLOAD_REQUEST.into(), String::new());
         }
-        Transfer::CsiClone { namespace, name } => {
-            ann.insert(ANN_CLONE_TYPE.into(), "csi-clone".into());
+        Transfer::CsiClone {
+            namespace,
+            name,
+            snapshot,
+        } => {
+            let clone_type = if *snapshot { "snapshot" } else { "csi-clone" };
+            ann.insert(ANN_CLONE_TYPE.into(), clone_type.into());
             ann.insert(CLONE_REQUEST.into(), format!("{namespace}/{name}"));
             // A CSI clone has no worker pod to be its first consumer, and a hostpath clone
             // can only be made on the node that holds its source: unless the PVC waits for
@@ -458,6 +476,7 @@ mod tests {
         let transfer = Transfer::CsiClone {
             namespace: "ns".into(),
             name: "golden".into(),
+            snapshot: false,
         };
         let source = PersistentVolumeClaim {
             spec: Some(PersistentVolumeClaimSpec {
@@ -496,6 +515,7 @@ mod tests {
         let transfer = Transfer::CsiClone {
             namespace: "ns".into(),
             name: "golden".into(),
+            snapshot: false,
         };
         let source = PersistentVolumeClaim {
             metadata: ObjectMeta {

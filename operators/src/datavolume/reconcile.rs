@@ -16,7 +16,7 @@ use api::cdi::{CDIConfig, DataSource, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
@@ -121,7 +121,19 @@ async fn resolve_source(
     namespace: &str,
 ) -> Result<Result<DataVolumeSource, (String, String)>, Error> {
     if let Some(source) = &dv.spec.source {
-        return Ok(Ok(source.clone()));
+        let mut source = source.clone();
+        for reference in [
+            source.pvc.as_mut().map(|p| &mut p.namespace),
+            source.snapshot.as_mut().map(|s| &mut s.namespace),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if reference.is_empty() {
+                *reference = namespace.to_string();
+            }
+        }
+        return Ok(Ok(source));
     }
     let Some(reference) = &dv.spec.source_ref else {
         return Ok(Ok(DataVolumeSource::default()));
@@ -320,26 +332,46 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         }
     }
 
-    // A clone source: CSI clone when possible, else host-assisted (not done yet).
+    // A clone source (a PVC, or a VolumeSnapshot to restore): CSI when possible, else
+    // host-assisted (not done yet).
+    let clone_ref = match &transfer {
+        Transfer::CsiClone {
+            namespace,
+            name,
+            snapshot,
+        } => Some((namespace.clone(), name.clone(), *snapshot)),
+        _ => None,
+    };
+    let cross_namespace_source = clone_ref
+        .as_ref()
+        .filter(|(src_ns, _, _)| *src_ns != namespace)
+        .map(|(src_ns, src_name, _)| (src_ns.as_str(), src_name.as_str()));
     let mut clone_source = None;
-    let cross_namespace_source = source.pvc.as_ref().filter(|src| src.namespace != namespace);
-    if let Some(src) = &source.pvc {
-        let found = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &src.namespace)
-            .get_opt(&src.name)
-            .await?;
-        match &found {
-            None if pvc.is_none() => {
-                let message = format!("Source PVC {}/{} not found", src.namespace, src.name);
+    if let Some((src_ns, src_name, snapshot)) = &clone_ref {
+        let (exists, source_claim) = if *snapshot {
+            clone_of_snapshot(&ctx, src_ns, src_name).await?
+        } else {
+            let claim = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), src_ns)
+                .get_opt(src_name)
+                .await?;
+            (claim.is_some(), claim)
+        };
+        let what = if *snapshot { "VolumeSnapshot" } else { "PVC" };
+        match &source_claim {
+            _ if !exists && pvc.is_none() => {
+                let message = format!("Source {what} {src_ns}/{src_name} not found");
                 return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
             Some(source_pvc) if !csi_clone(source_pvc, &settings) => {
                 transfer = Transfer::Unsupported(format!(
-                    "host-assisted clone of {}/{} is not supported yet (CSI clone needs the same storage class)",
-                    src.namespace, src.name
+                    "host-assisted clone of {what} {src_ns}/{src_name} is not supported yet (a CSI clone or restore needs the same storage class)"
                 ));
             }
-            Some(_) if cross_namespace_source.is_some() && pvc.is_none() => {
-                if let Some(message) = cross_namespace::refusal(&ctx, &dv, src).await? {
+            _ if cross_namespace_source.is_some() && pvc.is_none() => {
+                if let Some(message) =
+                    cross_namespace::refusal(&ctx, &dv, (src_ns.as_str(), src_name.as_str()))
+                        .await?
+                {
                     return report_blocked(
                         &ctx,
                         &dv,
@@ -353,7 +385,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             }
             _ => {}
         }
-        clone_source = found;
+        clone_source = source_claim;
     }
 
     if pvc.is_none() && final_phase.is_none() && !matches!(transfer, Transfer::Unsupported(_)) {
@@ -484,6 +516,30 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         }
         _ => Action::requeue(Duration::from_secs(60)),
     })
+}
+
+/// Whether VolumeSnapshot `namespace/name` exists, and the claim it was taken of (which
+/// gives a restore its node and, when the DataVolume names none, its size).
+async fn clone_of_snapshot(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<(bool, Option<PersistentVolumeClaim>), Error> {
+    let snapshots: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        namespace,
+        &crate::volume_snapshot_resource(),
+    );
+    let Some(snapshot) = snapshots.get_opt(name).await? else {
+        return Ok((false, None));
+    };
+    let Some(claim) = snapshot.data["spec"]["source"]["persistentVolumeClaimName"].as_str() else {
+        return Ok((true, None));
+    };
+    let claim = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(claim)
+        .await?;
+    Ok((true, claim))
 }
 
 fn csi_clone(source_pvc: &PersistentVolumeClaim, settings: &ClusterSettings) -> bool {

@@ -266,6 +266,7 @@ fn transfer_phase(
         Transfer::CsiClone {
             namespace,
             name: source,
+            snapshot,
         } => {
             let ns = pvc.namespace().unwrap_or_default();
             if bound {
@@ -275,6 +276,15 @@ fn transfer_phase(
                         false,
                         "CloneSucceeded",
                         format!("Successfully cloned from {namespace}/{source} into {ns}/{name}"),
+                    ),
+                )
+            } else if *snapshot {
+                (
+                    P::CloneFromSnapshotSourceInProgress,
+                    event(
+                        false,
+                        "CloneFromSnapshotSourceInProgress",
+                        format!("Restoring from snapshot {namespace}/{source}"),
                     ),
                 )
             } else {
@@ -697,6 +707,7 @@ mod tests {
         let clone = Transfer::CsiClone {
             namespace: "ns".into(),
             name: "golden".into(),
+            snapshot: false,
         };
         assert_eq!(
             desired_status(&observe(&clone, Some(&unbound), None, &now))
@@ -704,7 +715,20 @@ mod tests {
                 .phase,
             Some(DataVolumePhase::CsiCloneInProgress)
         );
+        let restore = Transfer::CsiClone {
+            namespace: "ns".into(),
+            name: "golden-snapshot".into(),
+            snapshot: true,
+        };
+        assert_eq!(
+            desired_status(&observe(&restore, Some(&unbound), None, &now))
+                .0
+                .phase,
+            Some(DataVolumePhase::CloneFromSnapshotSourceInProgress)
+        );
         let bound = pvc("Bound", &[]);
+        let (status, _) = desired_status(&observe(&restore, Some(&bound), None, &now));
+        assert_eq!(status.phase, Some(DataVolumePhase::Succeeded));
         let (status, _) = desired_status(&observe(&clone, Some(&bound), None, &now));
         assert_eq!(status.phase, Some(DataVolumePhase::Succeeded));
         assert_eq!(status.progress.as_deref(), Some("100.0%"));
