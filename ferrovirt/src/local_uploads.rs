@@ -88,6 +88,7 @@ pub async fn start(
         certificates: Arc::new(UploadCertificates {
             server_ca,
             client_ca_bundle: client_ca.cert_pem().to_string(),
+            client_ca: Some(client_ca),
         }),
         proxy_url,
     })

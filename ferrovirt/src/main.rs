@@ -1,6 +1,7 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
 mod clone_auth;
+mod clone_source;
 mod controller;
 mod csi_driver;
 mod image_upload;
@@ -47,6 +48,9 @@ enum Command {
     /// The upload server pod entrypoint: reads CDI's upload server environment, takes one
     /// upload into /data/disk.img or /dev/cdi-block-volume, writes a termination message.
     UploadServer,
+    /// The source pod of a host-assisted clone (CDI's cdi-cloner): streams the volume to the
+    /// target's upload server over mutual TLS.
+    CloneSource(clone_source::CloneSourceArgs),
     /// Print an upload token for a PVC, signed with the key in a directory (as the API server
     /// answers an UploadTokenRequest).
     UploadToken(upload_proxy::UploadTokenArgs),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
             Command::CsiDriver(args) => csi_driver::run(*args).await,
             Command::UploadProxy(args) => upload_proxy::run(*args).await,
             Command::UploadServer => upload_server::run().await,
+            Command::CloneSource(args) => clone_source::run(args).await,
             Command::UploadToken(args) => upload_proxy::run_token(args),
             Command::ImageUpload(args) => image_upload::run(*args).await,
             Command::Controller(args) => controller::run(args).await,

@@ -44,6 +44,22 @@ pub fn decompress(reader: Box<dyn Read + Send>) -> Result<Decompressed, ImportEr
     Ok(Decompressed { reader, layers })
 }
 
+/// Removes exactly one layer the sender declared (a clone stream's transport compression).
+/// Nothing inside is probed: a disk whose bytes happen to start like a compressed file is
+/// passed on as it is.
+pub fn decompress_declared(
+    reader: Box<dyn Read + Send>,
+    codec: Compression,
+) -> Result<Decompressed, ImportError> {
+    let decoder = decoder(codec, reader)?;
+    let threaded: Box<dyn Read + Send> = Box::new(ThreadedReader::spawn("decompress", decoder));
+    let reader = PeekedReader::new(threaded, PROBE_LEN).map_err(ImportError::from_read)?;
+    Ok(Decompressed {
+        reader,
+        layers: vec![codec],
+    })
+}
+
 fn decoder(
     codec: Compression,
     inner: Box<dyn Read + Send>,

@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod checksum;
+pub mod clone_stream;
 pub mod decompress;
 pub mod error;
 pub mod format;

@@ -24,12 +24,49 @@ use crate::progress::Progress;
 
 type Labels = Vec<(String, String)>;
 
+/// Which of CDI's progress metrics a worker serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMetric {
+    /// `kubevirt_cdi_import_progress_total`, the importer's.
+    Import,
+    /// `kubevirt_cdi_clone_progress_total`, the clone source's.
+    Clone,
+}
+
+impl ProgressMetric {
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Self::Import => (
+                "kubevirt_cdi_import_progress",
+                "The import progress in percentage",
+                "ferrovirt_import_transferred_bytes",
+            ),
+            Self::Clone => (
+                "kubevirt_cdi_clone_progress",
+                "The clone progress in percentage",
+                "ferrovirt_clone_transferred_bytes",
+            ),
+        }
+    }
+}
+
 /// Binds `addr` and serves the progress of this import until the process ends.
 pub async fn serve_progress(
     addr: SocketAddr,
     owner_uid: String,
     progress: Arc<Progress>,
 ) -> Result<SocketAddr, ImportError> {
+    serve_progress_as(ProgressMetric::Import, addr, owner_uid, progress).await
+}
+
+/// Binds `addr` and serves `progress` as `metric` until the process ends.
+pub async fn serve_progress_as(
+    metric: ProgressMetric,
+    addr: SocketAddr,
+    owner_uid: String,
+    progress: Arc<Progress>,
+) -> Result<SocketAddr, ImportError> {
+    let (percent_name, percent_help, bytes_name) = metric.names();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ImportError::Metrics {
@@ -46,16 +83,8 @@ pub async fn serve_progress(
     let percent = Family::<Labels, Counter<f64, AtomicU64>>::default();
     let bytes = Gauge::<i64>::default();
     let mut registry = Registry::default();
-    registry.register(
-        "kubevirt_cdi_import_progress",
-        "The import progress in percentage",
-        percent.clone(),
-    );
-    registry.register(
-        "ferrovirt_import_transferred_bytes",
-        "Source bytes transferred so far",
-        bytes.clone(),
-    );
+    registry.register(percent_name, percent_help, percent.clone());
+    registry.register(bytes_name, "Source bytes transferred so far", bytes.clone());
     let registry = Arc::new(registry);
 
     let labels = vec![("ownerUID".to_string(), owner_uid)];

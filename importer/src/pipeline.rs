@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::checksum::{Checksum, ChecksumTee};
-use crate::decompress::{Decompressed, decompress};
+use crate::decompress::{Decompressed, decompress, decompress_declared};
 use crate::error::ImportError;
 use crate::format::detect::{Compression, detect_format};
 use crate::format::extent::{MetaRead, RandomMeta, StreamPrefix, clamp_to_source, read_extents};
 use crate::format::qcow2::sequential::HoldLimits;
 use crate::format::qcow2::{self, Qcow2Header};
+use crate::format::raw::Tail;
 use crate::format::{DiskFormat, raw, vdi, vhd, vhdx, vmdk};
 use crate::progress::{CountingReader, Progress};
 use crate::sink::{SparseSink, Target};
@@ -29,6 +30,11 @@ pub enum ContentType {
     Kubevirt,
     /// A tar archive, extracted into a directory.
     Archive,
+    /// A volume copied verbatim by a host-assisted clone: the clone source's transport
+    /// compression (zstd) is removed and the bytes are written as they are. Nothing inside is
+    /// probed, so a disk whose bytes look like an image, a compressed file or a VHD footer is
+    /// copied unchanged.
+    Clone,
 }
 
 impl std::str::FromStr for ContentType {
@@ -195,6 +201,10 @@ fn convert(request: &ImportRequest, source: OpenedSource) -> Result<ImportOutcom
         Some(sum) => Box::new(ChecksumTee::new(counted, sum.clone())),
         None => counted,
     };
+    if request.content_type == ContentType::Clone {
+        let Decompressed { reader, layers } = decompress_declared(teed, Compression::Zstd)?;
+        return convert_raw(request, reader, layers, None, Tail::Data);
+    }
     let Decompressed { mut reader, layers } = decompress(teed)?;
     let format = detect_format(reader.head());
     tracing::info!(%format, compressions = ?layers, "identified image");
@@ -204,7 +214,9 @@ fn convert(request: &ImportRequest, source: OpenedSource) -> Result<ImportOutcom
     let plain = layers.is_empty();
 
     match format {
-        DiskFormat::Raw | DiskFormat::Iso => convert_raw(request, reader, layers, source_size),
+        DiskFormat::Raw | DiskFormat::Iso => {
+            convert_raw(request, reader, layers, source_size, Tail::MayBeVhdFooter)
+        }
         DiskFormat::Qcow2 => {
             let header = Qcow2Header::parse(reader.head())?;
             if header.dirty {
@@ -326,6 +338,7 @@ fn convert_raw(
     mut reader: impl Read,
     layers: Vec<Compression>,
     source_size: Option<u64>,
+    tail: Tail,
 ) -> Result<ImportOutcome, ImportError> {
     let known = if layers.is_empty() {
         source_size.map(sector_aligned)
@@ -341,7 +354,7 @@ fn convert_raw(
         request.preallocate,
     )?);
     let pool = WritePool::new(sink.clone());
-    let written = raw::convert(&mut reader, &pool);
+    let written = raw::convert(&mut reader, &pool, tail);
     pool.finish()?;
     let written = written?;
     let (format, image_size) = match &written.vhd_footer {

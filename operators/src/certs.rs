@@ -153,6 +153,9 @@ pub struct UploadCertificates {
     pub server_ca: CertificateAuthority,
     /// PEM bundle the upload servers trust for the proxy's client certificate.
     pub client_ca_bundle: String,
+    /// Signs the client certificates of host-assisted clone sources (the bundle's CA);
+    /// without it such clones cannot run.
+    pub client_ca: Option<CertificateAuthority>,
 }
 
 impl std::fmt::Debug for UploadCertificates {

@@ -147,7 +147,7 @@ impl UploadProxy {
         };
         let upstream_path = match target.content_type {
             ContentType::Archive => routes::archive_path(&path),
-            ContentType::Kubevirt => &path,
+            ContentType::Kubevirt | ContentType::Clone => &path,
         };
         let url = format!("{}{upstream_path}", target.base_url.trim_end_matches('/'));
         self.forward(request, &url).await

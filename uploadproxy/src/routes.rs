@@ -1,8 +1,11 @@
 //! The upload routes of CDI's API, shared by the proxy and the server, and the headers the
 //! upload path reads.
 
-/// The header a client may set to choose the content type (`kubevirt` or `archive`).
+/// The header a client may set to choose the content type (`kubevirt` or `archive`; a
+/// clone source sends `blockdevice-clone`).
 pub const CONTENT_TYPE_HEADER: &str = "x-cdi-content-type";
+/// The content type of a host-assisted clone's stream: the source volume's raw bytes.
+pub const BLOCKDEVICE_CLONE: &str = "blockdevice-clone";
 /// Beyond CDI: the expected checksum of the uploaded bytes, `ALGORITHM:HEX`
 /// (md5, sha1, sha256, sha512), verified when the upload ends.
 pub const CHECKSUM_HEADER: &str = "x-checksum";

@@ -16,6 +16,7 @@ use http::{HeaderMap, Method, StatusCode, header};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+use importer::clone_stream::WIRE_ENCODING;
 use importer::source::upload::{self, UploadFeed};
 use importer::{Checksum, ContentType, ImportError, ImportOutcome, ImportRequest};
 use tokio::net::TcpListener;
@@ -273,15 +274,9 @@ impl UploadServer {
         route: Route,
     ) -> Response<Full<Bytes>> {
         let headers = request.headers();
-        let archive = match header_str(headers, CONTENT_TYPE_HEADER).unwrap_or("") {
-            "" | "kubevirt" => route.archive,
-            "archive" => true,
-            other => {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    &format!("content type {other:?} is not supported (kubevirt or archive)"),
-                );
-            }
+        let content_type = match content_type(headers, route) {
+            Ok(content_type) => content_type,
+            Err(message) => return text(StatusCode::BAD_REQUEST, &message),
         };
         let offset = match header_str(headers, OFFSET_HEADER).map(str::parse::<u64>) {
             None => None,
@@ -305,7 +300,7 @@ impl UploadServer {
                     .ok()
             })
             .flatten();
-        let (attempt, skip) = match self.attach(archive, offset, checksum, size) {
+        let (attempt, skip) = match self.attach(content_type, offset, checksum, size) {
             Ok(attached) => attached,
             Err(response) => return response,
         };
@@ -378,7 +373,7 @@ impl UploadServer {
     #[allow(clippy::result_large_err)]
     fn attach(
         self: &Arc<Self>,
-        archive: bool,
+        content_type: ContentType,
         offset: Option<u64>,
         checksum: Option<Checksum>,
         size: Option<u64>,
@@ -426,7 +421,7 @@ impl UploadServer {
                     };
                     return Err(resume_conflict(0, &why));
                 }
-                let attempt = self.start(archive, checksum, size);
+                let attempt = self.start(content_type, checksum, size);
                 state.phase = Phase::Active {
                     attempt: attempt.clone(),
                     attached: true,
@@ -439,7 +434,7 @@ impl UploadServer {
     /// Starts the pipeline of a new attempt; its end moves the state on.
     fn start(
         self: &Arc<Self>,
-        archive: bool,
+        content_type: ContentType,
         checksum: Option<Checksum>,
         size: Option<u64>,
     ) -> Arc<Attempt> {
@@ -451,17 +446,14 @@ impl UploadServer {
             result: rx,
             body_complete: AtomicBool::new(false),
         });
+        let archive = content_type == ContentType::Archive;
         let target = if archive {
             config.archive_dir.clone()
         } else {
             config.destination.clone()
         };
         let mut request = ImportRequest::new(format!("upload to {}", target.display()), target);
-        request.content_type = if archive {
-            ContentType::Archive
-        } else {
-            ContentType::Kubevirt
-        };
+        request.content_type = content_type;
         request.size = config.image_size.filter(|_| !archive);
         request.preallocate = config.preallocate;
         request.checksum = checksum;
@@ -618,6 +610,31 @@ async fn push(attempt: &Attempt, mut data: Bytes, skip: &mut u64) -> Option<Fed>
         .await
         .err()
         .map(|_| Fed::PipelineStopped)
+}
+
+/// The content type a POST asks for: its `x-cdi-content-type` header, else the route's. A
+/// clone stream must say how it is encoded: Ferrovirt's clone source sends zstd, while CDI's
+/// cloner sends snappy-framed tar or device bytes, which this server does not decode.
+fn content_type(headers: &HeaderMap, route: Route) -> Result<ContentType, String> {
+    match header_str(headers, CONTENT_TYPE_HEADER).unwrap_or("") {
+        "" | "kubevirt" if route.archive => Ok(ContentType::Archive),
+        "" | "kubevirt" => Ok(ContentType::Kubevirt),
+        "archive" => Ok(ContentType::Archive),
+        routes::BLOCKDEVICE_CLONE => match header_str(headers, header::CONTENT_ENCODING.as_str()) {
+            Some(encoding) if encoding.eq_ignore_ascii_case(WIRE_ENCODING) => {
+                Ok(ContentType::Clone)
+            }
+            other => Err(format!(
+                "a {} stream must be sent with Content-Encoding: {WIRE_ENCODING}, not {}",
+                routes::BLOCKDEVICE_CLONE,
+                other.map_or("none".to_string(), |e| format!("{e:?}"))
+            )),
+        },
+        other => Err(format!(
+            "content type {other:?} is not supported (kubevirt, archive or {})",
+            routes::BLOCKDEVICE_CLONE
+        )),
+    }
 }
 
 /// Reads and discards the rest of a body (an archive's padding after its end marker), so the

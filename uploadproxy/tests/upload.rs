@@ -180,3 +180,71 @@ fn tokio_util_stream(
         }
     })
 }
+
+/// A clone stream is the volume's bytes as they are: a disk that starts like a gzip file and
+/// ends like a fixed VHD is written unchanged, not decompressed or trimmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_stream_is_written_verbatim() {
+    let harness = Harness::start(Options::default()).await;
+    let auth = format!("Authorization: Bearer {}", harness.token());
+    let volume = harness.dir.join("volume.vhd");
+    let made = std::process::Command::new("qemu-img")
+        .args(["create", "-q", "-f", "vpc", "-o", "subformat=fixed"])
+        .arg(&volume)
+        .arg("4M")
+        .status()
+        .expect("qemu-img");
+    assert!(made.success());
+    {
+        use std::io::{Seek, Write};
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&volume)
+            .unwrap();
+        file.write_all(&[0x1f, 0x8b, 0x08, 0x00]).unwrap();
+        file.seek(std::io::SeekFrom::Start(1 << 20)).unwrap();
+        file.write_all(b"data in the middle").unwrap();
+    }
+    let wire = harness.dir.join("volume.zst");
+    let encoded = std::process::Command::new("zstd")
+        .args(["-q", "-f", "-o"])
+        .arg(&wire)
+        .arg(&volume)
+        .status()
+        .expect("zstd");
+    assert!(encoded.success());
+
+    let unencoded = harness.curl(&[
+        "-H",
+        &auth,
+        "-H",
+        "x-cdi-content-type: blockdevice-clone",
+        "-X",
+        "POST",
+        "-T",
+        volume.to_str().unwrap(),
+        &harness.url("/v1beta1/upload"),
+    ]);
+    assert_eq!(unencoded.status, 400, "{}", unencoded.body);
+    assert!(
+        unencoded.body.contains("Content-Encoding: zstd"),
+        "{}",
+        unencoded.body
+    );
+
+    let result = harness.curl(&[
+        "-H",
+        &auth,
+        "-H",
+        "x-cdi-content-type: blockdevice-clone",
+        "-H",
+        "Content-Encoding: zstd",
+        "-X",
+        "POST",
+        "-T",
+        wire.to_str().unwrap(),
+        &harness.url("/v1beta1/upload"),
+    ]);
+    assert_eq!(result.status, 200, "{} {}", result.body, result.stderr);
+    assert_eq!(sha256(&harness.disk()), sha256(&volume));
+}

@@ -17,8 +17,21 @@ pub struct RawOutcome {
     pub vhd_footer: Option<Footer>,
 }
 
+/// What the end of a raw stream may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// An image file: it may be a fixed VHD, whose footer is recognised and removed.
+    MayBeVhdFooter,
+    /// A volume's bytes (a clone): all of it is data.
+    Data,
+}
+
 /// Copies the whole stream to the target.
-pub fn convert(reader: &mut dyn Read, pool: &WritePool) -> Result<RawOutcome, ImportError> {
+pub fn convert(
+    reader: &mut dyn Read,
+    pool: &WritePool,
+    tail: Tail,
+) -> Result<RawOutcome, ImportError> {
     let mut offset = 0u64;
     // The batch read last, not yet submitted: it holds the end of the stream.
     let mut pending: Option<(u64, Vec<u8>)> = None;
@@ -49,10 +62,14 @@ pub fn convert(reader: &mut dyn Read, pool: &WritePool) -> Result<RawOutcome, Im
             vhd_footer: None,
         });
     };
-    let vhd_footer = last
-        .len()
-        .checked_sub(FOOTER_LEN)
-        .and_then(|start| Footer::parse(&last[start..]))
+    let vhd_footer = (tail == Tail::MayBeVhdFooter)
+        .then_some(&last)
+        .and_then(|last| {
+            last.len()
+                .checked_sub(FOOTER_LEN)
+                .map(|start| &last[start..])
+        })
+        .and_then(Footer::parse)
         .filter(Footer::is_fixed);
     if vhd_footer.is_some() {
         last.truncate(last.len() - FOOTER_LEN);

@@ -1,7 +1,8 @@
 //! The DataVolume controller: for each DataVolume it creates the PVC (named after the
 //! DataVolume and owned by it), the worker that fills it (an importer pod for http, s3,
 //! registry and blank sources, an upload server pod and service for uploads, a CSI clone for
-//! a PVC source on the same storage class), mirrors the worker's state onto the PVC's
+//! a PVC source on the same storage class, an upload server fed by a clone source pod for a
+//! PVC of another class), mirrors the worker's state onto the PVC's
 //! annotations, and writes CDI's phases, conditions, progress and restart count.
 //!
 //! - [`pvc`]: the PVC a DataVolume asks for (StorageProfile completion, filesystem overhead).
@@ -10,6 +11,7 @@
 //! - [`reconcile`]: the API calls that bring the cluster to that state.
 
 pub mod cross_namespace;
+pub mod host_clone;
 pub mod pod;
 pub mod pvc;
 pub mod reconcile;
@@ -63,6 +65,14 @@ pub enum Transfer {
         name: String,
         /// Whether the source is a VolumeSnapshot.
         snapshot: bool,
+    },
+    /// A host-assisted clone of a PVC that a CSI clone cannot copy (another storage class):
+    /// an upload server on the target and a source pod streaming the source to it.
+    HostClone {
+        /// The source PVC's namespace.
+        namespace: String,
+        /// The source PVC's name.
+        name: String,
     },
     /// A source this controller does not handle (yet); the message says which.
     Unsupported(String),

@@ -73,6 +73,24 @@ pub fn upload_pod_name(pvc: &str) -> String {
     format!("cdi-upload-{pvc}")
 }
 
+/// The name of a host-assisted clone's source pod (CDI's): the target PVC's uid.
+pub fn clone_source_pod_name(target_pvc_uid: &str) -> String {
+    format!("{target_pvc_uid}-source-pod")
+}
+
+/// The common name of a clone source's client certificate, which the target's upload server
+/// requires (CDI's upload client name of a clone).
+pub fn clone_client_name(source: (&str, &str), target: (&str, &str)) -> String {
+    format!("{}/{}-{}/{}", source.0, source.1, target.0, target.1)
+}
+
+/// The label that finds a clone's source pod (CDI's `cloneUniqueID`).
+pub const CLONE_UNIQUE_ID_LABEL: &str = "cdi.kubevirt.io/cloneUniqueID";
+/// Where the source pod mounts a filesystem source volume (CDI's `ClonerMountPath`).
+pub const CLONE_SOURCE_MOUNT: &str = "/var/run/cdi/clone/source";
+/// The volume of the clone source in the source pod.
+pub const CLONE_SOURCE_VOLUME: &str = "cdi-clone-source";
+
 /// Settings of a worker pod that come from the cluster's configuration.
 #[derive(Clone, Copy, Debug)]
 pub struct WorkerSettings<'a> {
@@ -328,6 +346,7 @@ pub fn upload_pod(
     dv: &DataVolume,
     pvc: &PersistentVolumeClaim,
     settings: &WorkerSettings<'_>,
+    client_name: &str,
 ) -> Pod {
     let block = is_block(pvc);
     let name = upload_pod_name(&pvc.name_any());
@@ -342,7 +361,7 @@ pub fn upload_pod(
             "CLIENT_CERT_FILE",
             format!("{UPLOAD_CLIENT_CA_DIR}/ca-bundle.crt"),
         ),
-        env("CLIENT_NAME", settings.config.upload_client_name.clone()),
+        env("CLIENT_NAME", client_name),
         env("UPLOAD_IMAGE_SIZE", requested_size(pvc).unwrap_or_default()),
         env(
             "FILESYSTEM_OVERHEAD",
@@ -420,6 +439,122 @@ pub fn upload_pod(
     }
 }
 
+/// What a clone source pod needs to reach its target's upload server.
+#[derive(Debug, Clone)]
+pub struct CloneConnection {
+    /// `https://cdi-upload-<target>.<namespace>.svc/v1beta1/upload`.
+    pub upload_url: String,
+    /// The upload pod's own `ip:port`, for where no cluster DNS answers the service name.
+    pub server_address: Option<String>,
+    /// The client certificate and key (PEM) with the clone's client name.
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+    /// The CA (PEM) of the upload servers' serving certificates.
+    pub server_ca_pem: String,
+}
+
+/// The source pod of a host-assisted clone (`<target uid>-source-pod`, in the source's
+/// namespace): `ferrovirt clone-source` with CDI's cloner environment, the source PVC
+/// mounted read-only at CDI's path (or its device), streaming to the target's upload server.
+pub fn clone_source_pod(
+    dv: &DataVolume,
+    target: &PersistentVolumeClaim,
+    source: &PersistentVolumeClaim,
+    connection: &CloneConnection,
+    settings: &WorkerSettings<'_>,
+) -> Pod {
+    let target_uid = target.metadata.uid.clone().unwrap_or_default();
+    let block = is_block(source);
+    let mut meta = worker_meta(
+        clone_source_pod_name(&target_uid),
+        dv,
+        target,
+        "cdi-clone-source",
+    );
+    meta.namespace = source.namespace();
+    if meta.namespace != target.namespace() {
+        // Owners live in the pod's namespace only; the controller removes this pod itself.
+        meta.owner_references = None;
+    }
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.insert(
+            CLONE_UNIQUE_ID_LABEL.to_string(),
+            clone_source_pod_name(&target_uid),
+        );
+    }
+    let (content_type, mount) = if block {
+        ("blockdevice-clone", BLOCK_DEVICE_PATH)
+    } else {
+        ("filesystem-clone", CLONE_SOURCE_MOUNT)
+    };
+    let mut vars = vec![
+        env("CLIENT_KEY", connection.client_key_pem.clone()),
+        env("CLIENT_CERT", connection.client_cert_pem.clone()),
+        env("SERVER_CA_CERT", connection.server_ca_pem.clone()),
+        env("UPLOAD_URL", connection.upload_url.clone()),
+        env("OWNER_UID", dv.metadata.uid.clone().unwrap_or_default()),
+        env("PREALLOCATION", settings.preallocation.to_string()),
+        env("CLONER_METRICS_ADDR", format!("0.0.0.0:{METRICS_PORT}")),
+    ];
+    if let Some(address) = &connection.server_address {
+        vars.push(env("FERROVIRT_UPLOAD_SERVER_ADDRESS", address.clone()));
+    }
+    let mut container = Container {
+        name: "cdi-clone-source".to_string(),
+        image: Some(settings.config.image.clone()),
+        image_pull_policy: Some(pull_policy(settings.config)),
+        args: Some(vec![
+            "clone-source".to_string(),
+            "--content-type".to_string(),
+            content_type.to_string(),
+            "--mount".to_string(),
+            mount.to_string(),
+        ]),
+        env: Some(vars),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_string()),
+            container_port: METRICS_PORT,
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
+        termination_message_path: Some("/dev/termination-log".to_string()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    };
+    if block {
+        container.volume_devices = Some(vec![VolumeDevice {
+            name: CLONE_SOURCE_VOLUME.to_string(),
+            device_path: BLOCK_DEVICE_PATH.to_string(),
+        }]);
+    } else {
+        container.volume_mounts = Some(vec![VolumeMount {
+            name: CLONE_SOURCE_VOLUME.to_string(),
+            mount_path: CLONE_SOURCE_MOUNT.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        }]);
+    }
+    let volumes = vec![Volume {
+        name: CLONE_SOURCE_VOLUME.to_string(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: source.name_any(),
+            read_only: Some(true),
+        }),
+        ..Default::default()
+    }];
+    Pod {
+        metadata: meta,
+        spec: Some(PodSpec {
+            containers: vec![container],
+            volumes: Some(volumes),
+            restart_policy: Some("OnFailure".to_string()),
+            priority_class_name: dv.spec.priority_class_name.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
 /// The service `cdi-upload-<pvc>` in front of the upload server pod (the upload proxy's
 /// `https://cdi-upload-<pvc>.<namespace>.svc`).
 pub fn upload_service(dv: &DataVolume, pvc: &PersistentVolumeClaim) -> Service {
@@ -460,11 +595,12 @@ struct TerminationMessage {
 }
 
 /// Failures that no retry can fix: the import ends Failed instead of restarting the pod.
-pub const TERMINAL_FAILURES: [&str; 4] = [
+pub const TERMINAL_FAILURES: [&str; 5] = [
     "checksum mismatch",
     "too small",
     "Cannot create empty disk with content type archive",
     "Unknown data source",
+    "only disk images are cloned this way",
 ];
 
 /// Whether a termination message reports a failure that a retry cannot fix.
@@ -781,7 +917,12 @@ mod tests {
     #[test]
     fn upload_pod_and_service_match() {
         let config = ControllerConfig::default();
-        let pod = upload_pod(&dv(), &pvc("Filesystem"), &settings(&config));
+        let pod = upload_pod(
+            &dv(),
+            &pvc("Filesystem"),
+            &settings(&config),
+            &config.upload_client_name,
+        );
         assert_eq!(pod.metadata.name.as_deref(), Some("cdi-upload-disk"));
         let env = env_of(&pod);
         assert_eq!(value(&env, "TLS_CERT_FILE"), "/etc/tls/tls.crt");
@@ -799,6 +940,66 @@ mod tests {
             pod.metadata.labels.unwrap()[UPLOAD_TARGET_LABEL],
             selector[UPLOAD_TARGET_LABEL]
         );
+    }
+
+    #[test]
+    fn clone_source_pod_streams_the_source_to_the_targets_upload_server() {
+        let config = ControllerConfig::default();
+        let mut source = pvc("Filesystem");
+        source.metadata.name = Some("golden".into());
+        let connection = CloneConnection {
+            upload_url: "https://cdi-upload-disk.ns.svc/v1beta1/upload".into(),
+            server_address: Some("127.0.0.9:8443".into()),
+            client_cert_pem: "CERT".into(),
+            client_key_pem: "KEY".into(),
+            server_ca_pem: "CA".into(),
+        };
+        let pod = clone_source_pod(
+            &dv(),
+            &pvc("Block"),
+            &source,
+            &connection,
+            &settings(&config),
+        );
+        assert_eq!(pod.metadata.name.as_deref(), Some("uid-pvc-source-pod"));
+        assert_eq!(
+            pod.metadata.labels.as_ref().unwrap()[CLONE_UNIQUE_ID_LABEL],
+            "uid-pvc-source-pod"
+        );
+        // Same namespace: owned like the other workers, so deleting the DataVolume removes it.
+        assert_eq!(pod.metadata.owner_references.as_ref().unwrap().len(), 2);
+        let env = env_of(&pod);
+        assert_eq!(value(&env, "UPLOAD_URL"), connection.upload_url);
+        assert_eq!(value(&env, "CLIENT_CERT"), "CERT");
+        assert_eq!(
+            value(&env, "FERROVIRT_UPLOAD_SERVER_ADDRESS"),
+            "127.0.0.9:8443"
+        );
+        let spec = pod.spec.unwrap();
+        let c = &spec.containers[0];
+        assert_eq!(
+            c.args.as_ref().unwrap()[..3],
+            ["clone-source", "--content-type", "filesystem-clone"]
+        );
+        let mount = &c.volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.mount_path, CLONE_SOURCE_MOUNT);
+        assert_eq!(mount.read_only, Some(true));
+        let volume = &spec.volumes.unwrap()[0];
+        assert_eq!(
+            volume.persistent_volume_claim.as_ref().unwrap().claim_name,
+            "golden"
+        );
+
+        source.metadata.namespace = Some("images".into());
+        let pod = clone_source_pod(
+            &dv(),
+            &pvc("Block"),
+            &source,
+            &connection,
+            &settings(&config),
+        );
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("images"));
+        assert!(pod.metadata.owner_references.is_none());
     }
 
     fn pod_with(

@@ -151,7 +151,9 @@ pub fn desired_spec(
                     q.clone()
                 }
             }
-            None => clone_size(inputs).ok_or_else(|| PvcError::MissingSize(name.clone()))?,
+            None => host_clone_size(inputs, &volume_mode)
+                .or_else(|| clone_size(inputs))
+                .ok_or_else(|| PvcError::MissingSize(name.clone()))?,
         };
         let mut spec = PersistentVolumeClaimSpec {
             access_modes: Some(access_modes),
@@ -200,6 +202,23 @@ fn set_size(spec: &mut PersistentVolumeClaimSpec, size: Quantity) {
         .requests
         .get_or_insert_with(Default::default)
         .insert(STORAGE_RESOURCE.to_string(), size);
+}
+
+/// The size of a host-assisted clone of a block source into a filesystem volume: the
+/// source's size plus the filesystem's overhead, so that the copied image fits.
+fn host_clone_size(inputs: &PvcInputs<'_>, target_mode: &str) -> Option<Quantity> {
+    let source = inputs.clone_source?;
+    let source_mode = source.spec.as_ref()?.volume_mode.as_deref();
+    if !matches!(inputs.transfer, Transfer::HostClone { .. })
+        || target_mode != FILESYSTEM
+        || source_mode != Some(BLOCK)
+    {
+        return None;
+    }
+    let bytes = quantity_bytes(&clone_size(inputs)?)?;
+    Some(Quantity(
+        required_space(inputs.filesystem_overhead, bytes).to_string(),
+    ))
 }
 
 /// The size of a clone's source: its request, else its capacity.
@@ -257,6 +276,10 @@ pub fn desired_annotations(dv: &DataVolume, inputs: &PvcInputs<'_>) -> BTreeMap<
             if let (false, Some(node)) = (inputs.wait_for_first_consumer, source_node) {
                 ann.insert(SELECTED_NODE.into(), node.clone());
             }
+        }
+        Transfer::HostClone { namespace, name } => {
+            ann.insert(ANN_CLONE_TYPE.into(), "copy".into());
+            ann.insert(CLONE_REQUEST.into(), format!("{namespace}/{name}"));
         }
         Transfer::Unsupported(_) => {}
     }

@@ -26,7 +26,7 @@ use super::pod::{self, WorkerSettings};
 use super::pvc::{self, BLOCK, PvcInputs};
 use super::status::{self, Observed, PhaseEvent};
 use super::{ANN_METRICS_ADDRESS, Context, Error, Transfer, retain_after_completion};
-use super::{cross_namespace, upload};
+use super::{cross_namespace, host_clone, upload};
 
 /// CDIConfig feature gate under which DataVolumes wait for their first consumer.
 const HONOR_WAIT_FOR_FIRST_CONSUMER: &str = "HonorWaitForFirstConsumer";
@@ -333,7 +333,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
     }
 
     // A clone source (a PVC, or a VolumeSnapshot to restore): CSI when possible, else
-    // host-assisted (not done yet).
+    // host-assisted.
     let clone_ref = match &transfer {
         Transfer::CsiClone {
             namespace,
@@ -363,9 +363,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                 return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
             Some(source_pvc) if !csi_clone(source_pvc, &settings) => {
-                transfer = Transfer::Unsupported(format!(
-                    "host-assisted clone of {what} {src_ns}/{src_name} is not supported yet (a CSI clone or restore needs the same storage class)"
-                ));
+                transfer = host_clone_transfer(&namespace, (src_ns, src_name), *snapshot);
             }
             _ if cross_namespace_source.is_some() && pvc.is_none() => {
                 if let Some(message) =
@@ -413,8 +411,10 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
     }
 
     let mut progress = None;
-    if let (Some(claim), Transfer::Import(_) | Transfer::Upload) = (pvc.as_mut(), &transfer) {
-        let is_upload = matches!(transfer, Transfer::Upload);
+    if let (Some(claim), Transfer::Import(_) | Transfer::Upload | Transfer::HostClone { .. }) =
+        (pvc.as_mut(), &transfer)
+    {
+        let is_upload = !matches!(transfer, Transfer::Import(_));
         let pod_name = if is_upload {
             pod::upload_pod_name(&name)
         } else {
@@ -443,11 +443,22 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                     preallocation: settings.preallocation(&dv),
                     insecure_tls: settings.insecure(source_endpoint.as_deref()),
                 };
-                let desired = match &transfer {
-                    Transfer::Import(source) => {
+                let desired = match (&transfer, &clone_source) {
+                    (Transfer::Import(source), _) => {
                         pod::importer_pod(&dv, claim, source, &worker_settings)
                     }
-                    _ => pod::upload_pod(&dv, claim, &worker_settings),
+                    (Transfer::HostClone { .. }, Some(source)) => pod::upload_pod(
+                        &dv,
+                        claim,
+                        &worker_settings,
+                        &host_clone::client_name(source, claim),
+                    ),
+                    _ => pod::upload_pod(
+                        &dv,
+                        claim,
+                        &worker_settings,
+                        &ctx.config.upload_client_name,
+                    ),
                 };
                 if is_upload {
                     upload::ensure_upload_server_prerequisites(&ctx, &dv, claim, &namespace)
@@ -461,6 +472,15 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                     patch.insert(annotations::IMPORT_POD.into(), pod_name.clone());
                 }
                 *claim = patch_annotations(&pvcs, claim, patch).await?;
+            }
+            Some(_)
+                if matches!(transfer, Transfer::HostClone { .. })
+                    && status::terminal_failure(claim).is_some() =>
+            {
+                // The clone source failed for good: the upload server waits for nothing.
+                delete_ignoring_missing(&pods, &pod_name).await?;
+                let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+                delete_ignoring_missing(&services, &pod_name).await?;
             }
             Some(worker) => {
                 let from_pod = pod::pvc_annotations_from_pod(worker, &ann);
@@ -493,6 +513,43 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             }
             None => {}
         }
+        if let (Transfer::HostClone { .. }, Some(source)) = (&transfer, &clone_source) {
+            let block = claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some(BLOCK);
+            let worker_settings = WorkerSettings {
+                config: &ctx.config,
+                filesystem_overhead: if block { 0.0 } else { settings.overhead() },
+                preallocation: settings.preallocation(&dv),
+                insecure_tls: false,
+            };
+            let target = host_clone::Target {
+                dv: &dv,
+                pvc: claim,
+                upload_pod: worker.as_ref(),
+                finished: final_phase.is_some()
+                    || claim
+                        .annotations()
+                        .get(annotations::POD_PHASE)
+                        .is_some_and(|p| p == "Succeeded")
+                    || status::terminal_failure(claim).is_some(),
+            };
+            match host_clone::drive_source(&ctx, &target, source, &worker_settings).await? {
+                host_clone::SourceState::Running(source_pod) => {
+                    progress = scrape_progress(
+                        &ctx,
+                        &source_pod,
+                        dv.metadata.uid.as_deref().unwrap_or_default(),
+                    )
+                    .await;
+                }
+                host_clone::SourceState::Failed(message) => {
+                    tracing::warn!(datavolume = %name, %message, "clone source failed");
+                    *claim =
+                        patch_annotations(&pvcs, claim, host_clone::failure_annotations(&message))
+                            .await?;
+                }
+                host_clone::SourceState::Absent | host_clone::SourceState::Waiting => {}
+            }
+        }
     }
 
     let wffc = settings.wait_for_first_consumer() && pvc.as_ref().is_some_and(|p| !is_bound(p));
@@ -508,7 +565,9 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
     let phase = write_status(&ctx, &dv, &namespace, &observed).await?;
     Ok(match phase {
         Some(p) if p.is_final() => Action::await_change(),
-        Some(DataVolumePhase::ImportInProgress) => Action::requeue(PROGRESS_INTERVAL),
+        Some(DataVolumePhase::ImportInProgress | DataVolumePhase::CloneInProgress) => {
+            Action::requeue(PROGRESS_INTERVAL)
+        }
         _ if matches!(transfer, Transfer::Unsupported(_)) => Action::requeue(BLOCKED_INTERVAL),
         // The temporary claim of a cross-namespace clone has no owner to wake us up.
         _ if cross_namespace_source.is_some() && pvc.is_none() => {
@@ -542,6 +601,26 @@ async fn clone_of_snapshot(
     Ok((true, claim))
 }
 
+/// The transfer of a clone that a CSI clone cannot make: a host-assisted copy of a PVC in
+/// the DataVolume's own namespace; the other cases are not done yet.
+fn host_clone_transfer(namespace: &str, source: (&str, &str), snapshot: bool) -> Transfer {
+    let (src_ns, src_name) = source;
+    if snapshot {
+        Transfer::Unsupported(format!(
+            "restoring VolumeSnapshot {src_ns}/{src_name} into another storage class (host-assisted) is not supported yet; a restore needs the snapshot's storage class"
+        ))
+    } else if src_ns != namespace {
+        Transfer::Unsupported(format!(
+            "host-assisted clone of PVC {src_ns}/{src_name} from another namespace is not supported yet; a clone across namespaces needs the same storage class"
+        ))
+    } else {
+        Transfer::HostClone {
+            namespace: src_ns.to_string(),
+            name: src_name.to_string(),
+        }
+    }
+}
+
 fn csi_clone(source_pvc: &PersistentVolumeClaim, settings: &ClusterSettings) -> bool {
     let class = settings.class.as_ref().map(|c| c.name_any());
     pvc::csi_clone_possible(source_pvc, class.as_deref())
@@ -551,7 +630,7 @@ fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
     pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
 }
 
-async fn patch_annotations(
+pub(super) async fn patch_annotations(
     pvcs: &Api<PersistentVolumeClaim>,
     pvc: &PersistentVolumeClaim,
     annotations: BTreeMap<String, String>,
@@ -566,7 +645,7 @@ async fn patch_annotations(
         .await?)
 }
 
-async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+pub(super) async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str) -> Result<(), Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

@@ -298,6 +298,40 @@ fn transfer_phase(
                 )
             }
         }
+        Transfer::HostClone {
+            namespace,
+            name: source,
+        } => match pod_phase {
+            Some("Succeeded") => (
+                P::Succeeded,
+                event(
+                    false,
+                    "CloneSucceeded",
+                    format!(
+                        "Successfully cloned from {namespace}/{source} into {}/{name}",
+                        pvc.namespace().unwrap_or_default()
+                    ),
+                ),
+            ),
+            _ if !bound => (P::Pending, None),
+            Some("Running") if ann.get(annotations::POD_READY).is_some_and(|r| r == "true") => (
+                P::CloneInProgress,
+                event(
+                    false,
+                    "CloneInProgress",
+                    format!("Cloning from {namespace}/{source} into {name} in progress"),
+                ),
+            ),
+            Some(_) => (
+                P::CloneScheduled,
+                event(
+                    false,
+                    "CloneScheduled",
+                    format!("Cloning from {namespace}/{source} into {name} scheduled"),
+                ),
+            ),
+            None => (current, None),
+        },
         Transfer::Unsupported(_) => (P::Pending, None),
     }
 }
@@ -373,7 +407,7 @@ pub fn desired_status(obs: &Observed<'_>) -> (DataVolumeStatus, Option<PhaseEven
     );
     status.progress = Some(match phase {
         P::Succeeded => PROGRESS_DONE.to_string(),
-        P::ImportInProgress => obs
+        P::ImportInProgress | P::CloneInProgress => obs
             .progress
             .map(str::to_string)
             .or(status.progress.clone())
@@ -597,6 +631,57 @@ mod tests {
         let (second, event) = desired_status(&again);
         assert_eq!(second, status);
         assert_eq!(event, None);
+    }
+
+    #[test]
+    fn a_host_assisted_clone_is_scheduled_in_progress_then_succeeded_or_failed() {
+        let now = now();
+        let t = Transfer::HostClone {
+            namespace: "ns".into(),
+            name: "golden".into(),
+        };
+        let phase_of = |claim: &PersistentVolumeClaim, progress: Option<&'static str>| {
+            let mut obs = observe(&t, Some(claim), None, &now);
+            obs.progress = progress;
+            desired_status(&obs)
+        };
+        let scheduled = pvc("Bound", &[(annotations::POD_PHASE, "Pending")]);
+        let (status, event) = phase_of(&scheduled, None);
+        assert_eq!(status.phase, Some(DataVolumePhase::CloneScheduled));
+        assert_eq!(event.unwrap().reason, "CloneScheduled");
+        let running = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Running"),
+                (annotations::POD_READY, "true"),
+            ],
+        );
+        let (status, event) = phase_of(&running, Some("12.50%"));
+        assert_eq!(status.phase, Some(DataVolumePhase::CloneInProgress));
+        assert_eq!(event.unwrap().reason, "CloneInProgress");
+        assert_eq!(status.progress.as_deref(), Some("12.50%"));
+        let done = pvc("Bound", &[(annotations::POD_PHASE, "Succeeded")]);
+        let (status, event) = phase_of(&done, None);
+        assert_eq!(status.phase, Some(DataVolumePhase::Succeeded));
+        assert_eq!(
+            event.unwrap().message,
+            "Successfully cloned from ns/golden into ns/disk"
+        );
+        let message = "Unable to clone: the source volume has no disk.img (at /x): only disk images are cloned this way, not archive contents";
+        let failed_ann = super::super::host_clone::failure_annotations(message);
+        let failed_ann: Vec<(&str, &str)> = failed_ann
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let failed = pvc("Bound", &failed_ann);
+        let (status, _) = phase_of(&failed, None);
+        assert_eq!(status.phase, Some(DataVolumePhase::Failed));
+        assert_eq!(
+            condition(&status, DataVolumeConditionType::Ready)
+                .message
+                .as_deref(),
+            Some(message)
+        );
     }
 
     #[test]

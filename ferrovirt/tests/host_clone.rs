@@ -1,0 +1,179 @@
+//! Host-assisted clones on one machine: a DataVolume cloning a PVC of another storage class
+//! gets an upload server on its target and a `ferrovirt clone-source` pod streaming the
+//! source to it over mutual TLS, as CDI's host-assisted clone does.
+
+mod platform;
+
+use std::process::Command;
+use std::time::Duration;
+
+use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, reference_sha256, reference_size};
+use platform::{Platform, condition, digest_prefix};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A second StorageClass of the same driver: a clone into it cannot be a CSI clone.
+fn other_storage_class(platform: &Platform) -> String {
+    let default = platform
+        .json(&["get", "storageclass", "hostpath-csi"])
+        .expect("the default StorageClass");
+    let provisioner = default["provisioner"].as_str().expect("a provisioner");
+    format!(
+        r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: hostpath-copy
+provisioner: {provisioner}
+reclaimPolicy: Delete
+volumeBindingMode: WaitForFirstConsumer
+"#
+    )
+}
+
+fn clone_datavolume(name: &str, source: &str) -> String {
+    format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: {name}
+spec:
+  source:
+    pvc:
+      namespace: default
+      name: {source}
+  storage:
+    storageClassName: hostpath-copy
+"#
+    )
+}
+
+#[test]
+fn a_clone_into_another_storage_class_is_copied_by_a_source_pod() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("host-clone");
+    let image = "v3.qcow2";
+    platform.apply(&other_storage_class(&platform));
+    platform.apply(&format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: golden
+spec:
+  source:
+    http:
+      url: "{}"
+  storage:
+    resources:
+      requests:
+        storage: 64Mi
+"#,
+        server.url(image)
+    ));
+    platform.wait_phase("default", "golden", "Succeeded", LIMIT);
+
+    platform.apply(&clone_datavolume("copy", "golden"));
+    let dv = platform.wait_phase("default", "copy", "Succeeded", LIMIT);
+    assert_eq!(dv["status"]["progress"], "100.0%", "{dv}");
+    assert_eq!(
+        condition(&dv, "Ready").expect("Ready")["reason"],
+        "CloneSucceeded",
+        "{dv}"
+    );
+    let pvc = platform
+        .json(&["get", "pvc", "copy"])
+        .expect("the target PVC");
+    assert_eq!(pvc["spec"]["storageClassName"], "hostpath-copy");
+    assert_eq!(
+        pvc["metadata"]["annotations"]["cdi.kubevirt.io/cloneType"],
+        "copy"
+    );
+    assert!(
+        pvc["spec"]["dataSource"].is_null(),
+        "a host-assisted clone is no CSI clone: {pvc}"
+    );
+
+    // The target holds the source's image, and stayed sparse: the copy wrote no zeros.
+    let scratch = TempDir::new("host-clone");
+    let (source_disk, target_disk) = (scratch.join("source.img"), scratch.join("target.img"));
+    platform.extract_disk("default", "golden", &source_disk);
+    platform.extract_disk("default", "copy", &target_disk);
+    let (digest, zero_tail) = digest_prefix(&target_disk, reference_size(image));
+    assert_eq!(digest, reference_sha256(image), "contents of the clone");
+    assert!(zero_tail, "the clone has data after the image's end");
+    let metadata = std::fs::metadata(&target_disk).expect("the clone's image");
+    assert_eq!(
+        metadata.len(),
+        std::fs::metadata(&source_disk).expect("source").len()
+    );
+
+    // The workers are gone: the upload server, its service, the source pod.
+    let pods = platform.ok(&["get", "pods", "-o", "name"]);
+    assert!(
+        !pods.contains("cdi-upload-copy") && !pods.contains("source-pod"),
+        "{pods}"
+    );
+    let (source_blocks, target_blocks) = (
+        allocated_blocks(&platform, "golden"),
+        allocated_blocks(&platform, "copy"),
+    );
+    assert!(
+        target_blocks <= source_blocks + source_blocks / 4 + 64,
+        "the clone allocated {target_blocks} blocks, its source {source_blocks}"
+    );
+    assert!(
+        target_blocks * 512 < metadata.len() / 2,
+        "the clone is not sparse: {target_blocks} blocks for {} bytes",
+        metadata.len()
+    );
+}
+
+/// The blocks `disk.img` takes in the volume of `pvc` (debugfs's Blockcount, 512-byte units).
+fn allocated_blocks(platform: &Platform, pvc: &str) -> u64 {
+    let image = platform.volume_image("default", pvc);
+    let output = Command::new("debugfs")
+        .arg("-R")
+        .arg("stat /disk.img")
+        .arg(&image)
+        .output()
+        .expect("running debugfs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.split_once("Blockcount:")
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no Blockcount for {pvc}: {text}"))
+}
+
+#[test]
+fn a_clone_of_a_volume_without_a_disk_image_fails_with_the_reason() {
+    let platform = Platform::start("host-clone-empty");
+    platform.apply(&other_storage_class(&platform));
+    // A claim nobody filled: its filesystem has no disk.img.
+    platform.apply(
+        r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: empty
+spec:
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: 16Mi
+"#,
+    );
+    platform.apply(&clone_datavolume("copy", "empty"));
+    let dv = platform.wait_phase("default", "copy", "Failed", LIMIT);
+    let ready = condition(&dv, "Ready").expect("Ready");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("has no disk.img") && message.contains("only disk images are cloned"),
+        "{dv}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = platform.ok(&["get", "pods", "-o", "name"]);
+        if !pods.contains("cdi-upload-copy") && !pods.contains("source-pod") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "workers left: {pods}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

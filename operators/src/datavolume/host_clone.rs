@@ -1,0 +1,139 @@
+//! The source side of a host-assisted clone. The target PVC gets an upload server pod as an
+//! upload does (but accepting only this clone's client certificate); once that server is
+//! ready, the source pod `<target uid>-source-pod` streams the source PVC to it. The source
+//! pod goes when the clone is done; its terminal failure fails the DataVolume.
+
+use std::collections::BTreeMap;
+
+use api::cdi::DataVolume;
+use api::cdi::datavolume::annotations;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+
+use super::pod::{
+    self, CloneConnection, UPLOAD_PORT, WorkerSettings, clone_client_name, clone_source_pod_name,
+    upload_pod_name,
+};
+use super::reconcile::delete_ignoring_missing;
+use super::{Context, Error};
+
+/// What the target's side looks like to the source pod.
+pub struct Target<'a> {
+    pub dv: &'a DataVolume,
+    pub pvc: &'a PersistentVolumeClaim,
+    /// The target's upload server pod, if it exists.
+    pub upload_pod: Option<&'a Pod>,
+    /// The clone has finished (or failed for good): the source pod is no longer needed.
+    pub finished: bool,
+}
+
+/// What became of the source pod.
+pub enum SourceState {
+    /// Not created yet, or gone.
+    Absent,
+    /// Created and not running yet, or between restarts.
+    Waiting,
+    /// Streaming: its progress is served by this pod.
+    Running(Box<Pod>),
+    /// Failed in a way no retry fixes; the message says why.
+    Failed(String),
+}
+
+/// The common name the target's upload server requires of its client.
+pub fn client_name(source: &PersistentVolumeClaim, target: &PersistentVolumeClaim) -> String {
+    clone_client_name(
+        (&source.namespace().unwrap_or_default(), &source.name_any()),
+        (&target.namespace().unwrap_or_default(), &target.name_any()),
+    )
+}
+
+/// Brings the source pod to the state the target asks for.
+pub async fn drive_source(
+    ctx: &Context,
+    target: &Target<'_>,
+    source: &PersistentVolumeClaim,
+    settings: &WorkerSettings<'_>,
+) -> Result<SourceState, Error> {
+    let namespace = source.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = clone_source_pod_name(target.pvc.metadata.uid.as_deref().unwrap_or_default());
+    let existing = pods.get_opt(&name).await?;
+    if target.finished {
+        if existing.is_some() && !super::retain_after_completion(target.dv, Some(target.pvc)) {
+            tracing::info!(pod = %name, %namespace, "deleting finished clone source pod");
+            delete_ignoring_missing(&pods, &name).await?;
+        }
+        return Ok(SourceState::Absent);
+    }
+    let Some(existing) = existing else {
+        let Some(connection) = connection(ctx, target, source)? else {
+            return Ok(SourceState::Absent);
+        };
+        let desired = pod::clone_source_pod(target.dv, target.pvc, source, &connection, settings);
+        tracing::info!(pod = %name, %namespace, "creating clone source pod");
+        pods.create(&PostParams::default(), &desired).await?;
+        return Ok(SourceState::Waiting);
+    };
+    if let Some(message) = pod::terminal_failure(&existing) {
+        delete_ignoring_missing(&pods, &name).await?;
+        return Ok(SourceState::Failed(message));
+    }
+    Ok(if pod::phase(&existing) == "Running" {
+        SourceState::Running(Box::new(existing))
+    } else {
+        SourceState::Waiting
+    })
+}
+
+/// How the source pod reaches the target's upload server, once that server is ready.
+fn connection(
+    ctx: &Context,
+    target: &Target<'_>,
+    source: &PersistentVolumeClaim,
+) -> Result<Option<CloneConnection>, Error> {
+    let Some(server) = target.upload_pod.filter(|p| pod::is_ready(p)) else {
+        return Ok(None);
+    };
+    let certificates = ctx.config.upload_certificates.as_ref();
+    let Some((certificates, client_ca)) =
+        certificates.and_then(|c| Some((c, c.client_ca.as_ref()?)))
+    else {
+        return Err(Error::Certificate(
+            "a host-assisted clone needs the upload client CA to sign its source's certificate, and this controller has none".into(),
+        ));
+    };
+    let issued = client_ca
+        .issue_client(&client_name(source, target.pvc))
+        .map_err(|e| Error::Certificate(e.to_string()))?;
+    let target_name = target.pvc.name_any();
+    let target_namespace = target.pvc.namespace().unwrap_or_default();
+    let server_address = server
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_ref())
+        .map(|ip| format!("{ip}:{UPLOAD_PORT}"));
+    Ok(Some(CloneConnection {
+        upload_url: format!(
+            "https://{}.{target_namespace}.svc/v1beta1/upload",
+            upload_pod_name(&target_name)
+        ),
+        server_address,
+        client_cert_pem: issued.cert_pem,
+        client_key_pem: issued.key_pem,
+        server_ca_pem: certificates.server_ca.cert_pem().to_string(),
+    }))
+}
+
+/// The PVC annotations that record the source's terminal failure, as a worker's would.
+pub fn failure_annotations(message: &str) -> BTreeMap<String, String> {
+    [
+        (annotations::POD_PHASE, "Failed"),
+        (annotations::RUNNING_CONDITION, "false"),
+        (annotations::RUNNING_CONDITION_MESSAGE, message),
+        (annotations::RUNNING_CONDITION_REASON, "Error"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
