@@ -106,10 +106,54 @@ spec:
         std::fs::metadata(&source_disk).expect("source").len()
     );
 
-    // The workers are gone: the upload server, its service, the source pod.
+    // Another volume mode is a host-assisted copy too, even in the same storage class:
+    // filesystem to block, and back. The copy back is asked for before its source is
+    // filled: it waits for the source's DataVolume to succeed (or it would copy zeros).
+    platform.apply(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: as-block
+spec:
+  source:
+    pvc:
+      namespace: default
+      name: golden
+  storage:
+    volumeMode: Block
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: back-to-file
+spec:
+  source:
+    pvc:
+      namespace: default
+      name: as-block
+  storage:
+    volumeMode: Filesystem
+"#,
+    );
+    platform.wait_phase("default", "as-block", "Succeeded", LIMIT);
+    let block = platform.volume_image("default", "as-block");
+    let (digest, zero_tail) = digest_prefix(&block, reference_size(image));
+    assert_eq!(
+        digest,
+        reference_sha256(image),
+        "contents of the block clone"
+    );
+    assert!(zero_tail, "the block clone has data after the image's end");
+    platform.wait_phase("default", "back-to-file", "Succeeded", LIMIT);
+    let back = scratch.join("back.img");
+    platform.extract_disk("default", "back-to-file", &back);
+    let (digest, _) = digest_prefix(&back, reference_size(image));
+    assert_eq!(digest, reference_sha256(image), "contents of the copy back");
+
+    // The workers are gone: the upload servers, their services, the source pods.
     let pods = platform.ok(&["get", "pods", "-o", "name"]);
     assert!(
-        !pods.contains("cdi-upload-copy") && !pods.contains("source-pod"),
+        !pods.contains("cdi-upload-") && !pods.contains("source-pod"),
         "{pods}"
     );
     let (source_blocks, target_blocks) = (

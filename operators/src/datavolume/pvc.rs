@@ -325,15 +325,43 @@ pub fn desired_pvc(
     })
 }
 
-/// Whether a CSI clone of `source_pvc` into a PVC of `target_class` is possible: both of
-/// one storage class. (Another namespace is reached through a temporary claim, see
-/// `cross_namespace`.)
-pub fn csi_clone_possible(source_pvc: &PersistentVolumeClaim, target_class: Option<&str>) -> bool {
-    let source_class = source_pvc
+/// The volume mode of a DataVolume's PVC: as `spec.pvc` gives it, or `spec.storage`'s,
+/// else the StorageProfile's first claim property set's; Filesystem by default.
+pub fn desired_volume_mode(dv: &DataVolume, profile: Option<&StorageProfileStatus>) -> String {
+    if let Some(pvc) = &dv.spec.pvc {
+        return pvc
+            .volume_mode
+            .clone()
+            .unwrap_or_else(|| FILESYSTEM.to_string());
+    }
+    let wanted = dv
         .spec
+        .storage
         .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref());
-    source_class.is_some() && source_class == target_class
+        .and_then(|s| s.volume_mode.clone())
+        .filter(|m| m == FILESYSTEM || m == BLOCK);
+    let first_set = profile
+        .and_then(|p| p.claim_property_sets.as_deref())
+        .and_then(|sets| sets.first());
+    wanted
+        .or_else(|| first_set.and_then(|s| s.volume_mode.clone()))
+        .unwrap_or_else(|| FILESYSTEM.to_string())
+}
+
+/// Whether a CSI clone of `source_pvc` into a PVC of `target_class` and `target_mode` is
+/// possible: both of one storage class and one volume mode, as CDI requires. (Another
+/// namespace is reached through a temporary claim, see `cross_namespace`.)
+pub fn csi_clone_possible(
+    source_pvc: &PersistentVolumeClaim,
+    target_class: Option<&str>,
+    target_mode: &str,
+) -> bool {
+    let spec = source_pvc.spec.as_ref();
+    let source_class = spec.and_then(|s| s.storage_class_name.as_deref());
+    let source_mode = spec
+        .and_then(|s| s.volume_mode.as_deref())
+        .unwrap_or(FILESYSTEM);
+    source_class.is_some() && source_class == target_class && source_mode == target_mode
 }
 
 #[cfg(test)]
@@ -529,8 +557,14 @@ mod tests {
             pvc.metadata.annotations.unwrap()[CLONE_REQUEST],
             "ns/golden"
         );
-        assert!(csi_clone_possible(&source, Some("hostpath-csi")));
-        assert!(!csi_clone_possible(&source, Some("nfs")));
+        assert!(csi_clone_possible(
+            &source,
+            Some("hostpath-csi"),
+            FILESYSTEM
+        ));
+        assert!(!csi_clone_possible(&source, Some("nfs"), FILESYSTEM));
+        // Another volume mode is a host-assisted copy.
+        assert!(!csi_clone_possible(&source, Some("hostpath-csi"), BLOCK));
     }
 
     #[test]

@@ -37,6 +37,8 @@ const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);
 const BLOCKED_INTERVAL: Duration = Duration::from_secs(10);
 /// How often a cross-namespace clone looks at its temporary claim.
 const HANDOVER_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a clone looks at a source that is still being filled.
+const SOURCE_WAIT_INTERVAL: Duration = Duration::from_secs(2);
 /// The name of the cluster's CDIConfig.
 pub const CDI_CONFIG: &str = "config";
 
@@ -357,12 +359,26 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             (claim.is_some(), claim)
         };
         let what = if *snapshot { "VolumeSnapshot" } else { "PVC" };
+        if let (Some(source_pvc), None, false) = (&source_claim, &pvc, *snapshot) {
+            if let Some(message) = unpopulated(&ctx, source_pvc).await? {
+                report_blocked(
+                    &ctx,
+                    &dv,
+                    &transfer,
+                    "CloneSourceNotPopulated",
+                    &message,
+                    &now,
+                )
+                .await?;
+                return Ok(Action::requeue(SOURCE_WAIT_INTERVAL));
+            }
+        }
         match &source_claim {
             _ if !exists && pvc.is_none() => {
                 let message = format!("Source {what} {src_ns}/{src_name} not found");
                 return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
-            Some(source_pvc) if !csi_clone(source_pvc, &settings) => {
+            Some(source_pvc) if !csi_clone(&dv, source_pvc, &settings) => {
                 transfer = host_clone_transfer(&namespace, (src_ns, src_name), *snapshot);
             }
             _ if cross_namespace_source.is_some() && pvc.is_none() => {
@@ -601,6 +617,34 @@ async fn clone_of_snapshot(
     Ok((true, claim))
 }
 
+/// Why a clone source is not ready to be copied: its DataVolume has not succeeded yet (a
+/// copy now would take a half-written image). A claim no DataVolume fills is ready as it is.
+async fn unpopulated(
+    ctx: &Context,
+    source: &PersistentVolumeClaim,
+) -> Result<Option<String>, Error> {
+    let Some(owner) = source
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "DataVolume" && o.controller == Some(true))
+    else {
+        return Ok(None);
+    };
+    let namespace = source.namespace().unwrap_or_default();
+    let owner_dv = Api::<DataVolume>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&owner.name)
+        .await?;
+    let phase = owner_dv.and_then(|d| d.status?.phase);
+    Ok(match phase {
+        Some(DataVolumePhase::Succeeded) => None,
+        phase => Some(format!(
+            "source PVC {namespace}/{} is not populated yet: its DataVolume is {}",
+            source.name_any(),
+            phase.map_or("Pending", |p| p.as_str())
+        )),
+    })
+}
+
 /// The transfer of a clone that a CSI clone cannot make: a host-assisted copy of a PVC in
 /// the DataVolume's own namespace; the other cases are not done yet.
 fn host_clone_transfer(namespace: &str, source: (&str, &str), snapshot: bool) -> Transfer {
@@ -621,9 +665,15 @@ fn host_clone_transfer(namespace: &str, source: (&str, &str), snapshot: bool) ->
     }
 }
 
-fn csi_clone(source_pvc: &PersistentVolumeClaim, settings: &ClusterSettings) -> bool {
+fn csi_clone(
+    dv: &DataVolume,
+    source_pvc: &PersistentVolumeClaim,
+    settings: &ClusterSettings,
+) -> bool {
     let class = settings.class.as_ref().map(|c| c.name_any());
-    pvc::csi_clone_possible(source_pvc, class.as_deref())
+    let profile = settings.profile.as_ref().and_then(|p| p.status.as_ref());
+    let mode = pvc::desired_volume_mode(dv, profile);
+    pvc::csi_clone_possible(source_pvc, class.as_deref(), &mode)
 }
 
 fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
