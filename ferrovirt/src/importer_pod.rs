@@ -104,7 +104,8 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     request.checksum = env("IMPORTER_CHECKSUM")
         .map(|c| c.parse::<Checksum>())
         .transpose()?;
-    request.http.cert_dir = env("IMPORTER_CERT_DIR").map(PathBuf::from);
+    // The ConfigMap is mounted in the pod; under the pod root when run by the local node agent.
+    request.http.cert_dir = env("IMPORTER_CERT_DIR").map(|dir| crate::pod_paths::in_pod(&dir));
     request.http.insecure_tls =
         env("INSECURE_TLS").is_some_and(|v| parse_bool(&v).unwrap_or(false));
     // CDI names only the architecture; registry images are linux ones.

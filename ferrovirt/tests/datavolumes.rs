@@ -569,6 +569,39 @@ spec:
 "#,
 );
 
+/// What a cross-namespace clone's DataVolume holds until its target claim is bound.
+const CROSS_NAMESPACE_FINALIZER: &str = "cdi.kubevirt.io/crossNamespaceClone";
+
+/// A claim in golden-images that nothing consumes: its WaitForFirstConsumer class never
+/// gives it (or a clone's temporary claim of it) a node, so neither is ever provisioned; and a
+/// clone of it into team, stuck before the hand-over.
+const CROSS_NAMESPACE_CLONE_NEVER_BOUND: (&str, &str) = (
+    r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: unconsumed
+  namespace: golden-images
+spec:
+  storageClassName: hostpath-csi
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: 64Mi
+"#,
+    r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: abandoned
+  namespace: team
+spec:
+  source:
+    pvc:
+      namespace: golden-images
+      name: unconsumed
+  storage: {}
+"#,
+);
+
 #[test]
 fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
     let server = HttpServer::start(HttpServerOptions::default());
@@ -667,6 +700,12 @@ fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Nothing is left to clean up: the DataVolume's finalizer is off.
+    platform.wait_dv("team", "copy", Duration::from_secs(30), |dv| {
+        !dv["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == CROSS_NAMESPACE_FINALIZER))
+    });
     assert_volume_in_namespace_holds(&platform, "golden-images", "golden", image);
 
     // A VolumeSnapshot in golden-images is restored into team the same way.
@@ -675,6 +714,65 @@ fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
     assert!(admitted.status.success(), "{admitted:?}");
     platform.wait_phase("team", "restored", "Succeeded", IMPORT_LIMIT);
     assert_volume_in_namespace_holds(&platform, "team", "restored", image);
+
+    // A clone deleted before the hand-over takes its temporary claim in golden-images with it.
+    platform.apply(CROSS_NAMESPACE_CLONE_NEVER_BOUND.0);
+    let admitted = as_alice(
+        &["apply", "-f", "-"],
+        Some(CROSS_NAMESPACE_CLONE_NEVER_BOUND.1),
+    );
+    assert!(admitted.status.success(), "{admitted:?}");
+    let dv = platform
+        .json(&["get", "dv", "-n", "team", "abandoned"])
+        .expect("the DataVolume");
+    let uid = dv["metadata"]["uid"].as_str().expect("a uid");
+    let temporary = format!("cdi-tmp-{uid}");
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    let claim = loop {
+        if let Some(claim) = platform.json(&["get", "pvc", "-n", "golden-images", &temporary]) {
+            break claim;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no temporary claim {temporary}: {}\n{}",
+            platform
+                .json(&["get", "dv", "-n", "team", "abandoned"])
+                .unwrap_or_default(),
+            platform.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_ne!(claim["status"]["phase"], "Bound", "{claim}");
+    let dv = platform.wait_dv("team", "abandoned", Duration::from_secs(30), |dv| {
+        dv["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == CROSS_NAMESPACE_FINALIZER))
+    });
+    assert_eq!(dv["metadata"]["uid"], uid, "{dv}");
+    let started = std::time::Instant::now();
+    let deleted = as_alice(
+        &[
+            "delete",
+            "datavolume",
+            "-n",
+            "team",
+            "abandoned",
+            "--wait",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    assert!(deleted.status.success(), "{deleted:?}\n{}", platform.log());
+    eprintln!("deleting the abandoned clone took {:?}", started.elapsed());
+    assert!(
+        platform
+            .json(&["get", "dv", "-n", "team", "abandoned"])
+            .is_none()
+    );
+    let leftover = platform.json(&["get", "pvc", "-n", "golden-images", &temporary]);
+    assert!(leftover.is_none(), "left behind: {leftover:?}");
+    let claims = platform.ok(&["get", "pvc", "-n", "golden-images", "-o", "name"]);
+    assert!(!claims.contains("cdi-tmp-"), "{claims}");
 }
 
 /// Polls DataImportCron `name` until `done` holds for it.

@@ -22,12 +22,14 @@ use api::cdi::{
 };
 use api::common::ConditionStatus;
 use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
+use tempfile::TempDir;
 
 use crate::datasource::{source_patch, without_heartbeats};
 use crate::datavolume::reconcile::{CDI_CONFIG, is_insecure_registry};
@@ -223,14 +225,78 @@ async fn poll_digest(ctx: &Context, cron: &DataImportCron, url: &str) -> Result<
         .get_opt(CDI_CONFIG)
         .await
         .map_err(|e| e.to_string())?;
+    let namespace = cron.namespace().unwrap_or_default();
+    let registry = cron
+        .spec
+        .template
+        .spec
+        .source
+        .as_ref()
+        .and_then(|s| s.registry.as_ref());
+    let credentials = match registry.and_then(|r| r.secret_ref.as_deref()) {
+        Some(secret) => Some(registry_credentials(ctx, &namespace, secret).await?),
+        None => None,
+    };
+    // The CA files live as long as the poll.
+    let cert_dir = match registry.and_then(|r| r.cert_config_map.as_deref()) {
+        Some(map) => Some(registry_cas(ctx, &namespace, map).await?),
+        None => None,
+    };
     let options = importer::source::registry::RegistryOptions {
         insecure: is_insecure_registry(config.as_ref(), url),
+        credentials,
+        cert_dir: cert_dir.as_ref().map(|d| d.path().to_path_buf()),
         ..Default::default()
     };
     tracing::debug!(cron = %cron.name_any(), %url, "polling the registry");
     importer::source::registry::manifest_digest(url, &options)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// The registry credentials of Secret `namespace/name` (CDI's `accessKeyId`, `secretKey`).
+async fn registry_credentials(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<importer::source::http::Credentials, String> {
+    let secret = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("secretRef: Secret {namespace}/{name} not found"))?;
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| {
+        data.get(key)
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .ok_or_else(|| format!("secretRef: Secret {namespace}/{name} has no {key}"))
+    };
+    Ok(importer::source::http::Credentials {
+        username: field("accessKeyId")?,
+        password: field("secretKey")?,
+    })
+}
+
+/// The CA certificates of ConfigMap `namespace/name`, one file per key, in a temporary
+/// directory (what the importer pod gets as a mounted ConfigMap).
+async fn registry_cas(ctx: &Context, namespace: &str, name: &str) -> Result<TempDir, String> {
+    let map = Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("certConfigMap: ConfigMap {namespace}/{name} not found"))?;
+    let dir = tempfile::Builder::new()
+        .prefix("ferrovirt-cron-ca-")
+        .tempdir()
+        .map_err(|e| format!("certConfigMap: {e}"))?;
+    for (key, pem) in map.data.unwrap_or_default() {
+        // Keys are file names in a mounted ConfigMap; anything else is skipped.
+        if key.contains('/') || key.starts_with('.') {
+            continue;
+        }
+        std::fs::write(dir.path().join(&key), pem).map_err(|e| format!("certConfigMap: {e}"))?;
+    }
+    Ok(dir)
 }
 
 async fn reconcile(cron: Arc<DataImportCron>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -308,6 +374,7 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
 
     // Poll when due (at once for a new cron, as CDI's initial poller Job does).
     let mut desired = cron.annotations().get(ANN_DESIRED_DIGEST).cloned();
+    let mut poll_failure = None;
     let due = cron
         .annotations()
         .get(ANN_NEXT_CRON_TIME)
@@ -341,14 +408,7 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
                 }
                 Err(message) => {
                     tracing::warn!(cron = %cron.name_any(), %message, "polling the source failed");
-                    set_condition(
-                        &mut conditions,
-                        UP_TO_DATE,
-                        ConditionStatus::False,
-                        "NoDigest",
-                        &message,
-                        &now,
-                    );
+                    poll_failure = Some(message);
                     requeue = RETRY;
                 }
             }
@@ -460,12 +520,13 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
             );
             requeue = requeue.min(RETRY);
         }
+        // Why there is none, when a poll said why.
         None => set_condition(
             &mut conditions,
             UP_TO_DATE,
             ConditionStatus::False,
             "NoDigest",
-            "No source digest",
+            poll_failure.as_deref().unwrap_or("No source digest"),
             &now,
         ),
     }

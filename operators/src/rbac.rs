@@ -32,6 +32,8 @@ const WATCH: &[&str] = &["get", "list", "watch"];
 pub const PERMISSIONS: &[Permission] = &[
     // DataVolume controller
     p("cdi.kubevirt.io", "datavolumes", WATCH),
+    // The finalizer of a cross-namespace clone (see `datavolume::cross_namespace`).
+    p("cdi.kubevirt.io", "datavolumes", &["patch"]),
     p("cdi.kubevirt.io", "datavolumes/status", &["patch"]),
     p("cdi.kubevirt.io", "datasources", &["get"]),
     p("cdi.kubevirt.io", "cdiconfigs", &["get"]),

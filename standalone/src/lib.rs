@@ -5,5 +5,6 @@ pub mod apiserver;
 pub mod control_plane;
 pub mod csi;
 pub mod node_agent;
+pub mod pod_network;
 pub mod provisioner;
 pub mod snapshotter;

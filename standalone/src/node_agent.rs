@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch as stop_signal;
 
 use crate::csi::{CsiClient, CsiError, Mode};
+use crate::pod_network::PodNetwork;
 use crate::provisioner::SELECTED_NODE;
 
 /// The repository name of the images this agent runs (any registry, any tag).
@@ -81,17 +81,22 @@ struct Running {
 struct Shared {
     agent: LocalNodeAgent,
     running: Mutex<HashMap<String, Running>>,
-    next_ip: AtomicU32,
+    network: PodNetwork,
 }
 
 impl LocalNodeAgent {
     /// Runs until the pod watch ends.
     pub async fn run(self) -> Result<(), AgentError> {
         let pods = Api::<Pod>::all(self.client.clone());
+        let network = PodNetwork::claim().map_err(|source| AgentError::Io {
+            what: "claiming a pod network",
+            path: std::env::temp_dir(),
+            source,
+        })?;
         let shared = Arc::new(Shared {
             agent: self,
             running: Mutex::new(HashMap::new()),
-            next_ip: AtomicU32::new(2),
+            network,
         });
         let mut events = watcher(pods, watcher::Config::default()).boxed();
         let mut listed: Vec<String> = Vec::new();
@@ -166,9 +171,7 @@ impl Shared {
     }
 
     fn pod_ip(&self) -> Ipv4Addr {
-        let n = self.next_ip.fetch_add(1, Ordering::Relaxed);
-        // 127.1.0.0/16: loopback addresses that need no configuration on Linux.
-        Ipv4Addr::new(127, 1, (n >> 8) as u8, (n & 0xff) as u8)
+        self.network.next_address()
     }
 
     fn stop(&self, uid: &str) {
@@ -283,7 +286,7 @@ impl PodRun {
             result = self.prepare() => result,
             _ = stopped.changed() => Ok(None),
         };
-        let env = match prepared {
+        let mut env = match prepared {
             Ok(Some(env)) => env,
             Ok(None) => return self.cleanup().await,
             Err(err) => {
@@ -321,6 +324,14 @@ impl PodRun {
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
                         _ = stopped.changed() => return self.cleanup().await,
+                    }
+                    // A new container reads its Secrets and ConfigMaps again, as the
+                    // kubelet's does: a fixed Secret fixes the next attempt.
+                    match self.environment(&self.root()).await {
+                        Ok(fresh) => env = fresh,
+                        Err(err) => {
+                            tracing::warn!(pod = %self.name(), %err, "cannot read the environment again; keeping the last one");
+                        }
                     }
                 }
             }

@@ -5,6 +5,11 @@
 //! and the target claim created bound to that volume by name. Once the target is bound the
 //! volume gets its reclaim policy back.
 //!
+//! Nothing in the target namespace can own the temporary claim, so the DataVolume carries
+//! [`FINALIZER`] from the temporary claim's creation until the target is bound: deleting the
+//! DataVolume in between ends in [`clean_up`], which deletes the temporary claim and releases
+//! a volume already handed to a target claim that will now never be created.
+//!
 //! Only a DataVolume whose clone token (put on by the admission that checked its creator's
 //! permission in the source namespace) names this source and this DataVolume is cloned.
 
@@ -12,7 +17,7 @@ use api::cdi::DataVolume;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use uploadproxy::UploadTokenValidator;
 use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
 
@@ -21,6 +26,10 @@ use crate::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
 
 /// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
 pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";
+
+/// DataVolume finalizer: a temporary claim, or a volume handed to a target claim not yet
+/// bound, may be left to clean up (CDI's name).
+pub const FINALIZER: &str = "cdi.kubevirt.io/crossNamespaceClone";
 
 /// The temporary claim of DataVolume `uid`, in the source namespace.
 pub fn temporary_claim_name(dv_uid: &str) -> String {
@@ -83,6 +92,8 @@ pub async fn hand_over(
 ) -> Result<Option<PersistentVolumeClaim>, Error> {
     let target_ns = dv.namespace().unwrap_or_default();
     let target_name = dv.name_any();
+    // Before anything the target namespace cannot own exists.
+    add_finalizer(ctx, dv).await?;
     let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
     let handed = volumes
         .list(&ListParams::default())
@@ -175,9 +186,11 @@ async fn take_from_temporary_claim(
     Ok(Some(volume_name))
 }
 
-/// Gives a handed-over volume its reclaim policy back once the target claim holds it.
+/// Gives a handed-over volume its reclaim policy back once the target claim holds it, and
+/// then takes the DataVolume's [`FINALIZER`] off: nothing is left to clean up.
 pub async fn restore_reclaim_policy(
     ctx: &Context,
+    dv: &DataVolume,
     target: &PersistentVolumeClaim,
 ) -> Result<(), Error> {
     let bound = target.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
@@ -188,22 +201,246 @@ pub async fn restore_reclaim_policy(
         return Ok(());
     }
     let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
-    let Some(volume) = volumes.get_opt(&volume_name).await? else {
+    let volume = volumes.get_opt(&volume_name).await?;
+    if let Some(policy) = volume
+        .as_ref()
+        .and_then(|v| v.annotations().get(ANN_HANDOVER_RECLAIM_POLICY))
+    {
+        let restore = json!({
+            "metadata": {"annotations": {ANN_HANDOVER_RECLAIM_POLICY: null}},
+            "spec": {"persistentVolumeReclaimPolicy": policy},
+        });
+        volumes
+            .patch(
+                &volume_name,
+                &PatchParams::default(),
+                &Patch::Merge(&restore),
+            )
+            .await?;
+    }
+    remove_finalizer(ctx, dv).await
+}
+
+/// What a deleted DataVolume leaves of its clone: its temporary claim is deleted, wherever it
+/// is, and a volume handed to its target claim gets its reclaim policy back and is released
+/// (a claimRef without uid reserves it for a claim that will never come); then the
+/// [`FINALIZER`] comes off. Called while the DataVolume has a deletionTimestamp.
+pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
+    if !has_finalizer(dv) {
         return Ok(());
-    };
-    let Some(policy) = volume.annotations().get(ANN_HANDOVER_RECLAIM_POLICY) else {
-        return Ok(());
-    };
-    let restore = json!({
+    }
+    let uid = dv.metadata.uid.clone().unwrap_or_default();
+    let temporary = temporary_claim_name(&uid);
+    // The source namespace, found by the claim's unique name: a DataSource source may have
+    // moved since the claim was made.
+    let all_claims: Api<PersistentVolumeClaim> = Api::all(ctx.client.clone());
+    let found = all_claims
+        .list(&ListParams::default().fields(&format!("metadata.name={temporary}")))
+        .await?;
+    for claim in found.items {
+        let Some(namespace) = claim.namespace() else {
+            continue;
+        };
+        tracing::info!(datavolume = %dv.name_any(), claim = %temporary, %namespace, "deleting the temporary clone claim of a deleted DataVolume");
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+        match claims.delete(&temporary, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    for volume in volumes.list(&ListParams::default()).await?.items {
+        let Some(release) = release_patch(&volume, dv) else {
+            continue;
+        };
+        tracing::info!(datavolume = %dv.name_any(), volume = %volume.name_any(), "releasing the volume handed to a deleted DataVolume's claim");
+        volumes
+            .patch(
+                &volume.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&release),
+            )
+            .await?;
+    }
+    remove_finalizer(ctx, dv).await
+}
+
+/// The merge patch that releases `volume` when it was handed over to the target claim of
+/// `dv`: its reclaim policy back and, if no claim holds it yet, a claimRef uid that no claim
+/// has (the DataVolume's own), so the provisioner reclaims it as released.
+fn release_patch(volume: &PersistentVolume, dv: &DataVolume) -> Option<Value> {
+    let policy = volume.annotations().get(ANN_HANDOVER_RECLAIM_POLICY)?;
+    let claim_ref = volume.spec.as_ref()?.claim_ref.as_ref()?;
+    let target = claim_ref.namespace == dv.namespace()
+        && claim_ref.name.as_deref() == Some(dv.name_any().as_str());
+    if !target {
+        return None;
+    }
+    let mut patch = json!({
         "metadata": {"annotations": {ANN_HANDOVER_RECLAIM_POLICY: null}},
         "spec": {"persistentVolumeReclaimPolicy": policy},
     });
-    volumes
-        .patch(
-            &volume_name,
-            &PatchParams::default(),
-            &Patch::Merge(&restore),
-        )
-        .await?;
+    if claim_ref.uid.is_none() {
+        patch["spec"]["claimRef"] = json!({"uid": dv.metadata.uid});
+    }
+    Some(patch)
+}
+
+fn has_finalizer(dv: &DataVolume) -> bool {
+    dv.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// `finalizers` with [`FINALIZER`] added (`None` if it is there already), or taken off.
+fn finalizers_with(finalizers: &[String], present: bool) -> Option<Vec<String>> {
+    let has = finalizers.iter().any(|f| f == FINALIZER);
+    match (has, present) {
+        (false, true) => {
+            let mut list = finalizers.to_vec();
+            list.push(FINALIZER.to_string());
+            Some(list)
+        }
+        (true, false) => Some(
+            finalizers
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The merge patch that sets `dv`'s finalizers, conditional on its resourceVersion (a
+/// concurrent change conflicts instead of being overwritten).
+fn finalizers_patch(dv: &DataVolume, finalizers: &[String]) -> Value {
+    let list = if finalizers.is_empty() {
+        Value::Null
+    } else {
+        json!(finalizers)
+    };
+    json!({"metadata": {"finalizers": list, "resourceVersion": dv.resource_version()}})
+}
+
+async fn add_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
+    let Some(finalizers) = finalizers_with(dv.finalizers(), true) else {
+        return Ok(());
+    };
+    let dvs: Api<DataVolume> =
+        Api::namespaced(ctx.client.clone(), &dv.namespace().unwrap_or_default());
+    let patch = finalizers_patch(dv, &finalizers);
+    dvs.patch(
+        &dv.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
+}
+
+/// Takes [`FINALIZER`] off `dv`, as it is now on the server (the observed copy may be older).
+async fn remove_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
+    if !has_finalizer(dv) {
+        return Ok(());
+    }
+    let dvs: Api<DataVolume> =
+        Api::namespaced(ctx.client.clone(), &dv.namespace().unwrap_or_default());
+    let Some(current) = dvs.get_opt(&dv.name_any()).await? else {
+        return Ok(());
+    };
+    if current.metadata.uid != dv.metadata.uid {
+        return Ok(());
+    }
+    let Some(finalizers) = finalizers_with(current.finalizers(), false) else {
+        return Ok(());
+    };
+    let patch = finalizers_patch(&current, &finalizers);
+    match dvs
+        .patch(
+            &dv.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::cdi::DataVolumeSpec;
+
+    fn dv() -> DataVolume {
+        let mut dv = DataVolume::new("copy", DataVolumeSpec::default());
+        dv.metadata.namespace = Some("team".into());
+        dv.metadata.uid = Some("dv-uid".into());
+        dv.metadata.resource_version = Some("7".into());
+        dv
+    }
+
+    fn handed_volume(claim_uid: Option<&str>) -> PersistentVolume {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "pvc-1",
+                "annotations": {ANN_HANDOVER_RECLAIM_POLICY: "Delete"},
+            },
+            "spec": {
+                "persistentVolumeReclaimPolicy": "Retain",
+                "claimRef": {"namespace": "team", "name": "copy", "uid": claim_uid},
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_volume_handed_to_a_claim_never_created_is_released_with_its_policy() {
+        let patch = release_patch(&handed_volume(None), &dv()).expect("released");
+        assert_eq!(patch["spec"]["persistentVolumeReclaimPolicy"], "Delete");
+        assert_eq!(patch["spec"]["claimRef"]["uid"], "dv-uid");
+        assert!(patch["metadata"]["annotations"][ANN_HANDOVER_RECLAIM_POLICY].is_null());
+    }
+
+    #[test]
+    fn a_volume_its_target_claim_holds_only_gets_its_policy_back() {
+        let patch = release_patch(&handed_volume(Some("claim-uid")), &dv()).expect("restored");
+        assert_eq!(patch["spec"]["persistentVolumeReclaimPolicy"], "Delete");
+        assert!(patch["spec"].get("claimRef").is_none(), "{patch}");
+    }
+
+    #[test]
+    fn other_volumes_are_left_alone() {
+        let mut elsewhere = handed_volume(None);
+        let claim_ref = elsewhere.spec.as_mut().unwrap().claim_ref.as_mut().unwrap();
+        claim_ref.namespace = Some("other".into());
+        assert!(release_patch(&elsewhere, &dv()).is_none());
+        let mut not_handed = handed_volume(None);
+        not_handed.metadata.annotations = None;
+        assert!(release_patch(&not_handed, &dv()).is_none());
+    }
+
+    #[test]
+    fn the_finalizer_is_added_and_removed_keeping_the_others() {
+        let others = vec!["example.com/keep".to_string()];
+        let added = finalizers_with(&others, true).expect("added");
+        assert_eq!(
+            added,
+            vec!["example.com/keep".to_string(), FINALIZER.into()]
+        );
+        assert_eq!(finalizers_with(&added, true), None);
+        assert_eq!(finalizers_with(&added, false), Some(others.clone()));
+        assert_eq!(finalizers_with(&others, false), None);
+    }
+
+    #[test]
+    fn finalizer_patches_are_conditional_on_the_resource_version() {
+        let patch = finalizers_patch(&dv(), &[FINALIZER.to_string()]);
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["metadata"]["finalizers"], json!([FINALIZER]));
+        // The last finalizer off removes the list.
+        assert!(finalizers_patch(&dv(), &[]).get("metadata").unwrap()["finalizers"].is_null());
+    }
 }

@@ -300,7 +300,9 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
     if dv.metadata.deletion_timestamp.is_some() {
-        // The garbage collector removes the PVC and pods through their owner references.
+        // The garbage collector removes the PVC and pods through their owner references; a
+        // cross-namespace clone's temporary claim in the source namespace has no owner.
+        cross_namespace::clean_up(&ctx, &dv).await?;
         return Ok(Action::await_change());
     }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -413,7 +415,15 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             preallocation: settings.preallocation(&dv),
             wait_for_first_consumer: settings.wait_for_first_consumer(),
         };
-        let desired = pvc::desired_pvc(&dv, &inputs)?;
+        let desired = match pvc::desired_pvc(&dv, &inputs) {
+            Ok(desired) => desired,
+            // The spec asks for a claim that cannot be made: the user has to change it.
+            Err(err) => {
+                let message = err.to_string();
+                return report_blocked(&ctx, &dv, &transfer, "ErrClaimNotValid", &message, &now)
+                    .await;
+            }
+        };
         pvc = match cross_namespace_source {
             Some(src) => cross_namespace::hand_over(&ctx, &dv, src, desired).await?,
             None => {
@@ -423,7 +433,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         };
     }
     if let (Some(claim), Some(_)) = (&pvc, cross_namespace_source) {
-        cross_namespace::restore_reclaim_policy(&ctx, claim).await?;
+        cross_namespace::restore_reclaim_policy(&ctx, &dv, claim).await?;
     }
 
     let mut progress = None;
