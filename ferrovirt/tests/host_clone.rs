@@ -221,3 +221,86 @@ spec:
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Across namespaces, as CDI: the admitted DataVolume carries its clone token, the source
+/// pod runs in the source namespace, and a finalizer holds the DataVolume until that pod,
+/// which nothing in the target namespace can own, is gone.
+#[test]
+fn a_host_assisted_clone_across_namespaces_runs_its_source_pod_in_the_source_namespace() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("host-clone-ns");
+    let image = "v3.qcow2";
+    platform.apply(&other_storage_class(&platform));
+    platform.apply(&format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: golden-images
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: golden
+  namespace: golden-images
+spec:
+  source:
+    http:
+      url: "{}"
+  storage:
+    resources:
+      requests:
+        storage: 64Mi
+"#,
+        server.url(image)
+    ));
+    platform.wait_phase("golden-images", "golden", "Succeeded", LIMIT);
+    platform.apply(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: copy
+spec:
+  source:
+    pvc:
+      namespace: golden-images
+      name: golden
+  storage:
+    storageClassName: hostpath-copy
+"#,
+    );
+    let dv = platform.wait_phase("default", "copy", "Succeeded", LIMIT);
+    assert!(
+        dv["metadata"]["annotations"]["cdi.kubevirt.io/storage.clone.token"].is_string(),
+        "{dv}"
+    );
+    let pvc = platform
+        .json(&["get", "pvc", "copy"])
+        .expect("the target PVC");
+    assert_eq!(
+        pvc["metadata"]["annotations"]["cdi.kubevirt.io/cloneType"],
+        "copy"
+    );
+    let scratch = TempDir::new("host-clone-ns");
+    let disk = scratch.join("disk.img");
+    platform.extract_disk("default", "copy", &disk);
+    let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
+    assert_eq!(digest, reference_sha256(image), "contents of the clone");
+    assert!(zero_tail);
+    // The source pod is gone from the source namespace, and the finalizer with it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = platform.ok(&["get", "pods", "-n", "golden-images", "-o", "name"]);
+        let dv = platform
+            .json(&["get", "datavolume", "copy"])
+            .expect("the DataVolume");
+        if !pods.contains("source-pod") && dv["metadata"]["finalizers"].is_null() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {pods} {}",
+            dv["metadata"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

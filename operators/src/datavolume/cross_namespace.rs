@@ -27,8 +27,9 @@ use crate::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
 /// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
 pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";
 
-/// DataVolume finalizer: a temporary claim, or a volume handed to a target claim not yet
-/// bound, may be left to clean up (CDI's name).
+/// DataVolume finalizer: a temporary claim, a volume handed to a target claim not yet
+/// bound, or a host-assisted clone's source pod in the source namespace may be left to
+/// clean up (CDI's name).
 pub const FINALIZER: &str = "cdi.kubevirt.io/crossNamespaceClone";
 
 /// The temporary claim of DataVolume `uid`, in the source namespace.
@@ -322,7 +323,7 @@ fn finalizers_patch(dv: &DataVolume, finalizers: &[String]) -> Value {
     json!({"metadata": {"finalizers": list, "resourceVersion": dv.resource_version()}})
 }
 
-async fn add_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
+pub(super) async fn add_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
     let Some(finalizers) = finalizers_with(dv.finalizers(), true) else {
         return Ok(());
     };
@@ -339,7 +340,7 @@ async fn add_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
 }
 
 /// Takes [`FINALIZER`] off `dv`, as it is now on the server (the observed copy may be older).
-async fn remove_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
+pub(super) async fn remove_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
     if !has_finalizer(dv) {
         return Ok(());
     }

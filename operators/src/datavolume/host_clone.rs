@@ -8,15 +8,15 @@ use std::collections::BTreeMap;
 use api::cdi::DataVolume;
 use api::cdi::datavolume::annotations;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 
 use super::pod::{
-    self, CloneConnection, UPLOAD_PORT, WorkerSettings, clone_client_name, clone_source_pod_name,
-    upload_pod_name,
+    self, CLONE_UNIQUE_ID_LABEL, CloneConnection, UPLOAD_PORT, WorkerSettings, clone_client_name,
+    clone_source_pod_name, upload_pod_name,
 };
 use super::reconcile::delete_ignoring_missing;
-use super::{Context, Error};
+use super::{Context, Error, cross_namespace};
 
 /// What the target's side looks like to the source pod.
 pub struct Target<'a> {
@@ -59,10 +59,14 @@ pub async fn drive_source(
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = clone_source_pod_name(target.pvc.metadata.uid.as_deref().unwrap_or_default());
     let existing = pods.get_opt(&name).await?;
+    let across = Some(&namespace) != target.pvc.namespace().as_ref();
     if target.finished {
         if existing.is_some() && !super::retain_after_completion(target.dv, Some(target.pvc)) {
             tracing::info!(pod = %name, %namespace, "deleting finished clone source pod");
             delete_ignoring_missing(&pods, &name).await?;
+        }
+        if across {
+            cross_namespace::remove_finalizer(ctx, target.dv).await?;
         }
         return Ok(SourceState::Absent);
     }
@@ -70,6 +74,10 @@ pub async fn drive_source(
         let Some(connection) = connection(ctx, target, source)? else {
             return Ok(SourceState::Absent);
         };
+        if across {
+            // Nothing in the target namespace can own a pod in the source namespace.
+            cross_namespace::add_finalizer(ctx, target.dv).await?;
+        }
         let desired = pod::clone_source_pod(target.dv, target.pvc, source, &connection, settings);
         tracing::info!(pod = %name, %namespace, "creating clone source pod");
         pods.create(&PostParams::default(), &desired).await?;
@@ -123,6 +131,33 @@ fn connection(
         client_key_pem: issued.key_pem,
         server_ca_pem: certificates.server_ca.cert_pem().to_string(),
     }))
+}
+
+/// Deletes the source pod of a deleted DataVolume's clone, wherever it is (one in another
+/// namespace has no owner to take it along).
+pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
+    let namespace = dv.namespace().unwrap_or_default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(uid) = claims
+        .get_opt(&dv.name_any())
+        .await?
+        .and_then(|claim| claim.metadata.uid)
+    else {
+        return Ok(());
+    };
+    let selector = format!("{CLONE_UNIQUE_ID_LABEL}={}", clone_source_pod_name(&uid));
+    let all: Api<Pod> = Api::all(ctx.client.clone());
+    for pod in all
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let pods: Api<Pod> =
+            Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+        tracing::info!(pod = %pod.name_any(), "deleting the clone source pod of a deleted DataVolume");
+        delete_ignoring_missing(&pods, &pod.name_any()).await?;
+    }
+    Ok(())
 }
 
 /// The PVC annotations that record the source's terminal failure, as a worker's would.

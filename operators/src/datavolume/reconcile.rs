@@ -302,6 +302,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
     if dv.metadata.deletion_timestamp.is_some() {
         // The garbage collector removes the PVC and pods through their owner references; a
         // cross-namespace clone's temporary claim in the source namespace has no owner.
+        host_clone::clean_up(&ctx, &dv).await?;
         cross_namespace::clean_up(&ctx, &dv).await?;
         return Ok(Action::await_change());
     }
@@ -381,28 +382,32 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                 return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
             Some(source_pvc) if !csi_clone(&dv, source_pvc, &settings) => {
-                transfer = host_clone_transfer(&namespace, (src_ns, src_name), *snapshot);
-            }
-            _ if cross_namespace_source.is_some() && pvc.is_none() => {
-                if let Some(message) =
-                    cross_namespace::refusal(&ctx, &dv, (src_ns.as_str(), src_name.as_str()))
-                        .await?
-                {
-                    return report_blocked(
-                        &ctx,
-                        &dv,
-                        &transfer,
-                        "CloneValidationFailed",
-                        &message,
-                        &now,
-                    )
-                    .await;
-                }
+                transfer = host_clone_transfer((src_ns, src_name), *snapshot);
             }
             _ => {}
         }
+        // A clone from another namespace needs its creator's permission there: its token.
+        let cloning = !matches!(transfer, Transfer::Unsupported(_));
+        if cross_namespace_source.is_some() && pvc.is_none() && cloning {
+            if let Some(message) =
+                cross_namespace::refusal(&ctx, &dv, (src_ns.as_str(), src_name.as_str())).await?
+            {
+                return report_blocked(
+                    &ctx,
+                    &dv,
+                    &transfer,
+                    "CloneValidationFailed",
+                    &message,
+                    &now,
+                )
+                .await;
+            }
+        }
         clone_source = source_claim;
     }
+    // Only a CSI clone goes through a temporary claim; a host-assisted one has a source pod.
+    let cross_namespace_source =
+        cross_namespace_source.filter(|_| matches!(transfer, Transfer::CsiClone { .. }));
 
     if pvc.is_none() && final_phase.is_none() && !matches!(transfer, Transfer::Unsupported(_)) {
         let class_name = settings.class.as_ref().map(|c| c.name_any());
@@ -655,17 +660,13 @@ async fn unpopulated(
     })
 }
 
-/// The transfer of a clone that a CSI clone cannot make: a host-assisted copy of a PVC in
-/// the DataVolume's own namespace; the other cases are not done yet.
-fn host_clone_transfer(namespace: &str, source: (&str, &str), snapshot: bool) -> Transfer {
+/// The transfer of a clone that a CSI clone cannot make: a host-assisted copy of a PVC;
+/// restoring a snapshot into another class is not done yet.
+fn host_clone_transfer(source: (&str, &str), snapshot: bool) -> Transfer {
     let (src_ns, src_name) = source;
     if snapshot {
         Transfer::Unsupported(format!(
             "restoring VolumeSnapshot {src_ns}/{src_name} into another storage class (host-assisted) is not supported yet; a restore needs the snapshot's storage class"
-        ))
-    } else if src_ns != namespace {
-        Transfer::Unsupported(format!(
-            "host-assisted clone of PVC {src_ns}/{src_name} from another namespace is not supported yet; a clone across namespaces needs the same storage class"
         ))
     } else {
         Transfer::HostClone {
