@@ -150,6 +150,59 @@ spec:
     let (digest, _) = digest_prefix(&back, reference_size(image));
     assert_eq!(digest, reference_sha256(image), "contents of the copy back");
 
+    // A VolumeSnapshot restored into another class: restored into a claim of its own class
+    // first, which is copied, then deleted.
+    platform.apply(
+        r#"apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata:
+  name: golden-snap
+spec:
+  source:
+    persistentVolumeClaimName: golden
+---
+apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: from-snapshot
+spec:
+  source:
+    snapshot:
+      namespace: default
+      name: golden-snap
+  storage:
+    storageClassName: hostpath-copy
+"#,
+    );
+    let dv = platform.wait_phase("default", "from-snapshot", "Succeeded", LIMIT);
+    let pvc = platform
+        .json(&["get", "pvc", "from-snapshot"])
+        .expect("the restore's PVC");
+    assert_eq!(
+        pvc["metadata"]["annotations"]["cdi.kubevirt.io/cloneType"],
+        "copy"
+    );
+    let restored = scratch.join("restored.img");
+    platform.extract_disk("default", "from-snapshot", &restored);
+    let (digest, _) = digest_prefix(&restored, reference_size(image));
+    assert_eq!(digest, reference_sha256(image), "contents of the restore");
+    let uid = dv["metadata"]["uid"].as_str().expect("a uid");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while platform
+        .json(&["get", "pvc", &format!("cdi-tmp-{uid}")])
+        .is_some()
+        || !platform
+            .json(&["get", "datavolume", "from-snapshot"])
+            .expect("the DataVolume")["metadata"]["finalizers"]
+            .is_null()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restore claim or the finalizer stayed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     // The workers are gone: the upload servers, their services, the source pods.
     let pods = platform.ok(&["get", "pods", "-o", "name"]);
     assert!(

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 
 use api::cdi::DataVolume;
 use api::cdi::datavolume::annotations;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{ListParams, PostParams};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, TypedLocalObjectReference,
+};
+use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 
 use super::pod::{
@@ -16,12 +18,15 @@ use super::pod::{
     clone_source_pod_name, upload_pod_name,
 };
 use super::reconcile::delete_ignoring_missing;
-use super::{Context, Error, cross_namespace};
+use super::{CDI_LABEL, Context, Error, cross_namespace};
 
 /// What the target's side looks like to the source pod.
 pub struct Target<'a> {
     pub dv: &'a DataVolume,
     pub pvc: &'a PersistentVolumeClaim,
+    /// The clone's source as the DataVolume names it (`namespace`, `name`): its client
+    /// certificate's name.
+    pub source: (&'a str, &'a str),
     /// The target's upload server pod, if it exists.
     pub upload_pod: Option<&'a Pod>,
     /// The clone has finished (or failed for good): the source pod is no longer needed.
@@ -41,9 +46,9 @@ pub enum SourceState {
 }
 
 /// The common name the target's upload server requires of its client.
-pub fn client_name(source: &PersistentVolumeClaim, target: &PersistentVolumeClaim) -> String {
+pub fn client_name(source: (&str, &str), target: &PersistentVolumeClaim) -> String {
     clone_client_name(
-        (&source.namespace().unwrap_or_default(), &source.name_any()),
+        source,
         (&target.namespace().unwrap_or_default(), &target.name_any()),
     )
 }
@@ -52,26 +57,23 @@ pub fn client_name(source: &PersistentVolumeClaim, target: &PersistentVolumeClai
 pub async fn drive_source(
     ctx: &Context,
     target: &Target<'_>,
-    source: &PersistentVolumeClaim,
+    source: Option<&PersistentVolumeClaim>,
     settings: &WorkerSettings<'_>,
 ) -> Result<SourceState, Error> {
-    let namespace = source.namespace().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let namespace = target.source.0;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let name = clone_source_pod_name(target.pvc.metadata.uid.as_deref().unwrap_or_default());
     let existing = pods.get_opt(&name).await?;
-    let across = Some(&namespace) != target.pvc.namespace().as_ref();
+    let across = Some(namespace) != target.pvc.namespace().as_deref();
     if target.finished {
         if existing.is_some() && !super::retain_after_completion(target.dv, Some(target.pvc)) {
             tracing::info!(pod = %name, %namespace, "deleting finished clone source pod");
             delete_ignoring_missing(&pods, &name).await?;
         }
-        if across {
-            cross_namespace::remove_finalizer(ctx, target.dv).await?;
-        }
         return Ok(SourceState::Absent);
     }
     let Some(existing) = existing else {
-        let Some(connection) = connection(ctx, target, source)? else {
+        let (Some(source), Some(connection)) = (source, connection(ctx, target)?) else {
             return Ok(SourceState::Absent);
         };
         if across {
@@ -95,11 +97,7 @@ pub async fn drive_source(
 }
 
 /// How the source pod reaches the target's upload server, once that server is ready.
-fn connection(
-    ctx: &Context,
-    target: &Target<'_>,
-    source: &PersistentVolumeClaim,
-) -> Result<Option<CloneConnection>, Error> {
+fn connection(ctx: &Context, target: &Target<'_>) -> Result<Option<CloneConnection>, Error> {
     let Some(server) = target.upload_pod.filter(|p| pod::is_ready(p)) else {
         return Ok(None);
     };
@@ -112,7 +110,7 @@ fn connection(
         ));
     };
     let issued = client_ca
-        .issue_client(&client_name(source, target.pvc))
+        .issue_client(&client_name(target.source, target.pvc))
         .map_err(|e| Error::Certificate(e.to_string()))?;
     let target_name = target.pvc.name_any();
     let target_namespace = target.pvc.namespace().unwrap_or_default();
@@ -131,6 +129,76 @@ fn connection(
         client_key_pem: issued.key_pem,
         server_ca_pem: certificates.server_ca.cert_pem().to_string(),
     }))
+}
+
+/// The claim a VolumeSnapshot is restored into to be copied, in the snapshot's namespace and
+/// of its source claim's class and mode (CDI's host-assisted fallback of a snapshot clone),
+/// created when missing; the DataVolume then holds the cross-namespace finalizer, as nothing
+/// else owns the claim. `None` while the snapshot's claim, which sizes it, is unknown.
+pub async fn ensure_restore_claim(
+    ctx: &Context,
+    dv: &DataVolume,
+    snapshot: (&str, &str),
+    snapshot_source: Option<&PersistentVolumeClaim>,
+) -> Result<Option<PersistentVolumeClaim>, Error> {
+    let name = restore_claim_name(dv);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), snapshot.0);
+    if let Some(existing) = claims.get_opt(&name).await? {
+        return Ok(Some(existing));
+    }
+    let Some(source) = snapshot_source else {
+        return Ok(None);
+    };
+    cross_namespace::add_finalizer(ctx, dv).await?;
+    let claim = restore_claim_for(&name, snapshot, source);
+    tracing::info!(claim = %name, namespace = %snapshot.0, "restoring the snapshot to copy it");
+    Ok(Some(claims.create(&PostParams::default(), &claim).await?))
+}
+
+/// Deletes the restore claim of a finished clone of a snapshot in `namespace`.
+pub async fn delete_restore_claim(
+    ctx: &Context,
+    dv: &DataVolume,
+    namespace: &str,
+) -> Result<(), Error> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    delete_ignoring_missing(&claims, &restore_claim_name(dv)).await
+}
+
+/// The restore claim's name: the cross-namespace clone's temporary claim's, so that its
+/// clean-up on deletion covers both.
+fn restore_claim_name(dv: &DataVolume) -> String {
+    cross_namespace::temporary_claim_name(dv.metadata.uid.as_deref().unwrap_or_default())
+}
+
+/// A claim named `name` restoring `snapshot`, shaped like the claim it was taken of.
+fn restore_claim_for(
+    name: &str,
+    snapshot: (&str, &str),
+    source: &PersistentVolumeClaim,
+) -> PersistentVolumeClaim {
+    let spec = source.spec.clone().unwrap_or_default();
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(snapshot.0.to_string()),
+            labels: Some([(CDI_LABEL.0.to_string(), CDI_LABEL.1.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: spec.access_modes,
+            volume_mode: spec.volume_mode,
+            storage_class_name: spec.storage_class_name,
+            resources: spec.resources,
+            data_source: Some(TypedLocalObjectReference {
+                api_group: Some("snapshot.storage.k8s.io".to_string()),
+                kind: "VolumeSnapshot".to_string(),
+                name: snapshot.1.to_string(),
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
 
 /// Deletes the source pod of a deleted DataVolume's clone, wherever it is (one in another

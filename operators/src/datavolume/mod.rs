@@ -69,10 +69,13 @@ pub enum Transfer {
     /// A host-assisted clone of a PVC that a CSI clone cannot copy (another storage class):
     /// an upload server on the target and a source pod streaming the source to it.
     HostClone {
-        /// The source PVC's namespace.
+        /// The source's namespace.
         namespace: String,
-        /// The source PVC's name.
+        /// The source PVC's (or VolumeSnapshot's) name.
         name: String,
+        /// Whether the source is a VolumeSnapshot: it is restored into a temporary claim of
+        /// its own class first, and that claim is copied.
+        snapshot: bool,
     },
     /// A source this controller does not handle (yet); the message says which.
     Unsupported(String),

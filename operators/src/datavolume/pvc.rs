@@ -277,7 +277,9 @@ pub fn desired_annotations(dv: &DataVolume, inputs: &PvcInputs<'_>) -> BTreeMap<
                 ann.insert(SELECTED_NODE.into(), node.clone());
             }
         }
-        Transfer::HostClone { namespace, name } => {
+        Transfer::HostClone {
+            namespace, name, ..
+        } => {
             ann.insert(ANN_CLONE_TYPE.into(), "copy".into());
             ann.insert(CLONE_REQUEST.into(), format!("{namespace}/{name}"));
         }

@@ -478,11 +478,18 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                     (Transfer::Import(source), _) => {
                         pod::importer_pod(&dv, claim, source, &worker_settings)
                     }
-                    (Transfer::HostClone { .. }, Some(source)) => pod::upload_pod(
+                    (
+                        Transfer::HostClone {
+                            namespace: src_ns,
+                            name: src_name,
+                            ..
+                        },
+                        _,
+                    ) => pod::upload_pod(
                         &dv,
                         claim,
                         &worker_settings,
-                        &host_clone::client_name(source, claim),
+                        &host_clone::client_name((src_ns, src_name), claim),
                     ),
                     _ => pod::upload_pod(
                         &dv,
@@ -544,7 +551,12 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             }
             None => {}
         }
-        if let (Transfer::HostClone { .. }, Some(source)) = (&transfer, &clone_source) {
+        if let Transfer::HostClone {
+            namespace: src_ns,
+            name: src_name,
+            snapshot,
+        } = &transfer
+        {
             let block = claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some(BLOCK);
             let worker_settings = WorkerSettings {
                 config: &ctx.config,
@@ -552,18 +564,32 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                 preallocation: settings.preallocation(&dv),
                 insecure_tls: false,
             };
+            let finished = final_phase.is_some()
+                || claim
+                    .annotations()
+                    .get(annotations::POD_PHASE)
+                    .is_some_and(|p| p == "Succeeded")
+                || status::terminal_failure(claim).is_some();
+            // A snapshot is copied from a claim it is restored into.
+            let restored = if *snapshot && !finished {
+                let snapshot = (src_ns.as_str(), src_name.as_str());
+                host_clone::ensure_restore_claim(&ctx, &dv, snapshot, clone_source.as_ref()).await?
+            } else {
+                None
+            };
             let target = host_clone::Target {
                 dv: &dv,
                 pvc: claim,
+                source: (src_ns, src_name),
                 upload_pod: worker.as_ref(),
-                finished: final_phase.is_some()
-                    || claim
-                        .annotations()
-                        .get(annotations::POD_PHASE)
-                        .is_some_and(|p| p == "Succeeded")
-                    || status::terminal_failure(claim).is_some(),
+                finished,
             };
-            match host_clone::drive_source(&ctx, &target, source, &worker_settings).await? {
+            let pod_source = if *snapshot {
+                restored.as_ref()
+            } else {
+                clone_source.as_ref()
+            };
+            match host_clone::drive_source(&ctx, &target, pod_source, &worker_settings).await? {
                 host_clone::SourceState::Running(source_pod) => {
                     progress = scrape_progress(
                         &ctx,
@@ -579,6 +605,13 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                             .await?;
                 }
                 host_clone::SourceState::Absent | host_clone::SourceState::Waiting => {}
+            }
+            if finished {
+                if *snapshot {
+                    host_clone::delete_restore_claim(&ctx, &dv, src_ns).await?;
+                }
+                // Its source pod and restore claim are gone: nothing is left to clean up.
+                cross_namespace::remove_finalizer(&ctx, &dv).await?;
             }
         }
     }
@@ -660,19 +693,13 @@ async fn unpopulated(
     })
 }
 
-/// The transfer of a clone that a CSI clone cannot make: a host-assisted copy of a PVC;
-/// restoring a snapshot into another class is not done yet.
+/// The transfer of a clone that a CSI clone cannot make: a host-assisted copy of a PVC, or of
+/// a VolumeSnapshot restored into a temporary claim of its own class.
 fn host_clone_transfer(source: (&str, &str), snapshot: bool) -> Transfer {
-    let (src_ns, src_name) = source;
-    if snapshot {
-        Transfer::Unsupported(format!(
-            "restoring VolumeSnapshot {src_ns}/{src_name} into another storage class (host-assisted) is not supported yet; a restore needs the snapshot's storage class"
-        ))
-    } else {
-        Transfer::HostClone {
-            namespace: src_ns.to_string(),
-            name: src_name.to_string(),
-        }
+    Transfer::HostClone {
+        namespace: source.0.to_string(),
+        name: source.1.to_string(),
+        snapshot,
     }
 }
 

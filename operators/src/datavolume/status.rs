@@ -301,6 +301,7 @@ fn transfer_phase(
         Transfer::HostClone {
             namespace,
             name: source,
+            ..
         } => match pod_phase {
             Some("Succeeded") => (
                 P::Succeeded,
@@ -639,6 +640,7 @@ mod tests {
         let t = Transfer::HostClone {
             namespace: "ns".into(),
             name: "golden".into(),
+            snapshot: false,
         };
         let phase_of = |claim: &PersistentVolumeClaim, progress: Option<&'static str>| {
             let mut obs = observe(&t, Some(claim), None, &now);
