@@ -169,6 +169,10 @@ async fn run_foreground(
         server.kubeconfig.display()
     );
     wait_for_stop_signal().await?;
+    control_plane
+        .node_agent
+        .shutdown(std::time::Duration::from_secs(8))
+        .await;
     server.stop();
     let _ = fs::remove_file(&pid_path);
     Ok(())

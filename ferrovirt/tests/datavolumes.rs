@@ -99,6 +99,15 @@ fn unreachable_url_is_retried_and_reported() {
                 .is_some_and(|m| m.contains("404"))
     });
     assert_ne!(phase_of(&dv), "Succeeded", "{dv}");
+    // Stopped while its importer waits to be restarted, the platform unpublishes the
+    // importer's volume: no mount is left behind.
+    let mut platform = platform;
+    assert!(
+        !platform.mounts().is_empty(),
+        "the importer's volume is published"
+    );
+    platform.stop();
+    assert_eq!(platform.mounts(), Vec::<String>::new());
 }
 
 #[test]

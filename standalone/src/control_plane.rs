@@ -18,7 +18,7 @@ use crate::apiserver::{
     Admission, ApiServer, ApiServerConfig, CreateAdmission, StartError, VirtualCreate,
 };
 use crate::csi::CsiClient;
-use crate::node_agent::LocalNodeAgent;
+use crate::node_agent::{LocalNodeAgent, NodeAgentHandle};
 use crate::provisioner::LocalProvisioner;
 use crate::snapshotter::LocalSnapshotter;
 
@@ -38,6 +38,8 @@ pub enum ControlPlaneError {
     Client(String),
     #[error("creating {what}: {source}")]
     Seed { what: String, source: kube::Error },
+    #[error("node agent: {0}")]
+    NodeAgent(#[from] crate::node_agent::AgentError),
 }
 
 pub struct ControlPlaneConfig {
@@ -56,6 +58,8 @@ pub struct ControlPlane {
     pub api_server: ApiServer,
     pub client: Client,
     pub csi_socket: PathBuf,
+    /// Stops the pods (and unpublishes their volumes) at shutdown.
+    pub node_agent: NodeAgentHandle,
 }
 
 impl ControlPlane {
@@ -109,15 +113,12 @@ impl ControlPlane {
             state_dir: config.data_dir.join("node"),
             executable: config.executable,
         };
-        tokio::spawn(async move {
-            if let Err(err) = agent.run().await {
-                tracing::error!(%err, "the local node agent stopped");
-            }
-        });
+        let node_agent = agent.start()?;
         Ok(ControlPlane {
             api_server,
             client,
             csi_socket,
+            node_agent,
         })
     }
 }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::sync::watch as stop_signal;
+use tokio::task::JoinSet;
 
 use crate::csi::{CsiClient, CsiError, Mode};
 use crate::pod_network::PodNetwork;
@@ -82,12 +84,35 @@ struct Shared {
     agent: LocalNodeAgent,
     running: Mutex<HashMap<String, Running>>,
     network: PodNetwork,
+    /// The pods' supervising tasks, awaited at shutdown so that their volumes are unpublished.
+    tasks: Mutex<JoinSet<()>>,
+    /// Set at shutdown: no pod starts any more.
+    stopping: AtomicBool,
+}
+
+/// A running node agent, to shut down.
+pub struct NodeAgentHandle {
+    shared: Arc<Shared>,
+}
+
+impl NodeAgentHandle {
+    /// Stops every pod and waits, up to `limit`, until each has unpublished its volumes (a
+    /// pod left running would leave its mounts and loop devices behind).
+    pub async fn shutdown(&self, limit: Duration) {
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.stop_all_except(&[]);
+        let mut tasks = std::mem::take(&mut *self.shared.tasks());
+        let all_done = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(limit, all_done).await.is_err() {
+            tracing::warn!("pods still stopping at shutdown; their volumes may stay mounted");
+        }
+    }
 }
 
 impl LocalNodeAgent {
-    /// Runs until the pod watch ends.
-    pub async fn run(self) -> Result<(), AgentError> {
-        let pods = Api::<Pod>::all(self.client.clone());
+    /// Claims a pod network and runs the pods of this node until the pod watch ends or the
+    /// returned handle shuts the agent down.
+    pub fn start(self) -> Result<NodeAgentHandle, AgentError> {
         let network = PodNetwork::claim().map_err(|source| AgentError::Io {
             what: "claiming a pod network",
             path: std::env::temp_dir(),
@@ -97,7 +122,19 @@ impl LocalNodeAgent {
             agent: self,
             running: Mutex::new(HashMap::new()),
             network,
+            tasks: Mutex::new(JoinSet::new()),
+            stopping: AtomicBool::new(false),
         });
+        tokio::spawn(shared.clone().watch());
+        Ok(NodeAgentHandle { shared })
+    }
+}
+
+impl Shared {
+    /// Follows the pods until the watch ends.
+    async fn watch(self: Arc<Self>) {
+        let shared = self;
+        let pods = Api::<Pod>::all(shared.agent.client.clone());
         let mut events = watcher(pods, watcher::Config::default()).boxed();
         let mut listed: Vec<String> = Vec::new();
         while let Some(event) = events.next().await {
@@ -113,11 +150,13 @@ impl LocalNodeAgent {
                 Err(err) => tracing::warn!(%err, "pod watch"),
             }
         }
-        Ok(())
+        tracing::error!("the local node agent's pod watch ended");
     }
-}
 
-impl Shared {
+    fn tasks(&self) -> std::sync::MutexGuard<'_, JoinSet<()>> {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -133,7 +172,11 @@ impl Shared {
             .as_ref()
             .and_then(|s| s.phase.clone())
             .unwrap_or_default();
-        if phase == "Succeeded" || phase == "Failed" || self.running().contains_key(&uid) {
+        if phase == "Succeeded"
+            || phase == "Failed"
+            || self.running().contains_key(&uid)
+            || self.stopping.load(Ordering::Acquire)
+        {
             return;
         }
         let Some(container) = pod
@@ -154,10 +197,14 @@ impl Shared {
         let (stop, stopped) = stop_signal::channel(false);
         self.running().insert(uid.clone(), Running { stop });
         let ip = self.pod_ip();
-        tokio::spawn(async move {
+        let shared = self.clone();
+        let mut tasks = self.tasks();
+        // Reap the tasks of pods that are done.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
             let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
             let run = PodRun {
-                shared: self.clone(),
+                shared: shared.clone(),
                 pod,
                 container,
                 ip,
@@ -166,7 +213,7 @@ impl Shared {
             if let Err(err) = run.supervise(stopped).await {
                 tracing::warn!(pod = %name, %err, "pod failed to run");
             }
-            self.running().remove(&uid);
+            shared.running().remove(&uid);
         });
     }
 

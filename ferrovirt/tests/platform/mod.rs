@@ -202,8 +202,12 @@ impl Platform {
     }
 }
 
-impl Drop for Platform {
-    fn drop(&mut self) {
+impl Platform {
+    /// Stops the control plane as `ferrovirt down` does (SIGTERM, then SIGKILL after 10 s).
+    pub fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return; // Stopped already; its pid may be another process's now.
+        }
         let pid = self.child.id() as i32;
         if let Some(pid) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
@@ -217,6 +221,24 @@ impl Drop for Platform {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The mount points under the data directory (volumes still published to pods).
+    pub fn mounts(&self) -> Vec<String> {
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .filter(|point| point.starts_with(&dir))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
