@@ -16,21 +16,19 @@ use clap::Args;
 use importer::clone_stream::{self, VolumeReader, WIRE_ENCODING};
 use importer::metrics::{ProgressMetric, serve_progress_as};
 use importer::progress::Progress;
-use uploadproxy::routes::{BLOCKDEVICE_CLONE, CONTENT_TYPE_HEADER};
+use operators::datavolume::pod::{
+    BLOCK_DEVICE_PATH, CLONE_SOURCE_MOUNT, NO_DISK_IMAGE, UPLOAD_SERVER_ADDRESS_ENV,
+};
+use uploadproxy::routes::{
+    BLOCKDEVICE_CLONE, CONTENT_TYPE_HEADER, FILESYSTEM_CLONE, OFFSET_HEADER,
+};
 
 use crate::pod_env::env;
 use crate::pod_paths::in_pod;
 
 const TERMINATION_LOG: &str = "/dev/termination-log";
-/// Where the source pod finds a filesystem source volume (CDI's `ClonerMountPath`).
-pub const SOURCE_MOUNT: &str = "/var/run/cdi/clone/source";
-/// Where it finds a block source volume.
-pub const SOURCE_DEVICE: &str = "/dev/cdi-block-volume";
 /// The disk image on a filesystem volume.
 const DISK_IMAGE: &str = "disk.img";
-/// Beyond CDI: the address (`ip:port`) to reach UPLOAD_URL's host at, keeping its name for
-/// TLS; the controller sets it to the upload pod's own address where there is no cluster DNS.
-pub const UPLOAD_SERVER_ADDRESS_ENV: &str = "FERROVIRT_UPLOAD_SERVER_ADDRESS";
 /// Compressed bytes in flight between the reading thread and the request body.
 const CHUNK: usize = 1 << 20;
 const CHANNEL_DEPTH: usize = 8;
@@ -72,20 +70,20 @@ fn preallocation() -> bool {
 /// The file or device holding the source volume's bytes.
 fn source_path(args: &CloneSourceArgs) -> Result<PathBuf> {
     match args.content_type.as_str() {
-        "filesystem-clone" => {
-            let mount = in_pod(args.mount.as_deref().unwrap_or(SOURCE_MOUNT));
+        FILESYSTEM_CLONE => {
+            let mount = in_pod(args.mount.as_deref().unwrap_or(CLONE_SOURCE_MOUNT));
             let image = mount.join(DISK_IMAGE);
             if !image.exists() {
                 bail!(
-                    "the source volume has no {DISK_IMAGE} (at {}): only disk images are cloned this way, not archive contents",
+                    "the source volume has no {DISK_IMAGE} (at {}): {NO_DISK_IMAGE}, not archive contents",
                     image.display()
                 );
             }
             Ok(image)
         }
-        "blockdevice-clone" => Ok(in_pod(args.mount.as_deref().unwrap_or(SOURCE_DEVICE))),
+        BLOCKDEVICE_CLONE => Ok(in_pod(args.mount.as_deref().unwrap_or(BLOCK_DEVICE_PATH))),
         other => {
-            bail!("content type {other:?} is not one of filesystem-clone or blockdevice-clone")
+            bail!("content type {other:?} is not one of {FILESYSTEM_CLONE} or {BLOCKDEVICE_CLONE}")
         }
     }
 }
@@ -110,6 +108,10 @@ async fn clone(args: &CloneSourceArgs) -> Result<()> {
         .post(&url)
         .header(CONTENT_TYPE_HEADER, BLOCKDEVICE_CLONE)
         .header(reqwest::header::CONTENT_ENCODING, WIRE_ENCODING)
+        // The stream of an unchanged (read-only) volume at one zstd level is the same bytes
+        // each time: a restarted source resumes an interrupted attempt from the start, and
+        // the server skips what it has already written.
+        .header(OFFSET_HEADER, "0")
         .body(body)
         .send()
         .await;

@@ -193,6 +193,7 @@ async fn start_controllers(
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
         upload_certificates: Some(uploads.certificates),
+        no_cluster_dns: true,
         clone_tokens: Some(token_issuer.validator()),
         ..Default::default()
     };

@@ -221,8 +221,7 @@ impl Drop for DeleteOnDrop<'_> {
 
 /// The message of an importer pod that failed on an HTTP client error (4xx) from the object
 /// store, reported on the Running condition as CDI does. Retrying does not cure those; other
-/// failures may be transient (two `ferrovirt up` on one machine hand out the same pod
-/// addresses, so an importer's metrics port can be taken), so the tests wait through them.
+/// failures may be transient, so the tests wait through them.
 fn client_error(dv: &serde_json::Value) -> Option<&str> {
     condition(dv, "Running")
         .filter(|c| c["reason"] == "Error")

@@ -71,7 +71,29 @@ spec:
     ));
     platform.wait_phase("default", "golden", "Succeeded", LIMIT);
 
+    // A pod using the source (a VM, say) holds the copy back: it would not be consistent.
+    platform.apply(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: vm-using-golden
+spec:
+  containers:
+  - name: compute
+    image: quay.io/kubevirt/virt-launcher:v1.5.0
+  volumes:
+  - name: disk
+    persistentVolumeClaim:
+      claimName: golden
+"#,
+    );
     platform.apply(&clone_datavolume("copy", "golden"));
+    let dv = platform.wait_dv("default", "copy", LIMIT, |dv| {
+        condition(dv, "Bound").is_some_and(|c| c["reason"] == "CloneSourceInUse")
+    });
+    let message = condition(&dv, "Bound").expect("Bound")["message"].to_string();
+    assert!(message.contains("vm-using-golden"), "{dv}");
+    platform.ok(&["delete", "pod", "vm-using-golden", "--wait=false"]);
     let dv = platform.wait_phase("default", "copy", "Succeeded", LIMIT);
     assert_eq!(dv["status"]["progress"], "100.0%", "{dv}");
     assert_eq!(

@@ -118,14 +118,18 @@ fn clamp(len: usize, left: u64) -> usize {
     usize::try_from(left).map_or(len, |left| len.min(left))
 }
 
-/// The wire stream of a volume: its bytes, zstd-compressed.
+/// The wire stream of a volume: its bytes, zstd-compressed, with zstd's content checksum
+/// (a stream resumed after an interruption is checked end to end by the decoder).
 pub fn encode(volume: VolumeReader) -> Result<impl Read + Send, ImportError> {
-    zstd::stream::read::Encoder::new(volume, WIRE_ZSTD_LEVEL).map_err(|source| {
-        ImportError::Decompress {
-            codec: "zstd",
-            source,
-        }
-    })
+    let encoder_error = |source| {
+        ImportError::ReadSource(std::io::Error::other(format!(
+            "starting the zstd encoder: {source}"
+        )))
+    };
+    let mut encoder =
+        zstd::stream::read::Encoder::new(volume, WIRE_ZSTD_LEVEL).map_err(encoder_error)?;
+    encoder.include_checksum(true).map_err(encoder_error)?;
+    Ok(encoder)
 }
 
 #[cfg(test)]

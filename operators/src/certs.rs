@@ -104,18 +104,53 @@ impl CertificateAuthority {
         self.issue(common_name, &[], ExtendedKeyUsagePurpose::ClientAuth)
     }
 
+    /// A client certificate called `common_name`, valid from yesterday (clock skew) until
+    /// `days` from today: a clone source's, which is of no use after its clone.
+    pub fn issue_short_lived_client(
+        &self,
+        common_name: &str,
+        days: i64,
+    ) -> Result<IssuedCertificate, CertError> {
+        self.issue_valid(
+            common_name,
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            Some(days),
+        )
+    }
+
     fn issue(
         &self,
         common_name: &str,
         names: &[String],
         usage: ExtendedKeyUsagePurpose,
     ) -> Result<IssuedCertificate, CertError> {
+        self.issue_valid(common_name, names, usage, None)
+    }
+
+    /// Issues a leaf; `valid_days` limits it to yesterday .. today + `valid_days`.
+    fn issue_valid(
+        &self,
+        common_name: &str,
+        names: &[String],
+        usage: ExtendedKeyUsagePurpose,
+        valid_days: Option<i64>,
+    ) -> Result<IssuedCertificate, CertError> {
+        use chrono::Datelike;
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(names.to_vec())?;
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
         params.extended_key_usages = vec![usage];
+        if let Some(days) = valid_days {
+            let date = |d: chrono::DateTime<chrono::Utc>| {
+                rcgen::date_time_ymd(d.year(), d.month() as u8, d.day() as u8)
+            };
+            let now = chrono::Utc::now();
+            params.not_before = date(now - chrono::Duration::days(1));
+            params.not_after = date(now + chrono::Duration::days(days));
+        }
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(IssuedCertificate {
             cert_pem: cert.pem(),

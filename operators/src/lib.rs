@@ -40,6 +40,9 @@ pub struct ControllerConfig {
     /// Otherwise, the namespace of the Secret `cdi-api-signing-key` whose `id_rsa.pub` checks
     /// them (where `ferrovirt webhook` keeps its key), read when a clone needs it.
     pub clone_token_secret_namespace: Option<String>,
+    /// Set where Services have no cluster DNS or proxy (one machine): a clone source reaches
+    /// its target's upload server at that pod's own address.
+    pub no_cluster_dns: bool,
 }
 
 /// The API resource of VolumeSnapshots (a CRD of the external snapshotter, not in k8s-openapi).
@@ -67,6 +70,7 @@ impl Default for ControllerConfig {
             upload_certificates: None,
             clone_tokens: None,
             clone_token_secret_namespace: None,
+            no_cluster_dns: false,
         }
     }
 }

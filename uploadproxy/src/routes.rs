@@ -6,6 +6,10 @@
 pub const CONTENT_TYPE_HEADER: &str = "x-cdi-content-type";
 /// The content type of a host-assisted clone's stream: the source volume's raw bytes.
 pub const BLOCKDEVICE_CLONE: &str = "blockdevice-clone";
+/// CDI's content type of a filesystem volume's clone (a tar of it); Ferrovirt's clone
+/// source takes it as a flag for a volume that holds `disk.img`, and sends its bytes as
+/// [`BLOCKDEVICE_CLONE`].
+pub const FILESYSTEM_CLONE: &str = "filesystem-clone";
 /// Beyond CDI: the expected checksum of the uploaded bytes, `ALGORITHM:HEX`
 /// (md5, sha1, sha256, sha512), verified when the upload ends.
 pub const CHECKSUM_HEADER: &str = "x-checksum";

@@ -29,7 +29,7 @@ pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.rec
 
 /// DataVolume finalizer: a temporary claim, a volume handed to a target claim not yet
 /// bound, or a host-assisted clone's source pod in the source namespace may be left to
-/// clean up (CDI's name).
+/// clean up (Ferrovirt's: nothing else in the target namespace can own those).
 pub const FINALIZER: &str = "cdi.kubevirt.io/crossNamespaceClone";
 
 /// The temporary claim of DataVolume `uid`, in the source namespace.
@@ -288,7 +288,7 @@ fn release_patch(volume: &PersistentVolume, dv: &DataVolume) -> Option<Value> {
     Some(patch)
 }
 
-fn has_finalizer(dv: &DataVolume) -> bool {
+pub(super) fn has_finalizer(dv: &DataVolume) -> bool {
     dv.finalizers().iter().any(|f| f == FINALIZER)
 }
 

@@ -1,7 +1,8 @@
 //! The source side of a host-assisted clone. The target PVC gets an upload server pod as an
 //! upload does (but accepting only this clone's client certificate); once that server is
 //! ready, the source pod `<target uid>-source-pod` streams the source PVC to it. The source
-//! pod goes when the clone is done; its terminal failure fails the DataVolume.
+//! pod goes when the clone is done (unless `retainAfterCompletion` keeps one in the target's
+//! own namespace); its terminal failure fails the DataVolume.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +15,8 @@ use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 
 use super::pod::{
-    self, CLONE_UNIQUE_ID_LABEL, CloneConnection, UPLOAD_PORT, WorkerSettings, clone_client_name,
-    clone_source_pod_name, upload_pod_name,
+    self, CLONE_OWNER_LABEL, CLONE_UNIQUE_ID_LABEL, CloneConnection, UPLOAD_PORT, WorkerSettings,
+    clone_client_name, clone_source_pod_name, upload_pod_name,
 };
 use super::reconcile::delete_ignoring_missing;
 use super::{CDI_LABEL, Context, Error, cross_namespace};
@@ -66,7 +67,9 @@ pub async fn drive_source(
     let existing = pods.get_opt(&name).await?;
     let across = Some(namespace) != target.pvc.namespace().as_deref();
     if target.finished {
-        if existing.is_some() && !super::retain_after_completion(target.dv, Some(target.pvc)) {
+        // One in another namespace is never kept: nothing would ever remove it.
+        let retain = !across && super::retain_after_completion(target.dv, Some(target.pvc));
+        if existing.is_some() && !retain {
             tracing::info!(pod = %name, %namespace, "deleting finished clone source pod");
             delete_ignoring_missing(&pods, &name).await?;
         }
@@ -96,28 +99,103 @@ pub async fn drive_source(
     })
 }
 
+/// How long a clone source's client certificate is valid: its clone's time, with margin.
+const CLIENT_CERT_DAYS: i64 = 2;
+
+/// Why a host-assisted clone cannot run without the upload client CA.
+pub const NO_CLIENT_CA: &str = "a host-assisted clone needs the upload client CA to sign its source pod's certificate, and this controller has none (`ferrovirt up` keeps one)";
+
+/// The CA of the upload servers' certificates and the CA that signs clone sources' client
+/// certificates, when this controller holds both.
+fn signing_authorities(
+    ctx: &Context,
+) -> Option<(
+    &crate::certs::UploadCertificates,
+    &crate::certs::CertificateAuthority,
+)> {
+    let certificates = ctx.config.upload_certificates.as_deref()?;
+    Some((certificates, certificates.client_ca.as_ref()?))
+}
+
+/// Whether this controller can run a host-assisted clone.
+pub fn can_sign(ctx: &Context) -> bool {
+    signing_authorities(ctx).is_some()
+}
+
+/// Why a host-assisted clone cannot start yet, if it cannot: no CA to sign its source's
+/// certificate, or its source PVC (`None` for a snapshot, restored into a claim of its own)
+/// in use by another pod. A reason and a message for the DataVolume.
+pub async fn not_ready(
+    ctx: &Context,
+    source: Option<&PersistentVolumeClaim>,
+) -> Result<Option<(&'static str, String)>, Error> {
+    if !can_sign(ctx) {
+        return Ok(Some(("CloneWithoutCertificates", NO_CLIENT_CA.to_string())));
+    }
+    let Some(source) = source else {
+        return Ok(None);
+    };
+    let users = pods_using(ctx, source).await?;
+    Ok((!users.is_empty()).then(|| {
+        (
+            "CloneSourceInUse",
+            format!(
+                "source PVC {}/{} is in use by pod {}: the copy waits until it is not",
+                source.namespace().unwrap_or_default(),
+                source.name_any(),
+                users.join(", ")
+            ),
+        )
+    }))
+}
+
+/// The pods other than clone sources that use `claim`: a copy taken under a running VM
+/// would not be consistent (CDI's `CloneSourceInUse`).
+async fn pods_using(ctx: &Context, claim: &PersistentVolumeClaim) -> Result<Vec<String>, Error> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = claim.name_any();
+    Ok(pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| !p.labels().contains_key(CLONE_UNIQUE_ID_LABEL))
+        .filter(|p| !matches!(pod::phase(p).as_str(), "Succeeded" | "Failed"))
+        .filter(|p| {
+            p.spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .any(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .is_some_and(|c| c.claim_name == name)
+                })
+        })
+        .map(|p| p.name_any())
+        .collect())
+}
+
 /// How the source pod reaches the target's upload server, once that server is ready.
 fn connection(ctx: &Context, target: &Target<'_>) -> Result<Option<CloneConnection>, Error> {
     let Some(server) = target.upload_pod.filter(|p| pod::is_ready(p)) else {
         return Ok(None);
     };
-    let certificates = ctx.config.upload_certificates.as_ref();
-    let Some((certificates, client_ca)) =
-        certificates.and_then(|c| Some((c, c.client_ca.as_ref()?)))
-    else {
-        return Err(Error::Certificate(
-            "a host-assisted clone needs the upload client CA to sign its source's certificate, and this controller has none".into(),
-        ));
+    let Some((certificates, client_ca)) = signing_authorities(ctx) else {
+        return Err(Error::CloneCertificate(NO_CLIENT_CA.into()));
     };
     let issued = client_ca
-        .issue_client(&client_name(target.source, target.pvc))
-        .map_err(|e| Error::Certificate(e.to_string()))?;
+        .issue_short_lived_client(&client_name(target.source, target.pvc), CLIENT_CERT_DAYS)
+        .map_err(|e| Error::CloneCertificate(e.to_string()))?;
     let target_name = target.pvc.name_any();
     let target_namespace = target.pvc.namespace().unwrap_or_default();
+    // Through the Service where there is cluster DNS (an upload pod recreated elsewhere is
+    // still found); at the pod's own address where there is not.
     let server_address = server
         .status
         .as_ref()
         .and_then(|s| s.pod_ip.as_ref())
+        .filter(|_| ctx.config.no_cluster_dns)
         .map(|ip| format!("{ip}:{UPLOAD_PORT}"));
     Ok(Some(CloneConnection {
         upload_url: format!(
@@ -202,18 +280,13 @@ fn restore_claim_for(
 }
 
 /// Deletes the source pod of a deleted DataVolume's clone, wherever it is (one in another
-/// namespace has no owner to take it along).
+/// namespace has no owner to take it along, and holds the DataVolume's finalizer).
 pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
-    let namespace = dv.namespace().unwrap_or_default();
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(uid) = claims
-        .get_opt(&dv.name_any())
-        .await?
-        .and_then(|claim| claim.metadata.uid)
-    else {
+    if !cross_namespace::has_finalizer(dv) {
         return Ok(());
-    };
-    let selector = format!("{CLONE_UNIQUE_ID_LABEL}={}", clone_source_pod_name(&uid));
+    }
+    let uid = dv.metadata.uid.clone().unwrap_or_default();
+    let selector = format!("{CLONE_OWNER_LABEL}={uid}");
     let all: Api<Pod> = Api::all(ctx.client.clone());
     for pod in all
         .list(&ListParams::default().labels(&selector))

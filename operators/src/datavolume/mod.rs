@@ -215,6 +215,9 @@ pub enum Error {
     /// An upload server's certificate could not be issued.
     #[error("upload server certificate: {0}")]
     Certificate(String),
+    /// A clone source's client certificate could not be issued.
+    #[error("clone source certificate: {0}")]
+    CloneCertificate(String),
 }
 
 /// What every reconcile shares.

@@ -24,6 +24,7 @@ use super::{
     ANN_CREATED_BY, CDI_LABEL, COMPONENT_LABEL, ImportSource, PROMETHEUS_LABEL, content_type,
 };
 use crate::ControllerConfig;
+use uploadproxy::routes::{BLOCKDEVICE_CLONE, FILESYSTEM_CLONE};
 
 /// The volume of the target PVC in every worker pod.
 pub const DATA_VOLUME_NAME: &str = "cdi-data-vol";
@@ -86,6 +87,16 @@ pub fn clone_client_name(source: (&str, &str), target: (&str, &str)) -> String {
 
 /// The label that finds a clone's source pod (CDI's `cloneUniqueID`).
 pub const CLONE_UNIQUE_ID_LABEL: &str = "cdi.kubevirt.io/cloneUniqueID";
+/// The label naming the DataVolume (its uid) a clone source pod works for, which finds the
+/// pod when the DataVolume is deleted, wherever the pod is.
+pub const CLONE_OWNER_LABEL: &str = "ferrovirt.io/clone-for-datavolume";
+/// Beyond CDI: the address (`ip:port`) a clone source reaches UPLOAD_URL's host at, keeping
+/// the name for TLS; set where Services have no cluster DNS (one machine).
+pub const UPLOAD_SERVER_ADDRESS_ENV: &str = "FERROVIRT_UPLOAD_SERVER_ADDRESS";
+/// The termination message of a clone source whose volume holds no disk image.
+pub const NO_DISK_IMAGE: &str = "only disk images are cloned this way";
+/// The termination message of a clone whose source went away before it completed.
+pub const SOURCE_DELETED: &str = "was deleted before the clone completed";
 /// Where the source pod mounts a filesystem source volume (CDI's `ClonerMountPath`).
 pub const CLONE_SOURCE_MOUNT: &str = "/var/run/cdi/clone/source";
 /// The volume of the clone source in the source pod.
@@ -481,11 +492,15 @@ pub fn clone_source_pod(
             CLONE_UNIQUE_ID_LABEL.to_string(),
             clone_source_pod_name(&target_uid),
         );
+        labels.insert(
+            CLONE_OWNER_LABEL.to_string(),
+            dv.metadata.uid.clone().unwrap_or_default(),
+        );
     }
     let (content_type, mount) = if block {
-        ("blockdevice-clone", BLOCK_DEVICE_PATH)
+        (BLOCKDEVICE_CLONE, BLOCK_DEVICE_PATH)
     } else {
-        ("filesystem-clone", CLONE_SOURCE_MOUNT)
+        (FILESYSTEM_CLONE, CLONE_SOURCE_MOUNT)
     };
     let mut vars = vec![
         env("CLIENT_KEY", connection.client_key_pem.clone()),
@@ -497,7 +512,7 @@ pub fn clone_source_pod(
         env("CLONER_METRICS_ADDR", format!("0.0.0.0:{METRICS_PORT}")),
     ];
     if let Some(address) = &connection.server_address {
-        vars.push(env("FERROVIRT_UPLOAD_SERVER_ADDRESS", address.clone()));
+        vars.push(env(UPLOAD_SERVER_ADDRESS_ENV, address.clone()));
     }
     let mut container = Container {
         name: "cdi-clone-source".to_string(),
@@ -595,12 +610,13 @@ struct TerminationMessage {
 }
 
 /// Failures that no retry can fix: the import ends Failed instead of restarting the pod.
-pub const TERMINAL_FAILURES: [&str; 5] = [
+pub const TERMINAL_FAILURES: [&str; 6] = [
     "checksum mismatch",
     "too small",
     "Cannot create empty disk with content type archive",
     "Unknown data source",
-    "only disk images are cloned this way",
+    NO_DISK_IMAGE,
+    SOURCE_DELETED,
 ];
 
 /// Whether a termination message reports a failure that a retry cannot fix.
@@ -971,10 +987,7 @@ mod tests {
         let env = env_of(&pod);
         assert_eq!(value(&env, "UPLOAD_URL"), connection.upload_url);
         assert_eq!(value(&env, "CLIENT_CERT"), "CERT");
-        assert_eq!(
-            value(&env, "FERROVIRT_UPLOAD_SERVER_ADDRESS"),
-            "127.0.0.9:8443"
-        );
+        assert_eq!(value(&env, UPLOAD_SERVER_ADDRESS_ENV), "127.0.0.9:8443");
         let spec = pod.spec.unwrap();
         let c = &spec.containers[0];
         assert_eq!(

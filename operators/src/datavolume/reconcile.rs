@@ -25,7 +25,9 @@ use serde_json::json;
 use super::pod::{self, WorkerSettings};
 use super::pvc::{self, BLOCK, PvcInputs};
 use super::status::{self, Observed, PhaseEvent};
-use super::{ANN_METRICS_ADDRESS, Context, Error, Transfer, retain_after_completion};
+use super::{
+    ANN_CLONE_TYPE, ANN_METRICS_ADDRESS, Context, Error, Transfer, retain_after_completion,
+};
 use super::{cross_namespace, host_clone, upload};
 
 /// CDIConfig feature gate under which DataVolumes wait for their first consumer.
@@ -352,6 +354,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         .filter(|(src_ns, _, _)| *src_ns != namespace)
         .map(|(src_ns, src_name, _)| (src_ns.as_str(), src_name.as_str()));
     let mut clone_source = None;
+    let mut source_exists = true;
     if let Some((src_ns, src_name, snapshot)) = &clone_ref {
         let (exists, source_claim) = if *snapshot {
             clone_of_snapshot(&ctx, src_ns, src_name).await?
@@ -376,16 +379,31 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                 return Ok(Action::requeue(SOURCE_WAIT_INTERVAL));
             }
         }
+        // A host-assisted copy, once started, stays one whatever becomes of its source.
+        let copying = pvc.as_ref().is_some_and(|p| {
+            p.annotations()
+                .get(ANN_CLONE_TYPE)
+                .is_some_and(|t| t == "copy")
+        });
         match &source_claim {
             _ if !exists && pvc.is_none() => {
                 let message = format!("Source {what} {src_ns}/{src_name} not found");
                 return report_blocked(&ctx, &dv, &transfer, "NotFound", &message, &now).await;
             }
+            _ if copying => transfer = host_clone_transfer((src_ns, src_name), *snapshot),
             Some(source_pvc) if !csi_clone(&dv, source_pvc, &settings) => {
                 transfer = host_clone_transfer((src_ns, src_name), *snapshot);
             }
             _ => {}
         }
+        if matches!(transfer, Transfer::HostClone { .. }) && pvc.is_none() {
+            let source = source_claim.as_ref().filter(|_| !*snapshot);
+            if let Some((reason, message)) = host_clone::not_ready(&ctx, source).await? {
+                report_blocked(&ctx, &dv, &transfer, reason, &message, &now).await?;
+                return Ok(Action::requeue(SOURCE_WAIT_INTERVAL));
+            }
+        }
+        source_exists = exists;
         // A clone from another namespace needs its creator's permission there: its token.
         let cloning = !matches!(transfer, Transfer::Unsupported(_));
         if cross_namespace_source.is_some() && pvc.is_none() && cloning {
@@ -589,7 +607,14 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             } else {
                 clone_source.as_ref()
             };
-            match host_clone::drive_source(&ctx, &target, pod_source, &worker_settings).await? {
+            let state = if !finished && pod_source.is_none() && !source_exists {
+                let what = if *snapshot { "VolumeSnapshot" } else { "PVC" };
+                let message = format!("Source {what} {src_ns}/{src_name} {}", pod::SOURCE_DELETED);
+                host_clone::SourceState::Failed(message)
+            } else {
+                host_clone::drive_source(&ctx, &target, pod_source, &worker_settings).await?
+            };
+            match state {
                 host_clone::SourceState::Running(source_pod) => {
                     progress = scrape_progress(
                         &ctx,
