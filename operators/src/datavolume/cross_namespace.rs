@@ -15,12 +15,13 @@
 
 use api::cdi::DataVolume;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use uploadproxy::UploadTokenValidator;
 use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
 
+use super::reconcile::delete_ignoring_missing;
 use super::{Context, Error};
 use crate::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
 
@@ -179,11 +180,7 @@ async fn take_from_temporary_claim(
             &Patch::Merge(&handover),
         )
         .await?;
-    match claims.delete(&name, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => {}
-        Err(err) => return Err(err.into()),
-    }
+    delete_ignoring_missing(&claims, &name).await?;
     Ok(Some(volume_name))
 }
 
@@ -244,11 +241,7 @@ pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
         };
         tracing::info!(datavolume = %dv.name_any(), claim = %temporary, %namespace, "deleting the temporary clone claim of a deleted DataVolume");
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-        match claims.delete(&temporary, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(err) => return Err(err.into()),
-        }
+        delete_ignoring_missing(&claims, &temporary).await?;
     }
     let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
     for volume in volumes.list(&ListParams::default()).await?.items {

@@ -134,9 +134,7 @@ pub fn desired_spec(
                     .filter(|m| !m.is_empty())
             })
             .unwrap_or_else(|| vec![DEFAULT_ACCESS_MODE.to_string()]);
-        let volume_mode = wanted_mode
-            .or_else(|| set.and_then(|s| s.volume_mode.clone()))
-            .unwrap_or_else(|| FILESYSTEM.to_string());
+        let volume_mode = desired_volume_mode(dv, inputs.profile);
         let size = match storage_request(storage.resources.as_ref()) {
             Some(q) => {
                 let bytes = quantity_bytes(q).ok_or_else(|| PvcError::BadSize {
