@@ -39,7 +39,7 @@ pub enum SourceState {
     /// Not created yet, or gone.
     Absent,
     /// Created and not running yet, or between restarts.
-    Waiting,
+    Waiting(Box<Pod>),
     /// Streaming: its progress is served by this pod.
     Running(Box<Pod>),
     /// Failed in a way no retry fixes; the message says why.
@@ -86,7 +86,7 @@ pub async fn drive_source(
         let desired = pod::clone_source_pod(target.dv, target.pvc, source, &connection, settings);
         tracing::info!(pod = %name, %namespace, "creating clone source pod");
         pods.create(&PostParams::default(), &desired).await?;
-        return Ok(SourceState::Waiting);
+        return Ok(SourceState::Absent);
     };
     if let Some(message) = pod::terminal_failure(&existing) {
         delete_ignoring_missing(&pods, &name).await?;
@@ -95,7 +95,7 @@ pub async fn drive_source(
     Ok(if pod::phase(&existing) == "Running" {
         SourceState::Running(Box::new(existing))
     } else {
-        SourceState::Waiting
+        SourceState::Waiting(Box::new(existing))
     })
 }
 
@@ -299,6 +299,34 @@ pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
         delete_ignoring_missing(&pods, &pod.name_any()).await?;
     }
     Ok(())
+}
+
+/// The target PVC's annotations of the source pod's Running condition (CDI's
+/// `storage.condition.source.running*`): a source that fails and restarts says why on the
+/// DataVolume, not only in its own pod.
+pub fn source_annotations(
+    source_pod: &Pod,
+    current: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let from_pod = pod::pvc_annotations_from_pod(source_pod, &BTreeMap::new());
+    [
+        (
+            annotations::RUNNING_CONDITION,
+            annotations::SOURCE_RUNNING_CONDITION,
+        ),
+        (
+            annotations::RUNNING_CONDITION_MESSAGE,
+            annotations::SOURCE_RUNNING_CONDITION_MESSAGE,
+        ),
+        (
+            annotations::RUNNING_CONDITION_REASON,
+            annotations::SOURCE_RUNNING_CONDITION_REASON,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(from, to)| Some((to.to_string(), from_pod.get(from)?.clone())))
+    .filter(|(k, v)| current.get(k) != Some(v))
+    .collect()
 }
 
 /// The PVC annotations that record the source's terminal failure, as a worker's would.

@@ -616,6 +616,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             };
             match state {
                 host_clone::SourceState::Running(source_pod) => {
+                    *claim = mirror_source(&pvcs, claim, &source_pod).await?;
                     progress = scrape_progress(
                         &ctx,
                         &source_pod,
@@ -623,13 +624,16 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
                     )
                     .await;
                 }
+                host_clone::SourceState::Waiting(source_pod) => {
+                    *claim = mirror_source(&pvcs, claim, &source_pod).await?;
+                }
                 host_clone::SourceState::Failed(message) => {
                     tracing::warn!(datavolume = %name, %message, "clone source failed");
                     *claim =
                         patch_annotations(&pvcs, claim, host_clone::failure_annotations(&message))
                             .await?;
                 }
-                host_clone::SourceState::Absent | host_clone::SourceState::Waiting => {}
+                host_clone::SourceState::Absent => {}
             }
             if finished {
                 if *snapshot {
@@ -664,6 +668,19 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         }
         _ => Action::requeue(Duration::from_secs(60)),
     })
+}
+
+/// Records the clone source pod's Running condition on the target PVC, when it changed.
+async fn mirror_source(
+    pvcs: &Api<PersistentVolumeClaim>,
+    claim: &PersistentVolumeClaim,
+    source_pod: &Pod,
+) -> Result<PersistentVolumeClaim, Error> {
+    let changed = host_clone::source_annotations(source_pod, claim.annotations());
+    if changed.is_empty() {
+        return Ok(claim.clone());
+    }
+    patch_annotations(pvcs, claim, changed).await
 }
 
 /// Whether VolumeSnapshot `namespace/name` exists, and the claim it was taken of (which

@@ -173,6 +173,48 @@ fn running_condition(
     }
 }
 
+/// For a host-assisted clone whose source pod is not running and says why, the PVC's
+/// annotations with the source's Running condition in place of the upload server's: the
+/// DataVolume tells why the copy does not progress.
+fn failing_source(
+    transfer: &Transfer,
+    ann: &BTreeMap<String, String>,
+) -> Option<BTreeMap<String, String>> {
+    if !matches!(transfer, Transfer::HostClone { .. }) {
+        return None;
+    }
+    let message = ann.get(annotations::SOURCE_RUNNING_CONDITION_MESSAGE)?;
+    let not_running = ann
+        .get(annotations::SOURCE_RUNNING_CONDITION)
+        .is_some_and(|r| r == "false");
+    let completed = ann
+        .get(annotations::SOURCE_RUNNING_CONDITION_REASON)
+        .is_some_and(|r| r == "Completed");
+    if !not_running || completed || message.is_empty() {
+        return None;
+    }
+    let mut view = ann.clone();
+    for (to, from) in [
+        (
+            annotations::RUNNING_CONDITION,
+            annotations::SOURCE_RUNNING_CONDITION,
+        ),
+        (
+            annotations::RUNNING_CONDITION_MESSAGE,
+            annotations::SOURCE_RUNNING_CONDITION_MESSAGE,
+        ),
+        (
+            annotations::RUNNING_CONDITION_REASON,
+            annotations::SOURCE_RUNNING_CONDITION_REASON,
+        ),
+    ] {
+        if let Some(value) = ann.get(from) {
+            view.insert(to.to_string(), value.clone());
+        }
+    }
+    Some(view)
+}
+
 /// The phase, progress and event of the transfer as the PVC's annotations report it.
 fn transfer_phase(
     obs: &Observed<'_>,
@@ -465,7 +507,10 @@ pub fn desired_status(obs: &Observed<'_>) -> (DataVolumeStatus, Option<PhaseEven
             );
         }
     }
-    running_condition(&mut conditions, ann, obs.now);
+    match failing_source(obs.transfer, ann) {
+        Some(source) => running_condition(&mut conditions, &source, obs.now),
+        None => running_condition(&mut conditions, ann, obs.now),
+    }
     status.conditions = Some(conditions);
     (status, event)
 }
@@ -662,6 +707,26 @@ mod tests {
         assert_eq!(status.phase, Some(DataVolumePhase::CloneInProgress));
         assert_eq!(event.unwrap().reason, "CloneInProgress");
         assert_eq!(status.progress.as_deref(), Some("12.50%"));
+        // A source that fails (and restarts) says why, over the upload server's Running.
+        let refused = "Unable to clone: POST https://cdi-upload-disk.ns.svc/v1beta1/upload: connection refused";
+        let source_failing = pvc(
+            "Bound",
+            &[
+                (annotations::POD_PHASE, "Running"),
+                (annotations::POD_READY, "true"),
+                (annotations::RUNNING_CONDITION, "true"),
+                (annotations::RUNNING_CONDITION_REASON, "Pod is running"),
+                (annotations::SOURCE_RUNNING_CONDITION, "false"),
+                (annotations::SOURCE_RUNNING_CONDITION_MESSAGE, refused),
+                (annotations::SOURCE_RUNNING_CONDITION_REASON, "Error"),
+            ],
+        );
+        let (status, _) = phase_of(&source_failing, None);
+        let r = condition(&status, DataVolumeConditionType::Running);
+        assert_eq!(
+            (r.status, r.reason.as_deref(), r.message.as_deref()),
+            (ConditionStatus::False, Some("Error"), Some(refused))
+        );
         let done = pvc("Bound", &[(annotations::POD_PHASE, "Succeeded")]);
         let (status, event) = phase_of(&done, None);
         assert_eq!(status.phase, Some(DataVolumePhase::Succeeded));
