@@ -151,6 +151,26 @@ spec:
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Unless it is retained: an orphaning delete keeps the PVC, with its contents.
+    platform.ok(&["delete", "datavolume", "blank-prealloc", "--cascade=orphan"]);
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    while platform
+        .json(&["get", "datavolume", "blank-prealloc"])
+        .is_some()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the DataVolume stayed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let kept = platform
+        .json(&["get", "pvc", "blank-prealloc"])
+        .expect("the orphaned PVC is kept");
+    assert!(kept["metadata"]["ownerReferences"].is_null(), "{kept}");
+    let scratch = TempDir::new("dv-blank-kept");
+    platform.extract_disk("default", "blank-prealloc", &scratch.join("disk.img"));
 }
 
 /// Pushes a containerDisk holding `image` (gzip layer) to `registry` as `repo_tag`.

@@ -424,8 +424,15 @@ impl Objects {
                     let Some(mut dependent) = current else {
                         return Ok(Change::Keep);
                     };
-                    if let Some(refs) = dependent["metadata"]["ownerReferences"].as_array_mut() {
+                    let metadata = &mut dependent["metadata"];
+                    if let Some(refs) = metadata["ownerReferences"].as_array_mut() {
                         refs.retain(|r| r["uid"] != uid);
+                        // An empty list is left out, as the API server serves it.
+                        if refs.is_empty()
+                            && let Some(fields) = metadata.as_object_mut()
+                        {
+                            fields.remove("ownerReferences");
+                        }
                     }
                     Ok(Change::Put(dependent))
                 })?;
