@@ -23,8 +23,9 @@
 //! measured per child process. Every output must hash (sha256) to `perf.raw.sha256` and
 //! stay sparse (allocated blocks well below its size).
 
+mod common;
+
 use std::fs;
-use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferrovirt_tests::pki::Ca;
+
+use common::{best_median, loadavg, remove, sha256, warm};
 
 const FERROVIRT: &str = env!("CARGO_BIN_EXE_ferrovirt");
 /// The client certificate's common name, as CDI names a clone's client.
@@ -280,26 +283,6 @@ fn tar_cmd(source: &Path, out_dir: &Path) -> Command {
     cmd
 }
 
-/// Reads `path` once so the timed run starts from page cache.
-fn warm(path: &Path) {
-    let mut file = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut buf = vec![0u8; 1 << 20];
-    while file.read(&mut buf).expect("read input") > 0 {}
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("run sha256sum");
-    assert!(out.status.success(), "sha256sum {} failed", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_string()
-}
-
 fn allocated(path: &Path) -> u64 {
     fs::metadata(path)
         .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
@@ -325,33 +308,6 @@ fn verify(out: &Path, size: u64, want: &str, what: &str, round: usize) -> u64 {
         "{what} round {round}: output not sparse: {blocks} of {size} bytes allocated"
     );
     blocks
-}
-
-fn remove(path: &Path) {
-    match fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => panic!("remove {}: {e}", path.display()),
-    }
-}
-
-/// The first three fields of /proc/loadavg.
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".to_string())
-}
-
-fn best_median(secs: &[f64]) -> (f64, f64) {
-    let mut t = secs.to_vec();
-    t.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = t.len();
-    let median = if n % 2 == 1 {
-        t[n / 2]
-    } else {
-        (t[n / 2 - 1] + t[n / 2]) / 2.0
-    };
-    (t[0], median)
 }
 
 fn main() {

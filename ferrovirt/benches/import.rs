@@ -15,12 +15,15 @@
 //! measured per child process. Every Ferrovirt output must hash (sha256) to the reference
 //! output's digest.
 
+mod common;
+
 use std::fs;
-use std::io::Read;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{loadavg, remove, sha256, warm};
 
 const FERROVIRT: &str = env!("CARGO_BIN_EXE_ferrovirt");
 
@@ -167,34 +170,6 @@ fn measure(mut cmd: Command, what: &str, scratch: &Path) -> Sample {
     }
 }
 
-/// Reads `path` once so the timed run starts from page cache.
-fn warm(path: &Path) {
-    let mut file = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut buf = vec![0u8; 1 << 20];
-    while file.read(&mut buf).expect("read input") > 0 {}
-}
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("run sha256sum");
-    assert!(out.status.success(), "sha256sum {} failed", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_string()
-}
-
-fn remove(path: &Path) {
-    match fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => panic!("remove {}: {e}", path.display()),
-    }
-}
-
 /// The HTTP server serving the fixture directory; killed on drop.
 struct Server {
     child: Child,
@@ -331,23 +306,9 @@ fn reference_cmd(case: &Case, source: &str, scratch_img: &Path, out: &Path) -> C
     cmd
 }
 
-/// The first three fields of /proc/loadavg.
-fn loadavg() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".to_string())
-}
-
 fn best_median(samples: &[Sample]) -> (f64, f64) {
-    let mut t: Vec<f64> = samples.iter().map(|s| s.secs).collect();
-    t.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = t.len();
-    let median = if n % 2 == 1 {
-        t[n / 2]
-    } else {
-        (t[n / 2 - 1] + t[n / 2]) / 2.0
-    };
-    (t[0], median)
+    let secs: Vec<f64> = samples.iter().map(|s| s.secs).collect();
+    common::best_median(&secs)
 }
 
 fn peak_mib(samples: &[Sample]) -> f64 {

@@ -301,6 +301,22 @@ pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
     Ok(())
 }
 
+/// A worker's Running condition annotations and the clone source's counterparts.
+pub const SOURCE_RUNNING_KEYS: [(&str, &str); 3] = [
+    (
+        annotations::RUNNING_CONDITION,
+        annotations::SOURCE_RUNNING_CONDITION,
+    ),
+    (
+        annotations::RUNNING_CONDITION_MESSAGE,
+        annotations::SOURCE_RUNNING_CONDITION_MESSAGE,
+    ),
+    (
+        annotations::RUNNING_CONDITION_REASON,
+        annotations::SOURCE_RUNNING_CONDITION_REASON,
+    ),
+];
+
 /// The target PVC's annotations of the source pod's Running condition (CDI's
 /// `storage.condition.source.running*`): a source that fails and restarts says why on the
 /// DataVolume, not only in its own pod.
@@ -309,24 +325,11 @@ pub fn source_annotations(
     current: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let from_pod = pod::pvc_annotations_from_pod(source_pod, &BTreeMap::new());
-    [
-        (
-            annotations::RUNNING_CONDITION,
-            annotations::SOURCE_RUNNING_CONDITION,
-        ),
-        (
-            annotations::RUNNING_CONDITION_MESSAGE,
-            annotations::SOURCE_RUNNING_CONDITION_MESSAGE,
-        ),
-        (
-            annotations::RUNNING_CONDITION_REASON,
-            annotations::SOURCE_RUNNING_CONDITION_REASON,
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(from, to)| Some((to.to_string(), from_pod.get(from)?.clone())))
-    .filter(|(k, v)| current.get(k) != Some(v))
-    .collect()
+    SOURCE_RUNNING_KEYS
+        .into_iter()
+        .filter_map(|(from, to)| Some((to.to_string(), from_pod.get(from)?.clone())))
+        .filter(|(k, v)| current.get(k) != Some(v))
+        .collect()
 }
 
 /// The PVC annotations that record the source's terminal failure, as a worker's would.

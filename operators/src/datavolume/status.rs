@@ -194,20 +194,7 @@ fn failing_source(
         return None;
     }
     let mut view = ann.clone();
-    for (to, from) in [
-        (
-            annotations::RUNNING_CONDITION,
-            annotations::SOURCE_RUNNING_CONDITION,
-        ),
-        (
-            annotations::RUNNING_CONDITION_MESSAGE,
-            annotations::SOURCE_RUNNING_CONDITION_MESSAGE,
-        ),
-        (
-            annotations::RUNNING_CONDITION_REASON,
-            annotations::SOURCE_RUNNING_CONDITION_REASON,
-        ),
-    ] {
+    for (to, from) in super::host_clone::SOURCE_RUNNING_KEYS {
         if let Some(value) = ann.get(from) {
             view.insert(to.to_string(), value.clone());
         }
