@@ -575,72 +575,23 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
             snapshot,
         } = &transfer
         {
-            let block = claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some(BLOCK);
-            let worker_settings = WorkerSettings {
-                config: &ctx.config,
-                filesystem_overhead: if block { 0.0 } else { settings.overhead() },
-                preallocation: settings.preallocation(&dv),
-                insecure_tls: false,
-            };
-            let finished = final_phase.is_some()
-                || claim
-                    .annotations()
-                    .get(annotations::POD_PHASE)
-                    .is_some_and(|p| p == "Succeeded")
-                || status::terminal_failure(claim).is_some();
-            // A snapshot is copied from a claim it is restored into.
-            let restored = if *snapshot && !finished {
-                let snapshot = (src_ns.as_str(), src_name.as_str());
-                host_clone::ensure_restore_claim(&ctx, &dv, snapshot, clone_source.as_ref()).await?
-            } else {
-                None
-            };
-            let target = host_clone::Target {
-                dv: &dv,
-                pvc: claim,
+            let clone = HostCloneRun {
                 source: (src_ns, src_name),
+                snapshot: *snapshot,
+                source_claim: clone_source.as_ref(),
+                source_exists,
                 upload_pod: worker.as_ref(),
-                finished,
+                finished: final_phase.is_some()
+                    || claim
+                        .annotations()
+                        .get(annotations::POD_PHASE)
+                        .is_some_and(|p| p == "Succeeded")
+                    || status::terminal_failure(claim).is_some(),
             };
-            let pod_source = if *snapshot {
-                restored.as_ref()
-            } else {
-                clone_source.as_ref()
-            };
-            let state = if !finished && pod_source.is_none() && !source_exists {
-                let what = if *snapshot { "VolumeSnapshot" } else { "PVC" };
-                let message = format!("Source {what} {src_ns}/{src_name} {}", pod::SOURCE_DELETED);
-                host_clone::SourceState::Failed(message)
-            } else {
-                host_clone::drive_source(&ctx, &target, pod_source, &worker_settings).await?
-            };
-            match state {
-                host_clone::SourceState::Running(source_pod) => {
-                    *claim = mirror_source(&pvcs, claim, &source_pod).await?;
-                    progress = scrape_progress(
-                        &ctx,
-                        &source_pod,
-                        dv.metadata.uid.as_deref().unwrap_or_default(),
-                    )
-                    .await;
-                }
-                host_clone::SourceState::Waiting(source_pod) => {
-                    *claim = mirror_source(&pvcs, claim, &source_pod).await?;
-                }
-                host_clone::SourceState::Failed(message) => {
-                    tracing::warn!(datavolume = %name, %message, "clone source failed");
-                    *claim =
-                        patch_annotations(&pvcs, claim, host_clone::failure_annotations(&message))
-                            .await?;
-                }
-                host_clone::SourceState::Absent => {}
-            }
-            if finished {
-                if *snapshot {
-                    host_clone::delete_restore_claim(&ctx, &dv, src_ns).await?;
-                }
-                // Its source pod and restore claim are gone: nothing is left to clean up.
-                cross_namespace::remove_finalizer(&ctx, &dv).await?;
+            if let Some(scraped) =
+                drive_host_clone(&ctx, &dv, &settings, &pvcs, claim, &clone).await?
+            {
+                progress = Some(scraped);
             }
         }
     }
@@ -668,6 +619,96 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
         }
         _ => Action::requeue(Duration::from_secs(60)),
     })
+}
+
+/// What the reconcile knows of a host-assisted clone.
+struct HostCloneRun<'a> {
+    /// The source as the DataVolume names it.
+    source: (&'a str, &'a str),
+    /// Whether it is a VolumeSnapshot (copied from a claim it is restored into).
+    snapshot: bool,
+    /// The source PVC, or the claim the snapshot was taken of.
+    source_claim: Option<&'a PersistentVolumeClaim>,
+    /// Whether the source (PVC or VolumeSnapshot) still exists.
+    source_exists: bool,
+    /// The target's upload server pod.
+    upload_pod: Option<&'a Pod>,
+    /// The copy is complete or failed for good.
+    finished: bool,
+}
+
+/// The source side of a host-assisted clone: its restore claim (for a snapshot), its source
+/// pod, the source's state on the target `claim`, the clean-up once finished. Returns the
+/// progress the running source pod serves.
+async fn drive_host_clone(
+    ctx: &Context,
+    dv: &DataVolume,
+    settings: &ClusterSettings,
+    pvcs: &Api<PersistentVolumeClaim>,
+    claim: &mut PersistentVolumeClaim,
+    clone: &HostCloneRun<'_>,
+) -> Result<Option<String>, Error> {
+    let (src_ns, src_name) = clone.source;
+    let block = claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some(BLOCK);
+    let worker_settings = WorkerSettings {
+        config: &ctx.config,
+        filesystem_overhead: if block { 0.0 } else { settings.overhead() },
+        preallocation: settings.preallocation(dv),
+        insecure_tls: false,
+    };
+    let restored = if clone.snapshot && !clone.finished {
+        host_clone::ensure_restore_claim(ctx, dv, clone.source, clone.source_claim).await?
+    } else {
+        None
+    };
+    let pod_source = if clone.snapshot {
+        restored.as_ref()
+    } else {
+        clone.source_claim
+    };
+    let target = host_clone::Target {
+        dv,
+        pvc: claim,
+        source: clone.source,
+        upload_pod: clone.upload_pod,
+        finished: clone.finished,
+    };
+    let state = if !clone.finished && pod_source.is_none() && !clone.source_exists {
+        let what = if clone.snapshot {
+            "VolumeSnapshot"
+        } else {
+            "PVC"
+        };
+        let message = format!("Source {what} {src_ns}/{src_name} {}", pod::SOURCE_DELETED);
+        host_clone::SourceState::Failed(message)
+    } else {
+        host_clone::drive_source(ctx, &target, pod_source, &worker_settings).await?
+    };
+    let mut progress = None;
+    match state {
+        host_clone::SourceState::Running(source_pod) => {
+            *claim = mirror_source(pvcs, claim, &source_pod).await?;
+            let owner = dv.metadata.uid.as_deref().unwrap_or_default();
+            progress = scrape_progress(ctx, &source_pod, owner).await;
+        }
+        host_clone::SourceState::Waiting(source_pod) => {
+            *claim = mirror_source(pvcs, claim, &source_pod).await?;
+        }
+        host_clone::SourceState::Failed(message) => {
+            tracing::warn!(datavolume = %dv.name_any(), %message, "clone source failed");
+            let failed = host_clone::failure_annotations(&message);
+            *claim = patch_annotations(pvcs, claim, failed).await?;
+        }
+        host_clone::SourceState::Absent => {}
+    }
+    if clone.finished {
+        if clone.snapshot {
+            host_clone::delete_restore_claim(ctx, dv, src_ns).await?;
+        }
+        // Its source pod and restore claim are gone: nothing is left to clean up.
+        cross_namespace::remove_finalizer(ctx, dv).await?;
+    }
+    Ok(progress)
 }
 
 /// Records the clone source pod's Running condition on the target PVC, when it changed.
