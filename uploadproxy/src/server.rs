@@ -268,30 +268,29 @@ impl UploadServer {
         }
     }
 
-    async fn post(
-        self: Arc<Self>,
-        request: Request<Incoming>,
+    /// Checks a POST's headers and claims the server for it: the attempt to feed and how many
+    /// leading bytes of the body it already has, or the refusal.
+    #[allow(clippy::result_large_err)]
+    fn admit(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
         route: Route,
-    ) -> Response<Full<Bytes>> {
-        let headers = request.headers();
-        let content_type = match content_type(headers, route) {
-            Ok(content_type) => content_type,
-            Err(message) => return text(StatusCode::BAD_REQUEST, &message),
-        };
+    ) -> Result<(Arc<Attempt>, u64), Response<Full<Bytes>>> {
+        let content_type = content_type(headers, route)
+            .map_err(|message| text(StatusCode::BAD_REQUEST, &message))?;
         let offset = match header_str(headers, OFFSET_HEADER).map(str::parse::<u64>) {
             None => None,
             Some(Ok(offset)) => Some(offset),
             Some(Err(_)) => {
-                return text(
+                return Err(text(
                     StatusCode::BAD_REQUEST,
                     "Upload-Offset must be a byte count",
-                );
+                ));
             }
         };
-        let checksum = match self.checksum(headers) {
-            Ok(checksum) => checksum,
-            Err(message) => return text(StatusCode::BAD_REQUEST, &message),
-        };
+        let checksum = self
+            .checksum(headers)
+            .map_err(|message| text(StatusCode::BAD_REQUEST, &message))?;
         // A plain body announces the upload's size; a form's length includes its framing.
         let size = (!route.form && offset.unwrap_or(0) == 0)
             .then(|| {
@@ -300,9 +299,17 @@ impl UploadServer {
                     .ok()
             })
             .flatten();
-        let (attempt, skip) = match self.attach(content_type, offset, checksum, size) {
-            Ok(attached) => attached,
-            Err(response) => return response,
+        self.attach(content_type, offset, checksum, size)
+    }
+
+    async fn post(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        route: Route,
+    ) -> Response<Full<Bytes>> {
+        let (attempt, skip) = match self.admit(request.headers(), route) {
+            Ok(admitted) => admitted,
+            Err(response) => return refuse(request.into_body(), response).await,
         };
         let fed = if route.form {
             let boundary = header_str(request.headers(), header::CONTENT_TYPE.as_str())
@@ -635,6 +642,26 @@ fn content_type(headers: &HeaderMap, route: Route) -> Result<ContentType, String
             routes::BLOCKDEVICE_CLONE
         )),
     }
+}
+
+/// How much of a refused request's body is read before the answer.
+const REFUSED_BODY_LIMIT: usize = 64 << 20;
+
+/// Answers a refused request after reading (up to a limit, for a while) the body its client
+/// may still be sending: a client, or the proxy, writing into a closed connection would get a
+/// broken pipe instead of the answer.
+async fn refuse(mut body: Incoming, response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut read = 0;
+        while read < REFUSED_BODY_LIMIT {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    response
 }
 
 /// Reads and discards the rest of a body (an archive's padding after its end marker), so the
