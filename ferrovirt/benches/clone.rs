@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use ferrovirt_tests::pki::Ca;
 
-use common::{best_median, loadavg, remove, sha256, warm};
+use common::{best_median, loadavg, perf_fixtures, remove, rounds, sha256, warm, workspace_root};
 
 const FERROVIRT: &str = env!("CARGO_BIN_EXE_ferrovirt");
 /// The client certificate's common name, as CDI names a clone's client.
@@ -311,31 +311,10 @@ fn verify(out: &Path, size: u64, want: &str, what: &str, round: usize) -> u64 {
 }
 
 fn main() {
-    let rounds: usize = match std::env::var("FV_BENCH_ROUNDS") {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n| n >= 1)
-            .expect("FV_BENCH_ROUNDS: a positive integer"),
-        Err(_) => 3,
-    };
+    let rounds = rounds();
 
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .expect("workspace root");
-    let fixtures = root.join("target/perf-fixtures");
-    let gen_start = Instant::now();
-    let status = Command::new("bash")
-        .arg(root.join("fixtures/perf-image.sh"))
-        .arg(&fixtures)
-        .status()
-        .expect("run fixtures/perf-image.sh");
-    assert!(status.success(), "fixtures/perf-image.sh failed: {status}");
-    let gen_secs = gen_start.elapsed().as_secs_f64();
-    if gen_secs > 1.0 {
-        eprintln!("perf images ready after {gen_secs:.1} s");
-    }
+    let root = workspace_root();
+    let fixtures = perf_fixtures(&root);
     let source = fixtures.join("perf.raw");
     let want = fs::read_to_string(fixtures.join("perf.raw.sha256"))
         .expect("perf.raw.sha256")

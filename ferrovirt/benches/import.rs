@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{loadavg, remove, sha256, warm};
+use common::{loadavg, perf_fixtures, remove, rounds, sha256, warm, workspace_root};
 
 const FERROVIRT: &str = env!("CARGO_BIN_EXE_ferrovirt");
 
@@ -320,14 +320,7 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let rounds: usize = match std::env::var("FV_BENCH_ROUNDS") {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n| n >= 1)
-            .expect("FV_BENCH_ROUNDS: a positive integer"),
-        Err(_) => 3,
-    };
+    let rounds = rounds();
     let cases: Vec<&Case> = CASES
         .iter()
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
@@ -340,22 +333,8 @@ fn main() {
         return;
     }
 
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .expect("workspace root");
-    let fixtures = root.join("target/perf-fixtures");
-    let gen_start = Instant::now();
-    let status = Command::new("bash")
-        .arg(root.join("fixtures/perf-image.sh"))
-        .arg(&fixtures)
-        .status()
-        .expect("run fixtures/perf-image.sh");
-    assert!(status.success(), "fixtures/perf-image.sh failed: {status}");
-    let gen_secs = gen_start.elapsed().as_secs_f64();
-    if gen_secs > 1.0 {
-        eprintln!("perf images ready after {gen_secs:.1} s");
-    }
+    let root = workspace_root();
+    let fixtures = perf_fixtures(&root);
 
     let scratch_dir = tempfile::Builder::new()
         .prefix("perf-scratch-")

@@ -5,13 +5,13 @@
 
 mod platform;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ferrovirt_tests::fixture;
 use ferrovirt_tests::registry::{
     ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
 };
-use ferrovirt_tests::{TempDir, fixture, reference_sha256, reference_size};
-use platform::{Platform, condition, digest_prefix};
+use platform::{Platform, condition};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -37,33 +37,6 @@ spec:
             storage: 64Mi
 "#
     )
-}
-
-fn wait_cron(
-    platform: &Platform,
-    limit: Duration,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let cron = platform
-            .json(&["get", "dataimportcron", "golden-cron"])
-            .unwrap_or_default();
-        if done(&cron) {
-            return cron;
-        }
-        if Instant::now() > deadline {
-            let imports = platform.json(&["get", "datavolumes"]).unwrap_or_default();
-            let conditions: Vec<_> = imports["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|dv| &dv["status"])
-                .collect();
-            panic!("the cron did not get there: {cron}\nits imports: {conditions:?}");
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// `kubectl create KIND ...`, through YAML: the create generators send protobuf, which the
@@ -115,7 +88,7 @@ fn a_dataimportcron_polls_a_private_registry_with_its_secret_and_ca() {
 
     // Wrong credentials: the poll fails and says so; nothing is imported.
     platform.apply(&cron_yaml(&url, "wrong-creds"));
-    let cron = wait_cron(&platform, LIMIT, |cron| {
+    let cron = platform.wait_cron("golden-cron", LIMIT, |cron| {
         condition(cron, "UpToDate")
             .is_some_and(|c| c["reason"] == "NoDigest" && c["message"] != "No source digest")
     });
@@ -127,17 +100,12 @@ fn a_dataimportcron_polls_a_private_registry_with_its_secret_and_ca() {
 
     // The right ones: the digest is polled, imported, and the DataSource points at it.
     platform.apply(&cron_yaml(&url, "registry-creds"));
-    let cron = wait_cron(&platform, LIMIT, |cron| {
+    let cron = platform.wait_cron("golden-cron", LIMIT, |cron| {
         condition(cron, "UpToDate").is_some_and(|c| c["status"] == "True")
     });
     let imported = cron["status"]["lastImportedPVC"]["name"]
         .as_str()
         .expect("a last imported PVC")
         .to_string();
-    let scratch = TempDir::new("cron-private");
-    let disk = scratch.join("disk.img");
-    platform.extract_disk("default", &imported, &disk);
-    let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
-    assert_eq!(digest, reference_sha256(image));
-    assert!(zero_tail);
+    platform.assert_volume_holds("default", &imported, image);
 }

@@ -6,7 +6,7 @@ mod platform;
 
 use std::time::Duration;
 
-use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, reference_sha256, reference_size};
+use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir};
 use platform::{Platform, condition, digest_prefix, phase_of};
 
 const IMPORT_LIMIT: Duration = Duration::from_secs(120);
@@ -29,20 +29,6 @@ spec:
     )
 }
 
-/// The volume of `pvc` holds `image` converted to raw, then zeros to its end.
-fn assert_volume_holds(platform: &Platform, pvc: &str, image: &str) {
-    assert_volume_in_namespace_holds(platform, "default", pvc, image);
-}
-
-fn assert_volume_in_namespace_holds(platform: &Platform, namespace: &str, pvc: &str, image: &str) {
-    let scratch = TempDir::new("dv-contents");
-    let disk = scratch.join("disk.img");
-    platform.extract_disk(namespace, pvc, &disk);
-    let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
-    assert_eq!(digest, reference_sha256(image), "contents of {pvc}");
-    assert!(zero_tail, "{pvc} has data after the image's end");
-}
-
 #[test]
 fn http_qcow2_xz_import_succeeds_with_the_converted_image() {
     let server = HttpServer::start(HttpServerOptions::default());
@@ -55,7 +41,7 @@ fn http_qcow2_xz_import_succeeds_with_the_converted_image() {
     assert_eq!(ready["status"], "True", "{dv}");
     let bound = condition(&dv, "Bound").expect("a Bound condition");
     assert_eq!(bound["status"], "True", "{dv}");
-    assert_volume_holds(&platform, "fedora", image);
+    platform.assert_volume_holds("default", "fedora", image);
     // The importer pod is gone once the import succeeded.
     let pods = platform.ok(&["get", "pods", "-o", "name"]);
     assert!(!pods.contains("importer-fedora"), "{pods}");
@@ -221,7 +207,7 @@ spec:
         registry.reference("disk:v1")
     ));
     platform.wait_phase("default", "containerdisk", "Succeeded", IMPORT_LIMIT);
-    assert_volume_holds(&platform, "containerdisk", image);
+    platform.assert_volume_holds("default", "containerdisk", image);
 }
 
 /// `status.progress` as a number ("45.21%" -> 45.21), if it is one.
@@ -269,7 +255,7 @@ fn progress_moves_monotonically_during_a_slow_import() {
         between >= 2,
         "progress did not move during the import: {seen:?}"
     );
-    assert_volume_holds(&platform, "slow", image);
+    platform.assert_volume_holds("default", "slow", image);
 }
 
 #[test]
@@ -283,7 +269,7 @@ fn an_import_interrupted_by_killing_the_control_plane_completes_after_restart() 
     });
     platform.kill_and_restart();
     platform.wait_phase("default", "survivor", "Succeeded", IMPORT_LIMIT);
-    assert_volume_holds(&platform, "survivor", image);
+    platform.assert_volume_holds("default", "survivor", image);
 }
 
 /// Runs `ferrovirt image-upload ARGS` against the platform: the proxy's URL and CA are
@@ -327,7 +313,7 @@ fn image_upload_creates_an_upload_datavolume_and_fills_it() {
     let dv = platform.wait_phase("default", "uploaded", "Succeeded", IMPORT_LIMIT);
     let ready = condition(&dv, "Ready").expect("a Ready condition");
     assert_eq!(ready["status"], "True", "{dv}");
-    assert_volume_holds(&platform, "uploaded", image);
+    platform.assert_volume_holds("default", "uploaded", image);
     // The upload server pod is gone once the upload succeeded.
     let pods = platform.ok(&["get", "pods", "-o", "name"]);
     assert!(!pods.contains("cdi-upload-uploaded"), "{pods}");
@@ -405,14 +391,14 @@ spec:
     );
     for clone in ["copy", "from-ref"] {
         platform.wait_phase("default", clone, "Succeeded", IMPORT_LIMIT);
-        assert_volume_holds(&platform, clone, image);
+        platform.assert_volume_holds("default", clone, image);
         // Each clone is a volume of its own.
         assert_ne!(
             platform.volume_image("default", clone),
             platform.volume_image("default", "golden")
         );
     }
-    assert_volume_holds(&platform, "golden", image);
+    platform.assert_volume_holds("default", "golden", image);
 }
 
 const SNAPSHOT_AND_RESTORES: &str = r#"apiVersion: snapshot.storage.k8s.io/v1
@@ -478,7 +464,7 @@ fn datavolumes_restore_a_volume_snapshot_directly_and_through_a_datasource() {
         .to_string();
     for restore in ["restored", "restored-from-ref"] {
         platform.wait_phase("default", restore, "Succeeded", IMPORT_LIMIT);
-        assert_volume_holds(&platform, restore, image);
+        platform.assert_volume_holds("default", restore, image);
         assert_ne!(
             platform.volume_image("default", restore),
             platform.volume_image("default", "golden")
@@ -497,7 +483,7 @@ fn datavolumes_restore_a_volume_snapshot_directly_and_through_a_datasource() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_volume_holds(&platform, "restored", image);
+    platform.assert_volume_holds("default", "restored", image);
 }
 
 /// RBAC of the cross-namespace clone test: alice manages DataVolumes in `team` only; the
@@ -700,7 +686,7 @@ fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
         dv["metadata"]["annotations"]["cdi.kubevirt.io/storage.clone.token"].is_string(),
         "{dv}"
     );
-    assert_volume_in_namespace_holds(&platform, "team", "copy", image);
+    platform.assert_volume_holds("team", "copy", image);
     assert_ne!(
         platform.volume_image("team", "copy"),
         platform.volume_image("golden-images", "golden")
@@ -735,14 +721,14 @@ fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
             .as_array()
             .is_some_and(|f| f.iter().any(|f| f == CROSS_NAMESPACE_FINALIZER))
     });
-    assert_volume_in_namespace_holds(&platform, "golden-images", "golden", image);
+    platform.assert_volume_holds("golden-images", "golden", image);
 
     // A VolumeSnapshot in golden-images is restored into team the same way.
     platform.apply(CROSS_NAMESPACE_RESTORE.0);
     let admitted = as_alice(&["apply", "-f", "-"], Some(CROSS_NAMESPACE_RESTORE.1));
     assert!(admitted.status.success(), "{admitted:?}");
     platform.wait_phase("team", "restored", "Succeeded", IMPORT_LIMIT);
-    assert_volume_in_namespace_holds(&platform, "team", "restored", image);
+    platform.assert_volume_holds("team", "restored", image);
 
     // A clone deleted before the hand-over takes its temporary claim in golden-images with it.
     platform.apply(CROSS_NAMESPACE_CLONE_NEVER_BOUND.0);
@@ -804,27 +790,6 @@ fn a_cross_namespace_clone_needs_permission_in_the_source_namespace() {
     assert!(!claims.contains("cdi-tmp-"), "{claims}");
 }
 
-/// Polls DataImportCron `name` until `done` holds for it.
-fn wait_cron(
-    platform: &Platform,
-    name: &str,
-    limit: Duration,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + limit;
-    let mut last = serde_json::Value::Null;
-    while std::time::Instant::now() < deadline {
-        if let Some(cron) = platform.json(&["get", "dataimportcron", name]) {
-            if done(&cron) {
-                return cron;
-            }
-            last = cron;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!("DataImportCron {name}: {last}\n{}", platform.log());
-}
-
 #[test]
 fn a_dataimportcron_imports_each_new_digest_and_moves_its_datasource() {
     use ferrovirt_tests::registry::{RegistryServer, RegistryServerOptions};
@@ -856,7 +821,7 @@ spec:
     let up_to_date = |cron: &serde_json::Value| {
         condition(cron, "UpToDate").is_some_and(|c| c["status"] == "True")
     };
-    let cron = wait_cron(&platform, "golden-cron", IMPORT_LIMIT, up_to_date);
+    let cron = platform.wait_cron("golden-cron", IMPORT_LIMIT, up_to_date);
     let first = cron["status"]["lastImportedPVC"]["name"]
         .as_str()
         .expect("a last imported PVC")
@@ -864,18 +829,18 @@ spec:
     assert!(first.starts_with("golden-"), "{cron}");
     let ds = wait_datasource(&platform, "golden", "Ready");
     assert_eq!(ds["spec"]["source"]["pvc"]["name"], first.as_str(), "{ds}");
-    assert_volume_holds(&platform, &first, "v3.qcow2");
+    platform.assert_volume_holds("default", &first, "v3.qcow2");
 
     // A new image under the same tag is imported at the next minute's poll.
     push_disk(&registry, "dynamic.vhdx", "golden:latest");
-    let cron = wait_cron(&platform, "golden-cron", Duration::from_secs(150), |cron| {
+    let cron = platform.wait_cron("golden-cron", Duration::from_secs(150), |cron| {
         up_to_date(cron) && cron["status"]["lastImportedPVC"]["name"] != first.as_str()
     });
     let second = cron["status"]["lastImportedPVC"]["name"]
         .as_str()
         .expect("a last imported PVC")
         .to_string();
-    assert_volume_holds(&platform, &second, "dynamic.vhdx");
+    platform.assert_volume_holds("default", &second, "dynamic.vhdx");
     let ds = platform
         .json(&["get", "datasource", "golden"])
         .expect("the DataSource");

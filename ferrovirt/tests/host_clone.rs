@@ -30,6 +30,26 @@ volumeBindingMode: WaitForFirstConsumer
     )
 }
 
+/// DataVolume `golden` in `namespace`, importing `url` into 64Mi of the default class.
+fn golden_datavolume(namespace: &str, url: &str) -> String {
+    format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: golden
+  namespace: {namespace}
+spec:
+  source:
+    http:
+      url: "{url}"
+  storage:
+    resources:
+      requests:
+        storage: 64Mi
+"#
+    )
+}
+
 fn clone_datavolume(name: &str, source: &str) -> String {
     format!(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
@@ -53,22 +73,7 @@ fn a_clone_into_another_storage_class_is_copied_by_a_source_pod() {
     let platform = Platform::start("host-clone");
     let image = "v3.qcow2";
     platform.apply(&other_storage_class(&platform));
-    platform.apply(&format!(
-        r#"apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
-metadata:
-  name: golden
-spec:
-  source:
-    http:
-      url: "{}"
-  storage:
-    resources:
-      requests:
-        storage: 64Mi
-"#,
-        server.url(image)
-    ));
+    platform.apply(&golden_datavolume("default", &server.url(image)));
     platform.wait_phase("default", "golden", "Succeeded", LIMIT);
 
     // A pod using the source (a VM, say) holds the copy back: it would not be consistent.
@@ -167,10 +172,7 @@ spec:
     );
     assert!(zero_tail, "the block clone has data after the image's end");
     platform.wait_phase("default", "back-to-file", "Succeeded", LIMIT);
-    let back = scratch.join("back.img");
-    platform.extract_disk("default", "back-to-file", &back);
-    let (digest, _) = digest_prefix(&back, reference_size(image));
-    assert_eq!(digest, reference_sha256(image), "contents of the copy back");
+    platform.assert_volume_holds("default", "back-to-file", image);
 
     // A VolumeSnapshot restored into another class: restored into a claim of its own class
     // first, which is copied, then deleted.
@@ -204,10 +206,7 @@ spec:
         pvc["metadata"]["annotations"]["cdi.kubevirt.io/cloneType"],
         "copy"
     );
-    let restored = scratch.join("restored.img");
-    platform.extract_disk("default", "from-snapshot", &restored);
-    let (digest, _) = digest_prefix(&restored, reference_size(image));
-    assert_eq!(digest, reference_sha256(image), "contents of the restore");
+    platform.assert_volume_holds("default", "from-snapshot", image);
     let uid = dv["metadata"]["uid"].as_str().expect("a uid");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while platform
@@ -306,28 +305,14 @@ fn a_host_assisted_clone_across_namespaces_runs_its_source_pod_in_the_source_nam
     let platform = Platform::start("host-clone-ns");
     let image = "v3.qcow2";
     platform.apply(&other_storage_class(&platform));
-    platform.apply(&format!(
+    platform.apply(
         r#"apiVersion: v1
 kind: Namespace
 metadata:
   name: golden-images
----
-apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
-metadata:
-  name: golden
-  namespace: golden-images
-spec:
-  source:
-    http:
-      url: "{}"
-  storage:
-    resources:
-      requests:
-        storage: 64Mi
 "#,
-        server.url(image)
-    ));
+    );
+    platform.apply(&golden_datavolume("golden-images", &server.url(image)));
     platform.wait_phase("golden-images", "golden", "Succeeded", LIMIT);
     platform.apply(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
@@ -355,12 +340,7 @@ spec:
         pvc["metadata"]["annotations"]["cdi.kubevirt.io/cloneType"],
         "copy"
     );
-    let scratch = TempDir::new("host-clone-ns");
-    let disk = scratch.join("disk.img");
-    platform.extract_disk("default", "copy", &disk);
-    let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
-    assert_eq!(digest, reference_sha256(image), "contents of the clone");
-    assert!(zero_tail);
+    platform.assert_volume_holds("default", "copy", image);
     // The source pod is gone from the source namespace, and the finalizer with it.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -3,8 +3,9 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
 /// Reads `path` once so the timed run starts from page cache.
 pub fn warm(path: &Path) {
@@ -54,4 +55,41 @@ pub fn best_median(secs: &[f64]) -> (f64, f64) {
         (t[n / 2 - 1] + t[n / 2]) / 2.0
     };
     (t[0], median)
+}
+
+/// `FV_BENCH_ROUNDS`, 3 by default.
+pub fn rounds() -> usize {
+    match std::env::var("FV_BENCH_ROUNDS") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .expect("FV_BENCH_ROUNDS: a positive integer"),
+        Err(_) => 3,
+    }
+}
+
+/// The workspace's root directory.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+/// `target/perf-fixtures`, made (or brought up to date) by `fixtures/perf-image.sh`.
+pub fn perf_fixtures(root: &Path) -> PathBuf {
+    let fixtures = root.join("target/perf-fixtures");
+    let gen_start = Instant::now();
+    let status = Command::new("bash")
+        .arg(root.join("fixtures/perf-image.sh"))
+        .arg(&fixtures)
+        .status()
+        .expect("run fixtures/perf-image.sh");
+    assert!(status.success(), "fixtures/perf-image.sh failed: {status}");
+    let gen_secs = gen_start.elapsed().as_secs_f64();
+    if gen_secs > 1.0 {
+        eprintln!("perf images ready after {gen_secs:.1} s");
+    }
+    fixtures
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use ferrovirt_tests::TempDir;
+use ferrovirt_tests::{TempDir, reference_sha256, reference_size};
 use serde_json::Value;
 
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -179,6 +179,51 @@ impl Platform {
             .join("pools/local/csi")
             .join(handle)
             .join("volume.img")
+    }
+
+    /// The filesystem volume of `namespace/pvc` holds `image` converted to raw (the fixture's
+    /// reference digest), then zeros to its end.
+    pub fn assert_volume_holds(&self, namespace: &str, pvc: &str, image: &str) {
+        let scratch = TempDir::new("dv-contents");
+        let disk = scratch.join("disk.img");
+        self.extract_disk(namespace, pvc, &disk);
+        let (digest, zero_tail) = digest_prefix(&disk, reference_size(image));
+        assert_eq!(
+            digest,
+            reference_sha256(image),
+            "contents of {namespace}/{pvc}"
+        );
+        assert!(
+            zero_tail,
+            "{namespace}/{pvc} has data after the image's end"
+        );
+    }
+
+    /// Waits until DataImportCron `name` (in `default`) satisfies `done`; on timeout, panics
+    /// with the cron, the DataVolumes' statuses and the platform's log.
+    pub fn wait_cron(&self, name: &str, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + limit;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Some(cron) = self.json(&["get", "dataimportcron", name]) {
+                if done(&cron) {
+                    return cron;
+                }
+                last = cron;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let imports = self.json(&["get", "datavolumes"]).unwrap_or_default();
+        let statuses: Vec<&Value> = imports["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|dv| &dv["status"])
+            .collect();
+        panic!(
+            "DataImportCron {name}: {last}\nits imports: {statuses:?}\n{}",
+            self.log()
+        );
     }
 
     /// Copies `/disk.img` out of a filesystem volume (an ext4 image) into `out`, with
