@@ -172,5 +172,10 @@ mod tests {
             wire.len()
         );
         assert_eq!(zstd::decode_all(&wire[..]).unwrap(), copy);
+        // A restarted source resumes by sending the stream again: it must be the same bytes.
+        let again = VolumeReader::open(file.path(), Progress::new()).unwrap();
+        let mut second = Vec::new();
+        encode(again).unwrap().read_to_end(&mut second).unwrap();
+        assert_eq!(second, wire);
     }
 }

@@ -163,3 +163,58 @@ async fn an_abandoned_upload_fails_and_starts_again() {
     assert_eq!(response.status(), 200);
     assert_eq!(sha256(&harness.disk()), reference_sha256("v3.qcow2"));
 }
+
+/// A clone source restarted in the middle of its stream sends it again from the start with
+/// `Upload-Offset: 0` (its zstd stream is the same bytes each time): the server skips what it
+/// has and the volume ends as the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_clone_stream_resumes_from_its_start() {
+    let harness = Harness::start(Options::default()).await;
+    let raw = fixture("raw.img");
+    let encoded = std::process::Command::new("zstd")
+        .args(["-q", "-c", "--fast=1"])
+        .arg(&raw)
+        .output()
+        .expect("zstd");
+    assert!(encoded.status.success());
+    let wire = encoded.stdout;
+    let clone_post = || {
+        harness
+            .client()
+            .post(harness.url("/v1beta1/upload"))
+            .bearer_auth(harness.token())
+            .header("x-cdi-content-type", "blockdevice-clone")
+            .header("Content-Encoding", "zstd")
+            .header("Upload-Offset", 0)
+    };
+    let cut = wire.len() / 2;
+    let first: Vec<std::io::Result<Vec<u8>>> = wire[..cut]
+        .chunks(16 << 10)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    let broken = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Err(std::io::Error::other("the source pod died"))
+    });
+    let result = clone_post()
+        .body(reqwest::Body::wrap_stream(
+            futures_util::stream::iter(first).chain(broken),
+        ))
+        .send()
+        .await;
+    assert!(result.is_err(), "the cut stream cannot succeed");
+    for _ in 0..100 {
+        let response = clone_post().body(wire.clone()).send().await.unwrap();
+        let status = response.status().as_u16();
+        if status == 503 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        let body = response.text().await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(harness.server.committed() > 0);
+        assert_eq!(sha256(&harness.disk()), reference_sha256("raw.img"));
+        return;
+    }
+    panic!("the stream never became resumable");
+}
