@@ -214,7 +214,14 @@ fn virtual_machine_round_trips_and_validates() {
         .and_then(|t| t.spec)
         .unwrap_or_default();
     assert!(template.extra.contains_key("tolerations"));
-    assert!(template.domain.extra.contains_key("features"));
+    assert!(
+        template
+            .domain
+            .features
+            .as_ref()
+            .and_then(|f| f.smm.as_ref())
+            .is_some_and(|s| s.is_enabled())
+    );
     let volumes = template.volumes.unwrap_or_default();
     let cloud_init = volumes[1].cloud_init_no_cloud.clone().unwrap_or_default();
     assert!(

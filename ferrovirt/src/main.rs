@@ -15,6 +15,8 @@ mod upload_proxy;
 mod upload_resolver;
 mod upload_server;
 mod upload_tokens;
+mod virt_launcher;
+mod vmi_run;
 mod webhook;
 
 use std::process::ExitCode;
@@ -63,6 +65,12 @@ enum Command {
     /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, and the
     /// clone permission check that issues clone tokens.
     Webhook(webhook::WebhookArgs),
+    /// The compute container of a VMI's launcher pod: starts QEMU for the VMI virt-handler
+    /// syncs over the control socket and owns it until the domain ends.
+    VirtLauncher(Box<virt_launcher::VirtLauncherArgs>),
+    /// VirtualMachineInstances without a platform: `vmi run FILE` runs one in the
+    /// foreground.
+    Vmi(Box<vmi_run::VmiArgs>),
     /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
     Up(up::UpArgs),
     /// Stop the control plane `ferrovirt up` started.
@@ -76,6 +84,7 @@ fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -99,6 +108,8 @@ fn main() -> ExitCode {
             Command::ImageUpload(args) => image_upload::run(*args).await,
             Command::Controller(args) => controller::run(args).await,
             Command::Webhook(args) => webhook::run(args).await,
+            Command::VirtLauncher(args) => virt_launcher::run(*args).await,
+            Command::Vmi(args) => vmi_run::run(*args).await,
             Command::Up(args) => up::up(args).await,
             Command::Down(args) => up::down(args).await,
         }

@@ -2,6 +2,7 @@
 //! platform relies on.
 
 use super::vm::{RunStrategy, VirtualMachine};
+use super::vmi::{Disk, DiskTarget, Interface, Network, PodNetwork, VirtualMachineInstanceSpec};
 use crate::cdi::default::default_data_volume_spec;
 
 /// Fills in the defaults of a VirtualMachine: `runStrategy: Halted` when neither `running`
@@ -14,6 +15,39 @@ pub fn default_virtual_machine(vm: &mut VirtualMachine) {
     }
     for dvt in spec.data_volume_templates.iter_mut().flatten() {
         default_data_volume_spec(&mut dvt.spec);
+    }
+}
+
+/// Fills in the defaults virt-api's mutating webhook gives a VirtualMachineInstance spec
+/// that the launcher relies on: the pod network as interface `default` with the
+/// `masquerade` binding (HCO's default binding) when the spec names no network and does
+/// not opt out with `autoattachPodInterface: false`, and a disk for every volume that has
+/// none.
+pub fn default_instance_spec(spec: &mut VirtualMachineInstanceSpec) {
+    let devices = &mut spec.domain.devices;
+    let no_networks = spec.networks.as_ref().is_none_or(Vec::is_empty)
+        && devices.interfaces.as_ref().is_none_or(Vec::is_empty);
+    if no_networks && devices.autoattach_pod_interface != Some(false) {
+        spec.networks = Some(vec![Network {
+            name: "default".into(),
+            pod: Some(PodNetwork::default()),
+            ..Default::default()
+        }]);
+        devices.interfaces = Some(vec![Interface {
+            name: "default".into(),
+            masquerade: Some(serde_json::json!({})),
+            ..Default::default()
+        }]);
+    }
+    let disks = devices.disks.get_or_insert_with(Vec::new);
+    for volume in spec.volumes.iter().flatten() {
+        if !disks.iter().any(|d| d.name == volume.name) {
+            disks.push(Disk {
+                name: volume.name.clone(),
+                disk: Some(DiskTarget::default()),
+                ..Default::default()
+            });
+        }
     }
 }
 
@@ -49,6 +83,39 @@ mod tests {
         );
         default_virtual_machine(&mut vm);
         assert_eq!(vm.spec.run_strategy, Some(RunStrategy::Manual));
+    }
+
+    #[test]
+    fn instances_get_the_pod_network_and_a_disk_per_volume() {
+        let mut spec: VirtualMachineInstanceSpec = serde_json::from_value(serde_json::json!({
+            "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+            "volumes": [
+                {"name": "root", "emptyDisk": {"capacity": "1Gi"}},
+                {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config"}}
+            ]
+        }))
+        .expect("spec");
+        default_instance_spec(&mut spec);
+        let value = serde_json::to_value(&spec).expect("json");
+        assert_eq!(
+            value["networks"],
+            serde_json::json!([{"name": "default", "pod": {}}])
+        );
+        assert_eq!(
+            value["domain"]["devices"]["interfaces"],
+            serde_json::json!([{"name": "default", "masquerade": {}}])
+        );
+        assert_eq!(
+            value["domain"]["devices"]["disks"][1],
+            serde_json::json!({"name": "cloudinit", "disk": {}})
+        );
+
+        let mut opted_out: VirtualMachineInstanceSpec = serde_json::from_value(
+            serde_json::json!({"domain": {"devices": {"autoattachPodInterface": false}}}),
+        )
+        .expect("spec");
+        default_instance_spec(&mut opted_out);
+        assert_eq!(opted_out.networks, None);
     }
 
     #[test]

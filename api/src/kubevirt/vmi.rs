@@ -118,7 +118,10 @@ pub struct DomainSpec {
     pub firmware: Option<Firmware>,
     /// The devices.
     pub devices: Devices,
-    /// Fields this version does not model (features, clock, chassis, …).
+    /// Hypervisor features: ACPI, SMM, APIC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Features>,
+    /// Fields this version does not model (clock, chassis, …).
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -195,11 +198,89 @@ pub struct Firmware {
     pub serial: Option<String>,
     /// The bootloader: `bios: {}` or `efi: {secureBoot: …}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub bootloader: Option<serde_json::Value>,
+    pub bootloader: Option<Bootloader>,
     /// Fields this version does not model.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// The bootloader of a VM: one of BIOS and EFI.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bootloader {
+    /// Legacy BIOS (SeaBIOS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bios: Option<BiosBootloader>,
+    /// UEFI (OVMF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efi: Option<EfiBootloader>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Legacy BIOS settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BiosBootloader {
+    /// Whether the BIOS writes its output to the serial console.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_serial: Option<bool>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// UEFI settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EfiBootloader {
+    /// Secure boot with Microsoft's keys enrolled; needs SMM. Defaults to true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<bool>,
+    /// Whether the EFI variables outlive the VM instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent: Option<bool>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Hypervisor features.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Features {
+    /// ACPI (on unless disabled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acpi: Option<FeatureState>,
+    /// APIC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apic: Option<FeatureState>,
+    /// System management mode, required by secure boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smm: Option<FeatureState>,
+    /// Fields this version does not model (hyperv, kvm, pvspinlock, …).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A feature switched on (the default when the field is present) or off.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureState {
+    /// Whether the feature is on; true when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl FeatureState {
+    /// Whether a feature given as this state is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
 }
 
 /// The devices of a VM.
@@ -215,9 +296,71 @@ pub struct Devices {
     /// Whether a network interface is added automatically (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoattach_pod_interface: Option<bool>,
-    /// Fields this version does not model (rng, tpm, gpus, serial console, …).
+    /// Whether a VNC display is attached (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoattach_graphics_device: Option<bool>,
+    /// Whether a serial console is attached (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoattach_serial_console: Option<bool>,
+    /// Whether a memory balloon is attached (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoattach_mem_balloon: Option<bool>,
+    /// A virtio random number generator fed from the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rng: Option<Rng>,
+    /// Input devices such as a USB or virtio tablet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<Input>>,
+    /// A watchdog device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<Watchdog>,
+    /// Fields this version does not model (tpm, gpus, hostDevices, …).
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A virtio random number generator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Rng {
+    /// Fields this version does not model.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// An input device.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Input {
+    /// The device name.
+    pub name: String,
+    /// The device type; only `tablet`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The bus: `usb` (default) or `virtio`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<String>,
+}
+
+/// A watchdog device.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Watchdog {
+    /// The device name.
+    pub name: String,
+    /// An Intel 6300ESB watchdog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub i6300esb: Option<I6300esbWatchdog>,
+    /// Fields this version does not model (diag288).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// An Intel 6300ESB watchdog.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct I6300esbWatchdog {
+    /// What happens when it fires: `poweroff` (default), `reset` or `shutdown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 /// A disk of a VM.
@@ -293,9 +436,30 @@ pub struct Interface {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
     pub binding: Option<serde_json::Value>,
-    /// Fields this version does not model (ports, bootOrder, pciAddress, …).
+    /// Ports forwarded to the guest with masquerade; all when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<Port>>,
+    /// The boot order of the interface (network boot), lower first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>")]
+    pub boot_order: Option<u32>,
+    /// Fields this version does not model (pciAddress, dhcpOptions, …).
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A port forwarded to the guest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Port {
+    /// A name for the port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `TCP` (default) or `UDP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// The port number.
+    pub port: i32,
 }
 
 impl Interface {
@@ -389,7 +553,29 @@ pub struct Volume {
     /// A temporary empty disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty_disk: Option<EmptyDiskSource>,
-    /// Fields this version does not model (configMap, secret, hostDisk, sysprep, …).
+    /// A PVC used read-only under a throw-away overlay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<EphemeralVolumeSource>,
+    /// A disk image file on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_disk: Option<HostDisk>,
+    /// A ConfigMap presented as an ISO disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapVolumeSource>,
+    /// A Secret presented as an ISO disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretVolumeSource>,
+    /// A service account's token, CA and namespace presented as an ISO disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountVolumeSource>,
+    /// Pod metadata presented as an ISO disk.
+    #[serde(
+        default,
+        rename = "downwardAPI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub downward_api: Option<DownwardApiVolumeSource>,
+    /// Fields this version does not model (sysprep, downwardMetrics, memoryDump, …).
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -410,6 +596,12 @@ impl Volume {
                 self.persistent_volume_claim.is_some(),
             ),
             ("emptyDisk", self.empty_disk.is_some()),
+            ("ephemeral", self.ephemeral.is_some()),
+            ("hostDisk", self.host_disk.is_some()),
+            ("configMap", self.config_map.is_some()),
+            ("secret", self.secret.is_some()),
+            ("serviceAccount", self.service_account.is_some()),
+            ("downwardAPI", self.downward_api.is_some()),
         ]
         .into_iter()
         .filter(|(_, set)| *set)
@@ -499,6 +691,84 @@ pub struct PersistentVolumeClaimVolumeSource {
 pub struct EmptyDiskSource {
     /// Its size.
     pub capacity: Quantity,
+}
+
+/// A PVC used read-only under a throw-away overlay.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EphemeralVolumeSource {
+    /// The claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+}
+
+/// A disk image file on the node.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDisk {
+    /// The image file's path on the node.
+    pub path: String,
+    /// `Disk` (must exist) or `DiskOrCreate` (created sparse at `capacity`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The size of a created image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Quantity>,
+    /// Whether several VMs share the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+}
+
+/// A ConfigMap presented as an ISO disk.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapVolumeSource {
+    /// The ConfigMap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Whether the ConfigMap may be missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+    /// The ISO's volume label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_label: Option<String>,
+}
+
+/// A Secret presented as an ISO disk.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretVolumeSource {
+    /// The Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// Whether the Secret may be missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+    /// The ISO's volume label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_label: Option<String>,
+}
+
+/// A service account presented as an ISO disk.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountVolumeSource {
+    /// The service account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+}
+
+/// Pod metadata presented as an ISO disk.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DownwardApiVolumeSource {
+    /// The files and the fields they hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::preserve_unknown_object_list")]
+    pub fields: Option<Vec<serde_json::Value>>,
+    /// The ISO's volume label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_label: Option<String>,
 }
 
 /// The observed state of a VM instance.

@@ -1,0 +1,153 @@
+//! Whether /dev/kvm really runs guests. On some machines it exists, opens, and runs guests
+//! a thousand times slower than TCG would (nested virtualisation without hardware help),
+//! so its presence proves nothing. The probe boots a 64 KiB firmware image of our own
+//! under `-accel kvm`: a loop of a million iterations, then a write to QEMU's
+//! `isa-debug-exit` port. A working KVM finishes in a few milliseconds after QEMU's
+//! start-up; here it takes over a second. The answer is cached per boot of the node.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+
+/// Loop iterations of the probe guest.
+const PROBE_ITERATIONS: u32 = 1_000_000;
+/// A KVM slower than this runs guests slower than TCG.
+const PROBE_DEADLINE: Duration = Duration::from_millis(600);
+/// The isa-debug-exit port the probe guest writes to.
+const EXIT_PORT: u8 = 0xf4;
+
+/// What the probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvmProbe {
+    /// /dev/kvm runs guests at speed.
+    Usable,
+    /// No /dev/kvm, or it cannot be opened.
+    Missing,
+    /// /dev/kvm exists but the probe guest did not finish within the deadline.
+    TooSlow,
+}
+
+impl KvmProbe {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Usable => "usable",
+            Self::Missing => "missing",
+            Self::TooSlow => "too-slow",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "usable" => Some(Self::Usable),
+            "missing" => Some(Self::Missing),
+            "too-slow" => Some(Self::TooSlow),
+            _ => None,
+        }
+    }
+}
+
+/// The firmware image of the probe guest: the reset vector at 0xFFFF0 runs
+/// `mov ecx, N; 1: dec ecx; jnz 1b; mov al, 0; out 0xf4, al; hlt`.
+fn probe_firmware() -> Vec<u8> {
+    let mut image = vec![0xf4u8; 64 * 1024];
+    let mut code = vec![0x66, 0xb9];
+    code.extend_from_slice(&PROBE_ITERATIONS.to_le_bytes());
+    code.extend_from_slice(&[0x66, 0x49, 0x75, 0xfc, 0xb0, 0x00, 0xe6, EXIT_PORT, 0xf4]);
+    let start = image.len() - 16;
+    image[start..start + code.len()].copy_from_slice(&code);
+    image
+}
+
+/// Probes KVM with `qemu`, reusing an answer cached in `cache_dir` for this boot.
+pub async fn probe_kvm(qemu: &Path, cache_dir: &Path) -> KvmProbe {
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let cache = cache_dir.join("kvm-probe");
+    if let Ok(text) = std::fs::read_to_string(&cache)
+        && let Some((id, answer)) = text.trim().split_once(' ')
+        && id == boot_id
+        && let Some(answer) = KvmProbe::parse(answer)
+    {
+        return answer;
+    }
+    let answer = run_probe(qemu, cache_dir).await;
+    tracing::info!(kvm = answer.as_str(), "probed /dev/kvm");
+    if std::fs::create_dir_all(cache_dir).is_ok() {
+        let _ = std::fs::write(&cache, format!("{boot_id} {}\n", answer.as_str()));
+    }
+    answer
+}
+
+async fn run_probe(qemu: &Path, scratch: &Path) -> KvmProbe {
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        return KvmProbe::Missing;
+    }
+    let firmware: PathBuf = scratch.join(format!("kvm-probe-{}.bin", std::process::id()));
+    if std::fs::create_dir_all(scratch).is_err()
+        || std::fs::write(&firmware, probe_firmware()).is_err()
+    {
+        return KvmProbe::Missing;
+    }
+    let started = Instant::now();
+    let child = Command::new(qemu)
+        .args([
+            "-accel",
+            "kvm",
+            "-M",
+            "pc",
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-m",
+            "16",
+        ])
+        .arg("-bios")
+        .arg(&firmware)
+        .args([
+            "-device",
+            &format!("isa-debug-exit,iobase={EXIT_PORT:#x},iosize=1"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let answer = match child {
+        Err(_) => KvmProbe::Missing,
+        Ok(mut child) => match tokio::time::timeout(PROBE_DEADLINE, child.wait()).await {
+            // isa-debug-exit makes QEMU exit with (value << 1) | 1 = 1.
+            Ok(Ok(status)) if status.code() == Some(1) => KvmProbe::Usable,
+            Ok(_) => KvmProbe::Missing,
+            Err(_) => {
+                let _ = child.kill().await;
+                KvmProbe::TooSlow
+            }
+        },
+    };
+    tracing::debug!(elapsed = ?started.elapsed(), "KVM probe");
+    let _ = std::fs::remove_file(&firmware);
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_code_sits_at_the_reset_vector() {
+        let image = probe_firmware();
+        assert_eq!(image.len(), 65536);
+        assert_eq!(&image[0xfff0..0xfff2], &[0x66, 0xb9]);
+        assert_eq!(image[0xfff0 + 14], 0xf4);
+    }
+}

@@ -1,0 +1,261 @@
+//! Network interfaces: `masquerade` on the pod network becomes QEMU's user-mode network
+//! with KubeVirt's addressing (gateway = the CIDR's first host, guest = its second: 10.0.2.1
+//! and 10.0.2.2 by default) and `ports[]` forwarded from the pod's address; `bridge` on a
+//! network with a node bridge becomes a tap on that bridge.
+
+use std::net::Ipv4Addr;
+
+use api::kubevirt::VirtualMachineInstance;
+use api::kubevirt::vmi::{Interface, Network};
+use api::validation::FieldPath;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::facts::NodeFacts;
+use super::machine::Identity;
+use super::qemu_args::Opts;
+use super::{DomainError, TapDevice};
+
+/// KubeVirt's default masquerade network.
+const DEFAULT_VM_CIDR: &str = "10.0.2.0/24";
+
+/// The network part of the invocation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkPlan {
+    pub nics: Vec<Nic>,
+    pub taps: Vec<TapDevice>,
+    /// Differences from KubeVirt the user should know about.
+    pub warnings: Vec<String>,
+}
+
+/// One guest NIC: its backend (`-netdev`) and its device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nic {
+    pub netdev: String,
+    pub device: Value,
+}
+
+pub fn plan(
+    vmi: &VirtualMachineInstance,
+    facts: &NodeFacts,
+    identity: &Identity,
+) -> Result<NetworkPlan, DomainError> {
+    let spec = &vmi.spec;
+    let interfaces_path = FieldPath::new("spec")
+        .child("domain")
+        .child("devices")
+        .child("interfaces");
+    let networks: Vec<&Network> = spec.networks.iter().flatten().collect();
+    let mut plan = NetworkPlan::default();
+    for (i, iface) in spec.domain.devices.interfaces.iter().flatten().enumerate() {
+        let path = interfaces_path.index(i);
+        let network = networks
+            .iter()
+            .find(|n| n.name == iface.name)
+            .ok_or_else(|| {
+                DomainError::unsupported(&path.child("name"), "no network of this name")
+            })?;
+        let id = format!("net{i}");
+        let netdev = backend(iface, network, &id, &path, facts, identity, &mut plan)?;
+        let mut device = json!({
+            "driver": model(iface, &path)?,
+            "netdev": id,
+            "id": format!("ua-{}", iface.name),
+            "mac": mac(iface, identity),
+        });
+        match iface.boot_order {
+            Some(order) => device["bootindex"] = json!(order),
+            // No option ROM unless the NIC boots: disk boots need no iPXE image.
+            None => device["romfile"] = json!(""),
+        }
+        plan.nics.push(Nic { netdev, device });
+    }
+    Ok(plan)
+}
+
+fn backend(
+    iface: &Interface,
+    network: &Network,
+    id: &str,
+    path: &FieldPath,
+    facts: &NodeFacts,
+    identity: &Identity,
+    plan: &mut NetworkPlan,
+) -> Result<String, DomainError> {
+    let methods = iface.binding_methods();
+    match methods.first().copied() {
+        Some("masquerade") => {
+            let Some(pod) = &network.pod else {
+                return Err(DomainError::unsupported(
+                    &path.child("masquerade"),
+                    "masquerade is only allowed on the pod network",
+                ));
+            };
+            if pod.vm_ipv6_network_cidr.is_some() {
+                return Err(DomainError::unsupported(
+                    &FieldPath::new("spec")
+                        .child("networks")
+                        .child(&network.name),
+                    "IPv6 masquerade is not supported: the pod network here is IPv4 only",
+                ));
+            }
+            let cidr = pod.vm_network_cidr.as_deref().unwrap_or(DEFAULT_VM_CIDR);
+            let (net, prefix) = parse_cidr(cidr).ok_or_else(|| {
+                DomainError::unsupported(
+                    &FieldPath::new("spec")
+                        .child("networks")
+                        .child(&network.name)
+                        .child("pod")
+                        .child("vmNetworkCIDR"),
+                    format!("{cidr:?} is not an IPv4 CIDR with room for a gateway and a guest"),
+                )
+            })?;
+            let gateway = Ipv4Addr::from(u32::from(net) + 1);
+            let guest = Ipv4Addr::from(u32::from(net) + 2);
+            let mut opts = Opts::new("user")
+                .set("id", id)
+                .set("net", format!("{net}/{prefix}"))
+                .set("host", gateway)
+                .set("dhcpstart", guest)
+                .set("ipv6", "off")
+                .set("hostname", &identity.hostname);
+            let ports = iface.ports.as_deref().unwrap_or_default();
+            if ports.is_empty() {
+                plan.warnings.push(format!(
+                    "{path}: no ports listed; only listed ports are forwarded to the guest here \
+                     (KubeVirt forwards all of them)"
+                ));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for (p, port) in ports.iter().enumerate() {
+                let ppath = path.child("ports").index(p);
+                let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
+                    "TCP" => "tcp",
+                    "UDP" => "udp",
+                    other => {
+                        return Err(DomainError::unsupported(
+                            &ppath.child("protocol"),
+                            format!("unsupported protocol {other:?}; supported: TCP, UDP"),
+                        ));
+                    }
+                };
+                let number = u16::try_from(port.port)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        DomainError::unsupported(
+                            &ppath.child("port"),
+                            "must be between 1 and 65535",
+                        )
+                    })?;
+                if !seen.insert((protocol, number)) {
+                    return Err(DomainError::unsupported(
+                        &ppath,
+                        format!("{protocol} port {number} is listed twice"),
+                    ));
+                }
+                opts = opts.set(
+                    "hostfwd",
+                    format!("{protocol}:{}:{number}-{guest}:{number}", facts.pod_ip),
+                );
+            }
+            Ok(opts.build())
+        }
+        Some("bridge") => {
+            let bridge = facts.bridges.get(&network.name).ok_or_else(|| {
+                DomainError::unsupported(
+                    &path.child("bridge"),
+                    format!(
+                        "network {:?} has no Linux bridge on this node for the bridge binding \
+                         (use masquerade on the pod network)",
+                        network.name
+                    ),
+                )
+            })?;
+            if !facts.may_create_tap {
+                return Err(DomainError::unsupported(
+                    &path.child("bridge"),
+                    "the bridge binding needs a tap device, and this launcher may not create one (no CAP_NET_ADMIN)",
+                ));
+            }
+            let tap = tap_name(identity, &iface.name);
+            plan.taps.push(TapDevice {
+                name: tap.clone(),
+                bridge: bridge.clone(),
+            });
+            Ok(Opts::new("tap")
+                .set("id", id)
+                .set("ifname", &tap)
+                .set("script", "no")
+                .set("downscript", "no")
+                .build())
+        }
+        Some(other) => Err(DomainError::unsupported(
+            &path.child(other),
+            format!("the {other} binding is not supported; use masquerade or bridge"),
+        )),
+        None => Err(DomainError::unsupported(
+            path,
+            "an interface needs a binding: masquerade or bridge",
+        )),
+    }
+}
+
+fn model(iface: &Interface, path: &FieldPath) -> Result<&'static str, DomainError> {
+    match iface.model.as_deref().unwrap_or("virtio") {
+        "virtio" => Ok("virtio-net-pci"),
+        "e1000e" => Ok("e1000e"),
+        "e1000" => Ok("e1000"),
+        "rtl8139" => Ok("rtl8139"),
+        other => Err(DomainError::unsupported(
+            &path.child("model"),
+            format!("unsupported model {other:?}; supported: virtio, e1000e, e1000, rtl8139"),
+        )),
+    }
+}
+
+/// The interface's `macAddress`, else a stable locally administered one from QEMU's prefix.
+fn mac(iface: &Interface, identity: &Identity) -> String {
+    if let Some(mac) = &iface.mac_address {
+        return mac.to_ascii_lowercase();
+    }
+    let digest = Sha256::digest(format!("{}/{}", identity.seed, iface.name).as_bytes());
+    format!(
+        "52:54:00:{:02x}:{:02x}:{:02x}",
+        digest[0], digest[1], digest[2]
+    )
+}
+
+/// A tap name unique to the VMI and interface, within Linux's 15 characters.
+fn tap_name(identity: &Identity, iface: &str) -> String {
+    let digest = Sha256::digest(format!("{}/{iface}", identity.seed).as_bytes());
+    format!("fvtap{}", &hex::encode(digest)[..10])
+}
+
+/// `a.b.c.d/n` with room for the network, a gateway, a guest and a broadcast address.
+fn parse_cidr(cidr: &str) -> Option<(Ipv4Addr, u8)> {
+    let (addr, prefix) = cidr.split_once('/')?;
+    let addr: Ipv4Addr = addr.parse().ok()?;
+    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= 30)?;
+    let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+    Some((Ipv4Addr::from(u32::from(addr) & mask), prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_are_normalised_and_checked() {
+        assert_eq!(
+            parse_cidr("10.0.2.0/24"),
+            Some((Ipv4Addr::new(10, 0, 2, 0), 24))
+        );
+        assert_eq!(
+            parse_cidr("192.168.7.9/16"),
+            Some((Ipv4Addr::new(192, 168, 0, 0), 16))
+        );
+        assert_eq!(parse_cidr("10.0.2.0/31"), None);
+        assert_eq!(parse_cidr("fd10::/120"), None);
+    }
+}

@@ -1,0 +1,273 @@
+//! Gathers the [`NodeFacts`] of a VMI: probes KVM, finds the firmware, resolves each
+//! volume to what backs it (given paths, else KubeVirt's paths in the launcher pod), pulls
+//! containerDisks, and probes where O_DIRECT works.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use api::kubevirt::VirtualMachineInstance;
+use api::kubevirt::vmi::Volume;
+
+use crate::accel::{KvmProbe, probe_kvm};
+use crate::container_disk::{ContainerDiskCache, ContainerDiskError};
+use crate::domain::{Acceleration, FirmwarePaths, NodeFacts, VolumeBacking};
+
+/// Where firmware is looked for: Debian's packages, then the paths KubeVirt's images use.
+const SEABIOS: &[&str] = &[
+    "/usr/share/seabios/bios-256k.bin",
+    "/usr/share/qemu/bios-256k.bin",
+];
+const OVMF_DIRS: &[&str] = &["/usr/share/OVMF", "/usr/share/edk2/ovmf", "/usr/share/qemu"];
+
+/// How the launcher finds what the node offers.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub qemu_binary: PathBuf,
+    /// KubeVirt's `useEmulation`: TCG when KVM is unusable.
+    pub allow_emulation: bool,
+    /// Node-wide caches: the KVM probe, containerDisks.
+    pub node_cache: PathBuf,
+    /// Registries pulled from over plain HTTP or unverified TLS.
+    pub insecure_registries: Vec<String>,
+    /// The VMI's private directory.
+    pub run_dir: PathBuf,
+    /// Where persistent EFI variable stores live.
+    pub nvram_dir: PathBuf,
+    /// Volume name to its path, as given (`--volume NAME=PATH`).
+    pub volume_paths: BTreeMap<String, PathBuf>,
+    /// The root of KubeVirt's launcher pod layout for volumes not given; `None` when every
+    /// volume must be given.
+    pub pod_layout: Option<PathBuf>,
+    pub pod_ip: IpAddr,
+    /// Network name to a Linux bridge, for `bridge` bindings.
+    pub bridges: BTreeMap<String, String>,
+}
+
+/// Why the node's facts could not be gathered.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("spec.volumes[{index}]: volume {name:?} {problem}")]
+    Volume {
+        index: usize,
+        name: String,
+        problem: String,
+    },
+    #[error(transparent)]
+    ContainerDisk(#[from] ContainerDiskError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Gathers the facts of `vmi` on this node.
+pub async fn gather(
+    vmi: &VirtualMachineInstance,
+    settings: &NodeSettings,
+) -> Result<NodeFacts, FactsError> {
+    std::fs::create_dir_all(&settings.run_dir).map_err(|source| FactsError::Io {
+        path: settings.run_dir.clone(),
+        source,
+    })?;
+    let acceleration = match probe_kvm(&settings.qemu_binary, &settings.node_cache).await {
+        KvmProbe::Usable => Acceleration::Kvm,
+        probe => {
+            tracing::info!(
+                ?probe,
+                allow_emulation = settings.allow_emulation,
+                "KVM is not usable"
+            );
+            Acceleration::Unavailable {
+                emulation_allowed: settings.allow_emulation,
+            }
+        }
+    };
+    let cache = ContainerDiskCache::new(
+        settings.node_cache.join("container-disks"),
+        settings.insecure_registries.clone(),
+    );
+    let mut volumes = BTreeMap::new();
+    let mut probe_dirs = vec![settings.run_dir.clone()];
+    for (index, volume) in vmi.spec.volumes.iter().flatten().enumerate() {
+        let backing = backing(index, volume, settings, &cache).await?;
+        if let Some(backing) = backing {
+            match &backing {
+                VolumeBacking::ClaimDirectory { dir, .. } => probe_dirs.push(dir.clone()),
+                VolumeBacking::BlockDevice(dev) => probe_dirs.push(dev.clone()),
+                VolumeBacking::ContainerDiskImage(_) | VolumeBacking::Files(_) => {}
+            }
+            volumes.insert(volume.name.clone(), backing);
+        }
+    }
+    for volume in vmi.spec.volumes.iter().flatten() {
+        if let Some(host) = &volume.host_disk
+            && let Some(dir) = Path::new(&host.path).parent()
+        {
+            probe_dirs.push(dir.to_path_buf());
+        }
+    }
+    let no_direct_io = probe_dirs
+        .into_iter()
+        .filter(|p| !direct_io_works(p))
+        .collect();
+    Ok(NodeFacts {
+        qemu_binary: settings.qemu_binary.clone(),
+        acceleration,
+        firmware: find_firmware(),
+        volumes,
+        no_direct_io,
+        run_dir: settings.run_dir.clone(),
+        nvram_dir: settings.nvram_dir.clone(),
+        pod_ip: settings.pod_ip,
+        bridges: settings.bridges.clone(),
+        may_create_tap: rustix::process::geteuid().is_root() && Path::new("/dev/net/tun").exists(),
+    })
+}
+
+/// What backs `volume`, or `None` for volumes made entirely by the launcher.
+async fn backing(
+    index: usize,
+    volume: &Volume,
+    settings: &NodeSettings,
+    cache: &ContainerDiskCache,
+) -> Result<Option<VolumeBacking>, FactsError> {
+    let name = &volume.name;
+    let fail = |problem: String| FactsError::Volume {
+        index,
+        name: name.clone(),
+        problem,
+    };
+    if let Some(cd) = &volume.container_disk {
+        return Ok(Some(VolumeBacking::ContainerDiskImage(
+            cache.image(&cd.image).await?,
+        )));
+    }
+    if volume.empty_disk.is_some() || volume.host_disk.is_some() {
+        return Ok(None);
+    }
+    let cloud_init = volume
+        .cloud_init_no_cloud
+        .as_ref()
+        .or(volume.cloud_init_config_drive.as_ref());
+    if let Some(ci) = cloud_init
+        && ci.secret_ref.is_none()
+        && ci.network_data_secret_ref.is_none()
+    {
+        return Ok(None);
+    }
+    let is_claim = volume.persistent_volume_claim.is_some()
+        || volume.data_volume.is_some()
+        || volume.ephemeral.is_some();
+    let path = match settings.volume_paths.get(name) {
+        Some(path) => path.clone(),
+        None => match &settings.pod_layout {
+            Some(root) => kubevirt_path(root, volume),
+            None => {
+                return Err(fail(format!(
+                    "has no path on this machine: give one with --volume {name}=PATH"
+                )));
+            }
+        },
+    };
+    let meta = std::fs::metadata(&path)
+        .map_err(|e| fail(format!("cannot be used: {}: {e}", path.display())))?;
+    if !is_claim {
+        if !meta.is_dir() {
+            return Err(fail(format!(
+                "needs a directory of files, but {} is not one",
+                path.display()
+            )));
+        }
+        return Ok(Some(VolumeBacking::Files(path)));
+    }
+    if meta.file_type().is_block_device() {
+        return Ok(Some(VolumeBacking::BlockDevice(path)));
+    }
+    if !meta.is_dir() {
+        return Err(fail(format!(
+            "is a claim, so its path must be the claim's directory (holding disk.img) or a block \
+             device; {} is neither",
+            path.display()
+        )));
+    }
+    let capacity = rustix::fs::statvfs(&path)
+        .map(|s| s.f_blocks.saturating_mul(s.f_frsize))
+        .map_err(|e| fail(format!("cannot be measured: {}: {e}", path.display())))?;
+    Ok(Some(VolumeBacking::ClaimDirectory {
+        dir: path,
+        capacity,
+    }))
+}
+
+/// Where KubeVirt's launcher pod has a volume, under `root`.
+fn kubevirt_path(root: &Path, volume: &Volume) -> PathBuf {
+    let private = root.join("var/run/kubevirt-private");
+    let name = &volume.name;
+    if volume.config_map.is_some() {
+        private.join("config-map").join(name)
+    } else if volume.secret.is_some()
+        || volume.cloud_init_no_cloud.is_some()
+        || volume.cloud_init_config_drive.is_some()
+    {
+        private.join("secret").join(name)
+    } else if volume.downward_api.is_some() {
+        private.join("downwardapi").join(name)
+    } else if volume.service_account.is_some() {
+        root.join("var/run/secrets/kubernetes.io/serviceaccount")
+    } else {
+        let block = root.join("dev").join(name);
+        if block.exists() {
+            block
+        } else {
+            private.join("vmi-disks").join(name)
+        }
+    }
+}
+
+fn find_firmware() -> FirmwarePaths {
+    let first = |candidates: &[PathBuf]| candidates.iter().find(|p| p.is_file()).cloned();
+    let ovmf = |names: &[&str]| {
+        let candidates: Vec<PathBuf> = OVMF_DIRS
+            .iter()
+            .flat_map(|dir| names.iter().map(move |n| Path::new(dir).join(n)))
+            .collect();
+        first(&candidates)
+    };
+    let seabios: Vec<PathBuf> = SEABIOS.iter().map(PathBuf::from).collect();
+    FirmwarePaths {
+        seabios: first(&seabios),
+        ovmf_code: ovmf(&["OVMF_CODE_4M.fd", "OVMF_CODE.fd"]),
+        ovmf_vars: ovmf(&["OVMF_VARS_4M.fd", "OVMF_VARS.fd"]),
+        ovmf_code_secure_boot: ovmf(&["OVMF_CODE_4M.secboot.fd", "OVMF_CODE.secboot.fd"]),
+        ovmf_vars_secure_boot: ovmf(&[
+            "OVMF_VARS_4M.ms.fd",
+            "OVMF_VARS.secboot.fd",
+            "OVMF_VARS.ms.fd",
+        ]),
+    }
+}
+
+/// Whether files in `path` (a directory) or `path` itself (a device) open with O_DIRECT.
+fn direct_io_works(path: &Path) -> bool {
+    use rustix::fs::{Mode, OFlags, open};
+    let is_dir = path.is_dir();
+    if !is_dir {
+        return open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .is_ok();
+    }
+    let probe = path.join(format!(".direct-io-probe-{}", std::process::id()));
+    let result = open(
+        &probe,
+        OFlags::CREATE | OFlags::RDWR | OFlags::DIRECT | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    );
+    let _ = std::fs::remove_file(&probe);
+    result.is_ok()
+}
