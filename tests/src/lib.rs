@@ -39,6 +39,21 @@ pub fn fixtures() -> &'static Path {
     })
 }
 
+/// The directory of a test guest (`fast` or `debian`), built once per machine (guarded by
+/// a lock) by `fixtures/guests.sh`.
+pub fn guest(kind: &str) -> PathBuf {
+    let out = repo_root().join("target/guests");
+    let status = Command::new("bash")
+        .arg(repo_root().join("fixtures/guests.sh"))
+        .arg(&out)
+        .arg(kind)
+        .stdout(Stdio::null())
+        .status()
+        .expect("running fixtures/guests.sh");
+    assert!(status.success(), "fixtures/guests.sh {kind} failed");
+    out.join(kind)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
 }
