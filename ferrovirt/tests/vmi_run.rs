@@ -78,6 +78,10 @@ async fn fast_guest_boots_from_a_raw_disk_and_does_the_everyday_things() {
         &format!(
             "      - name: config
         cdrom: {{bus: sata}}
+      rng: {{}}
+      watchdog:
+        name: wd
+        i6300esb: {{}}
       interfaces:
       - name: default
         masquerade: {{}}
@@ -114,8 +118,24 @@ async fn fast_guest_boots_from_a_raw_disk_and_does_the_everyday_things() {
     );
     eprintln!("login prompt after {booted:?}");
 
+    let mut vnc =
+        std::os::unix::net::UnixStream::connect(vmi.run_dir.join("virt-vnc")).expect("VNC socket");
+    let mut banner = [0u8; 12];
+    vnc.read_exact(&mut banner).expect("RFB banner");
+    assert!(banner.starts_with(b"RFB 003."), "{banner:?}");
+    drop(vnc);
+
     let mut shell = vmi.login();
     assert_eq!(shell.ok("hostname").trim(), "fastguest");
+    assert_eq!(
+        shell
+            .ok("cat /sys/class/misc/hw_random/rng_current")
+            .trim()
+            .split('.')
+            .next(),
+        Some("virtio_rng")
+    );
+    shell.ok("test -c /dev/watchdog");
     assert_eq!(
         shell.ok("cat /sys/class/dmi/id/product_serial").trim(),
         "FV-SERIAL-42"
@@ -487,4 +507,112 @@ async fn debian_applies_config_drive_user_data() {
     let (status, log) = vmi.wait_exit(Duration::from_secs(30));
     assert!(!status.success());
     assert!(log.contains("destroyed: killed on request"), "{log}");
+}
+
+/// A network namespace of the test's own, deleted on drop.
+struct NetNs(String);
+
+impl NetNs {
+    fn new() -> Self {
+        let name = format!("fvtest-{}", std::process::id());
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        ip(&["netns", "add", &name]);
+        NetNs(name)
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let mut all = vec!["-n", &self.0];
+        all.extend_from_slice(args);
+        ip(&all);
+    }
+
+    fn links(&self) -> String {
+        let out = std::process::Command::new("ip")
+            .args(["-n", &self.0, "-o", "link", "show"])
+            .output()
+            .expect("ip link show");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) {
+    let status = std::process::Command::new("ip")
+        .args(args)
+        .status()
+        .expect("ip");
+    assert!(status.success(), "ip {args:?} failed");
+}
+
+/// The bridge binding on a secondary network: the launcher makes a tap on the node's
+/// bridge (here in a network namespace of the test's own), the guest reaches an address
+/// on that bridge, and the tap goes when the VMI does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bridge_binding_attaches_the_guest_to_a_node_bridge() {
+    let fast = guest_dir("fast");
+    let ns = NetNs::new();
+    ns.ip(&["link", "set", "lo", "up"]);
+    ns.ip(&["link", "add", "br-vm", "type", "bridge"]);
+    ns.ip(&["addr", "add", "192.168.231.1/24", "dev", "br-vm"]);
+    ns.ip(&["link", "set", "br-vm", "up"]);
+    let work = TempDir::new("vmi-bridge");
+    let claim = claim_with(&fast.join("disk.img"), &work.join("claim"));
+    let manifest = fast_vmi(
+        "bridged",
+        "",
+        "      interfaces:
+      - name: default
+        masquerade: {}
+      - name: secondary
+        bridge: {}
+        macAddress: \"02:00:00:0a:0b:0c\"
+  networks:
+  - name: default
+    pod: {}
+  - name: secondary
+    multus:
+      networkName: br-vm",
+        "  - name: root
+    persistentVolumeClaim:
+      claimName: root",
+    );
+    let mut vmi = RunningVmi::start_with(
+        "bridged",
+        &manifest,
+        &[
+            format!("--volume=root={}", claim.display()),
+            "--bridge=secondary=br-vm".to_owned(),
+        ],
+        &["ip", "netns", "exec", &ns.0],
+    );
+    vmi.wait_for_serial("login:", BOOT);
+    assert!(
+        ns.links().contains("master br-vm"),
+        "a tap joined the bridge:\n{}",
+        ns.links()
+    );
+    let mut shell = vmi.login();
+    assert_eq!(
+        shell.ok("cat /sys/class/net/eth1/address").trim(),
+        "02:00:00:0a:0b:0c"
+    );
+    shell.ok("ip addr add 192.168.231.2/24 dev eth1 && ip link set eth1 up");
+    shell.ok("ping -c 3 -W 5 192.168.231.1");
+    vmi.terminate();
+    let (status, log) = vmi.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
+    assert!(
+        !ns.links().contains("fvtap"),
+        "the tap is removed:\n{}",
+        ns.links()
+    );
 }

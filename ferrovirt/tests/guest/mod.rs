@@ -26,10 +26,24 @@ pub struct RunningVmi {
 impl RunningVmi {
     /// Starts `manifest` (a VMI in YAML) with extra `vmi run` arguments.
     pub fn start(name: &str, manifest: &str, args: &[String]) -> Self {
+        Self::start_with(name, manifest, args, &[])
+    }
+
+    /// Like [`RunningVmi::start`], run under `wrapper` (such as `ip netns exec NS`).
+    pub fn start_with(name: &str, manifest: &str, args: &[String], wrapper: &[&str]) -> Self {
         let state = TempDir::new(&format!("vmi-{name}"));
         let file = state.join("vmi.yaml");
         std::fs::write(&file, manifest).expect("writing the manifest");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        let binary = env!("CARGO_BIN_EXE_ferrovirt");
+        let mut command = match wrapper.split_first() {
+            None => Command::new(binary),
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(binary);
+                c
+            }
+        };
+        let mut child = command
             .args(["vmi", "run"])
             .arg(&file)
             .arg("--state-dir")
@@ -92,6 +106,27 @@ impl RunningVmi {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The launcher's child processes (its QEMU).
+    pub fn children(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let tasks = format!("/proc/{}/task", self.child.id());
+        for task in std::fs::read_dir(tasks).into_iter().flatten().flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+        out
+    }
+
+    /// Kills the launcher with SIGKILL, as the OOM killer would.
+    pub fn kill_launcher(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM, as a pod deletion or Ctrl-C would.
