@@ -13,7 +13,7 @@ use api::kubevirt::VirtualMachineInstance;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 use virt::launcher::node_facts::NodeSettings;
-use virt::launcher::{self, Action, LauncherHandle, LauncherSettings, Outcome, control};
+use virt::launcher::{self, Action, LauncherSettings, Outcome, control};
 
 use crate::pod_paths::{POD_IP_ENV, in_pod};
 
@@ -126,7 +126,7 @@ pub async fn run(args: VirtLauncherArgs) -> Result<()> {
     );
     let vmi = args.vmi.as_deref().map(read_vmi).transpose()?;
     let socket = in_pod("/var/run/kubevirt/sockets").join(control::SOCKET_NAME);
-    let outcome = drive(settings, vmi, &socket, |_| {}).await?;
+    let outcome = drive(settings, vmi, &socket).await?;
     let message = outcome.termination_message();
     let log = in_pod(TERMINATION_LOG);
     if let Err(err) = std::fs::write(&log, &message) {
@@ -171,12 +171,11 @@ pub fn read_vmi(path: &Path) -> Result<VirtualMachineInstance> {
 
 /// Runs a launcher with its control socket at `socket` until its domain ends: syncs `vmi`
 /// first when given, turns the first SIGTERM or SIGINT into a graceful shutdown and the
-/// second into a kill. `started` sees the launcher once the domain runs.
+/// second into a kill.
 pub async fn drive(
     settings: LauncherSettings,
     vmi: Option<VirtualMachineInstance>,
     socket: &Path,
-    started: impl FnOnce(&LauncherHandle),
 ) -> Result<Outcome> {
     let (handle, mut task) = launcher::spawn(settings);
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -190,44 +189,49 @@ pub async fn drive(
     let mut stop_serving = Some(stop_serving);
     let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
-    let synced = match vmi {
-        None => true,
-        Some(vmi) => {
-            tokio::select! {
-                result = handle.call(Action::Sync(Box::new(vmi))) => match result {
-                    Ok(_) => true,
-                    Err(e) => {
-                        stop(&mut stop_serving, &mut server).await;
-                        drop(handle);
-                        let _ = (&mut task).await;
-                        return Err(e.into());
-                    }
-                },
-                _ = sigterm.recv() => false,
-                _ = sigint.recv() => false,
+    // Signals that arrive while the domain starts are acted on once it runs.
+    let mut signals = 0u32;
+    if let Some(vmi) = vmi {
+        // The clone lives only as long as the call, so the launcher can end after a failure.
+        let result = {
+            let caller = handle.clone();
+            let sync = caller.call(Action::Sync(Box::new(vmi)));
+            tokio::pin!(sync);
+            loop {
+                tokio::select! {
+                    result = &mut sync => break result,
+                    _ = sigterm.recv() => signals += 1,
+                    _ = sigint.recv() => signals += 1,
+                }
+            }
+        };
+        if let Err(e) = result {
+            stop(&mut stop_serving, &mut server).await;
+            drop(handle);
+            let _ = (&mut task).await;
+            return Err(e.into());
+        }
+    }
+    let mut acted_on = 0;
+    let outcome = loop {
+        if signals > acted_on {
+            acted_on = signals;
+            let action = if signals == 1 {
+                Action::Shutdown(None)
+            } else {
+                Action::Kill
+            };
+            if let Err(launcher::LauncherError::NoDomain) = handle.call(action).await {
+                // Nothing runs: stop waiting for a Sync.
+                stop(&mut stop_serving, &mut server).await;
+                drop(handle);
+                break (&mut task).await.context("the launcher task failed")?;
             }
         }
-    };
-    if synced {
-        started(&handle);
-    }
-    let mut signals = 0;
-    let outcome = loop {
         tokio::select! {
             outcome = &mut task => break outcome.context("the launcher task failed")?,
             _ = sigterm.recv() => signals += 1,
             _ = sigint.recv() => signals += 1,
-        }
-        let action = if signals == 1 {
-            Action::Shutdown(None)
-        } else {
-            Action::Kill
-        };
-        if let Err(launcher::LauncherError::NoDomain) = handle.call(action).await {
-            // Nothing runs: stop waiting for a Sync.
-            stop(&mut stop_serving, &mut server).await;
-            drop(handle);
-            break (&mut task).await.context("the launcher task failed")?;
         }
     };
     stop(&mut stop_serving, &mut server).await;

@@ -83,7 +83,7 @@ async fn run_vmi(args: VmiRunArgs) -> Result<()> {
             .settings(run_dir.clone(), state_dir.join("nvram"), args.pod_ip, None);
     settings.console_on_stdio = true;
     let socket = run_dir.join(control::SOCKET_NAME);
-    let result = drive(settings, Some(vmi), &socket, |_| {}).await;
+    let result = drive(settings, Some(vmi), &socket).await;
     // The run directory holds what lives as long as the VMI: overlays, ISOs, sockets.
     if let Err(e) = std::fs::remove_dir_all(&run_dir) {
         tracing::warn!(dir = %run_dir.display(), error = %e, "cleaning up");

@@ -61,7 +61,8 @@ async fn domain_state(vmi: &RunningVmi) -> serde_json::Value {
 /// One boot of the fast guest from a raw disk.img on BIOS checks the everyday path: the
 /// login prompt on the serial console, SMBIOS serial, a ConfigMap as a CD-ROM, the guest
 /// reaching a loopback HTTP server through its masquerade gateway, a forwarded port
-/// reaching the guest, pause and unpause over the control socket, and an ACPI shutdown.
+/// reaching the guest, VNC, rng and watchdog devices, pause, unpause and reset over the
+/// control socket, and an ACPI shutdown after the reboot.
 #[tokio::test(flavor = "multi_thread")]
 async fn fast_guest_boots_from_a_raw_disk_and_does_the_everyday_things() {
     let fast = guest_dir("fast");
@@ -203,6 +204,22 @@ async fn fast_guest_boots_from_a_raw_disk_and_does_the_everyday_things() {
     );
     assert_eq!(domain_state(&vmi).await["state"], "Running");
     assert_eq!(domain_state(&vmi).await["softwareEmulation"], true);
+
+    let reply = client
+        .reset_virtual_machine(proto::EmptyRequest {})
+        .await
+        .expect("reset")
+        .into_inner();
+    assert!(reply.success, "{}", reply.message);
+    let deadline = Instant::now() + BOOT;
+    while vmi.serial().matches("FERROVIRT-GUEST-READY").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the guest did not boot again after a reset:\n{}",
+            vmi.serial()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     vmi.terminate();
     let (status, log) = vmi.wait_exit(Duration::from_secs(30));

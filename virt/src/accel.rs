@@ -74,9 +74,13 @@ pub async fn probe_kvm(qemu: &Path, cache_dir: &Path) -> KvmProbe {
     {
         return answer;
     }
-    let answer = run_probe(qemu, cache_dir).await;
+    let mut answer = run_probe(qemu, cache_dir).await;
+    if answer == KvmProbe::TooSlow {
+        // One slow start of QEMU under load must not put the node on TCG until reboot.
+        answer = run_probe(qemu, cache_dir).await;
+    }
     tracing::info!(kvm = answer.as_str(), "probed /dev/kvm");
-    if std::fs::create_dir_all(cache_dir).is_ok() {
+    if answer != KvmProbe::Missing && std::fs::create_dir_all(cache_dir).is_ok() {
         let _ = std::fs::write(&cache, format!("{boot_id} {}\n", answer.as_str()));
     }
     answer

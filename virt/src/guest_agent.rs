@@ -196,7 +196,7 @@ impl GuestAgent {
             guest_agent_version: text(&info, "version"),
             ..GuestInfo::default()
         };
-        if let Ok(os) = self.execute("guest-get-osinfo", None).await {
+        if let Some(os) = self.optional("guest-get-osinfo").await? {
             out.os = GuestOsInfo {
                 name: text(&os, "name"),
                 kernel_release: text(&os, "kernel-release"),
@@ -208,10 +208,10 @@ impl GuestAgent {
                 id: text(&os, "id"),
             };
         }
-        if let Ok(host) = self.execute("guest-get-host-name", None).await {
+        if let Some(host) = self.optional("guest-get-host-name").await? {
             out.hostname = text(&host, "host-name");
         }
-        if let Ok(list) = self.execute("guest-network-get-interfaces", None).await {
+        if let Some(list) = self.optional("guest-network-get-interfaces").await? {
             out.interfaces = list
                 .as_array()
                 .into_iter()
@@ -219,7 +219,7 @@ impl GuestAgent {
                 .map(interface)
                 .collect();
         }
-        if let Ok(list) = self.execute("guest-get-users", None).await {
+        if let Some(list) = self.optional("guest-get-users").await? {
             out.user_list = list
                 .as_array()
                 .into_iter()
@@ -231,7 +231,7 @@ impl GuestAgent {
                 })
                 .collect();
         }
-        if let Ok(list) = self.execute("guest-get-fsinfo", None).await {
+        if let Some(list) = self.optional("guest-get-fsinfo").await? {
             out.fs_info = list
                 .as_array()
                 .into_iter()
@@ -246,6 +246,16 @@ impl GuestAgent {
                 .collect();
         }
         Ok(out)
+    }
+
+    /// Runs a command an older agent may lack: its refusal is `None`; a timeout or a broken
+    /// exchange is an error, as the channel is then out of step.
+    async fn optional(&mut self, command: &str) -> Result<Option<Value>, GuestAgentError> {
+        match self.execute(command, None).await {
+            Ok(value) => Ok(Some(value)),
+            Err(GuestAgentError::Command { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Asks the guest to power off or reboot (`mode`: `powerdown`, `reboot`).

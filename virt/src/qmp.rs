@@ -148,7 +148,10 @@ impl Qmp {
             })?;
         let (read, write) = stream.into_split();
         let mut lines = BufReader::new(read);
-        let greeting = read_message(&mut lines).await?.ok_or(QmpError::Closed)?;
+        let greeting = tokio::time::timeout(COMMAND_TIMEOUT, read_message(&mut lines))
+            .await
+            .map_err(|_| QmpError::Timeout("the greeting".into()))??
+            .ok_or(QmpError::Closed)?;
         if greeting.get("QMP").is_none() {
             return Err(QmpError::Protocol(format!(
                 "expected a greeting, got {greeting}"

@@ -358,7 +358,7 @@ pub struct Watchdog {
 /// An Intel 6300ESB watchdog.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct I6300esbWatchdog {
-    /// What happens when it fires: `poweroff` (default), `reset` or `shutdown`.
+    /// What happens when it fires: `reset` (default), `poweroff` or `shutdown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
 }

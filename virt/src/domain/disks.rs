@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use api::kubevirt::VirtualMachineInstance;
+use api::kubevirt::VirtualMachineInstanceSpec;
 use api::kubevirt::vmi::{CloudInitSource, Disk, DiskTarget, Volume};
 use api::quantity::quantity_bytes;
 use api::validation::FieldPath;
@@ -21,7 +21,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::facts::{NodeFacts, VolumeBacking};
-use super::machine::Identity;
+use super::machine::{Identity, MachinePlan};
 use super::{DomainError, PrepareStep};
 use crate::cloudinit::{CloudInitData, CloudInitKind, DataSource};
 
@@ -59,21 +59,20 @@ struct Image {
     read_only: bool,
 }
 
-pub fn plan(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<DiskPlan, DomainError> {
-    let spec = &vmi.spec;
-    let identity = Identity::of(vmi);
+pub fn plan(
+    spec: &VirtualMachineInstanceSpec,
+    facts: &NodeFacts,
+    identity: &Identity,
+    machine: &MachinePlan,
+) -> Result<DiskPlan, DomainError> {
     let devices = FieldPath::new("spec")
         .child("domain")
         .child("devices")
         .child("disks");
     let volumes_path = FieldPath::new("spec").child("volumes");
     let volumes: Vec<&Volume> = spec.volumes.iter().flatten().collect();
-    let q35 = spec
-        .domain
-        .machine
-        .as_ref()
-        .and_then(|m| m.type_.as_deref())
-        .is_none_or(|t| !(t == "pc" || t.starts_with("pc-i440fx")));
+    let q35 = machine.is_q35();
+    let mut cloud_init_kinds = std::collections::BTreeSet::<&str>::new();
     let mut plan = DiskPlan::default();
     let mut sata_port = 0usize;
     let mut scsi_lun = 0u32;
@@ -95,13 +94,22 @@ pub fn plan(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<DiskPlan,
                 format!("boot order {order} is already used by disk {first}"),
             ));
         }
-        let image = image(
-            volume,
-            &volumes_path.index(v),
-            facts,
-            &identity,
-            &mut plan.prepare,
-        )?;
+        let vpath = volumes_path.index(v);
+        for (kind, set) in [
+            ("cloudInitNoCloud", volume.cloud_init_no_cloud.is_some()),
+            (
+                "cloudInitConfigDrive",
+                volume.cloud_init_config_drive.is_some(),
+            ),
+        ] {
+            if set && !cloud_init_kinds.insert(kind) {
+                return Err(DomainError::unsupported(
+                    &vpath.child(kind),
+                    "only one volume of each cloud-init kind can be given",
+                ));
+            }
+        }
+        let image = image(volume, &vpath, facts, identity, &mut plan.prepare)?;
         let (kind, target) = target(disk);
         let read_only = image.read_only
             || kind == "cdrom"
@@ -448,7 +456,7 @@ fn image(
             VolumeBacking::Files(dir) => dir.clone(),
             other => return Err(wrong_backing(path, name, "a directory of files", other)),
         };
-        let file = run.join(format!("{name}.iso"));
+        let file = run.join(format!("{name}.config.iso"));
         prepare.push(PrepareStep::DirectoryIso {
             path: file.clone(),
             label,

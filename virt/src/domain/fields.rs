@@ -4,6 +4,7 @@
 
 use api::common::Extra;
 use api::kubevirt::VirtualMachineInstanceSpec;
+use api::kubevirt::vmi::Volume;
 use api::validation::FieldPath;
 use serde_json::Value;
 
@@ -21,14 +22,13 @@ const POD_LEVEL: &[&str] = &[
     "subdomain",
     "readinessProbe",
     "livenessProbe",
-    "evictionStrategy",
-    "architecture",
 ];
 
 /// Refuses every field of `spec` that neither the domain builder nor another component
 /// acts on.
 pub fn refuse_unmodelled(spec: &VirtualMachineInstanceSpec) -> Result<(), DomainError> {
     let root = FieldPath::new("spec");
+    check_names(spec, &root)?;
     check(&root, &spec.extra, |name, value| {
         POD_LEVEL.contains(&name)
             || (name == "startStrategy" && value.as_str() == Some("Paused"))
@@ -126,7 +126,111 @@ pub fn refuse_unmodelled(spec: &VirtualMachineInstanceSpec) -> Result<(), Domain
         check(&devices.child("rng"), &rng.extra, |_, _| false)?;
     }
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
-        check(&root.child("volumes").index(i), &volume.extra, |_, _| false)?;
+        let path = root.child("volumes").index(i);
+        check(&path, &volume.extra, |_, _| false)?;
+        refuse_volume_options(volume, &path)?;
+    }
+    for (i, network) in spec.networks.iter().flatten().enumerate() {
+        if network.multus.as_ref().and_then(|m| m.default) == Some(true) {
+            return Err(DomainError::unsupported(
+                &root
+                    .child("networks")
+                    .index(i)
+                    .child("multus")
+                    .child("default"),
+                "a Multus network as the default network is not supported",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Names become file names and QEMU ids: letters, digits, `-`, `_` and `.`, beginning with
+/// a letter or digit, at most 63 characters.
+fn check_names(spec: &VirtualMachineInstanceSpec, root: &FieldPath) -> Result<(), DomainError> {
+    let devices = root.child("domain").child("devices");
+    let mut named: Vec<(FieldPath, &str)> = Vec::new();
+    for (i, v) in spec.volumes.iter().flatten().enumerate() {
+        named.push((root.child("volumes").index(i).child("name"), &v.name));
+    }
+    for (i, d) in spec.domain.devices.disks.iter().flatten().enumerate() {
+        named.push((devices.child("disks").index(i).child("name"), &d.name));
+    }
+    for (i, n) in spec.domain.devices.interfaces.iter().flatten().enumerate() {
+        named.push((devices.child("interfaces").index(i).child("name"), &n.name));
+    }
+    for (i, n) in spec.domain.devices.inputs.iter().flatten().enumerate() {
+        named.push((devices.child("inputs").index(i).child("name"), &n.name));
+    }
+    if let Some(w) = &spec.domain.devices.watchdog {
+        named.push((devices.child("watchdog").child("name"), &w.name));
+    }
+    for (path, name) in named {
+        let ok = name.len() <= 63
+            && name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !ok {
+            return Err(DomainError::unsupported(
+                &path,
+                format!(
+                    "{name:?} is not a valid name: letters, digits, '-', '_' and '.', beginning \
+                     with a letter or digit, at most 63 characters"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Volume options with no meaning here: hotplug, shared host disks, a containerDisk's
+/// custom path or pull secret.
+fn refuse_volume_options(volume: &Volume, path: &FieldPath) -> Result<(), DomainError> {
+    let hotplug = |source: &str| {
+        Err(DomainError::unsupported(
+            &path.child(source).child("hotpluggable"),
+            "hotplug is not supported",
+        ))
+    };
+    if volume.data_volume.as_ref().and_then(|d| d.hotpluggable) == Some(true) {
+        return hotplug("dataVolume");
+    }
+    if volume
+        .persistent_volume_claim
+        .as_ref()
+        .and_then(|p| p.hotpluggable)
+        == Some(true)
+    {
+        return hotplug("persistentVolumeClaim");
+    }
+    if volume.host_disk.as_ref().and_then(|h| h.shared) == Some(true) {
+        return Err(DomainError::unsupported(
+            &path.child("hostDisk").child("shared"),
+            "shared host disks are not supported",
+        ));
+    }
+    if let Some(cd) = &volume.container_disk {
+        let cpath = path.child("containerDisk");
+        if cd
+            .path
+            .as_deref()
+            .is_some_and(|p| !p.is_empty() && p.trim_end_matches('/') != "/disk")
+        {
+            return Err(DomainError::unsupported(
+                &cpath.child("path"),
+                "only the image's /disk directory is read (CDI's containerDisk layout)",
+            ));
+        }
+        if cd.image_pull_secret.is_some() {
+            return Err(DomainError::unsupported(
+                &cpath.child("imagePullSecret"),
+                "pull secrets are not supported yet; use an anonymous or insecure registry",
+            ));
+        }
     }
     Ok(())
 }
@@ -215,6 +319,34 @@ mod tests {
         assert_eq!(
             refused(json!({"domain": {"clock": {"timezone": "Europe/Rome"}, "devices": {}}})),
             "spec.domain.clock"
+        );
+        assert_eq!(
+            refused(json!({"domain": {"devices": {}}, "volumes": [
+                {"name": "a", "dataVolume": {"name": "dv", "hotpluggable": true}}
+            ]})),
+            "spec.volumes[0].dataVolume.hotpluggable"
+        );
+        assert_eq!(
+            refused(json!({"domain": {"devices": {}}, "volumes": [
+                {"name": "a", "containerDisk": {"image": "i", "path": "/custom/disk.img"}}
+            ]})),
+            "spec.volumes[0].containerDisk.path"
+        );
+        assert_eq!(
+            refused(json!({"domain": {"devices": {}}, "volumes": [
+                {"name": "../../etc", "emptyDisk": {"capacity": "1Gi"}}
+            ]})),
+            "spec.volumes[0].name"
+        );
+        assert_eq!(
+            refused(json!({"domain": {"devices": {}}, "architecture": "arm64"})),
+            "spec.architecture"
+        );
+        assert_eq!(
+            refused(json!({"domain": {"devices": {}}, "networks": [
+                {"name": "a", "multus": {"networkName": "n", "default": true}}
+            ]})),
+            "spec.networks[0].multus.default"
         );
     }
 

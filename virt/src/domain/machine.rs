@@ -109,7 +109,6 @@ impl MachinePlan {
 pub fn plan(
     spec: &VirtualMachineInstanceSpec,
     facts: &NodeFacts,
-    _identity: &Identity,
 ) -> Result<MachinePlan, DomainError> {
     let domain = FieldPath::new("spec").child("domain");
     let machine_type = machine_type(spec, &domain)?;
@@ -136,7 +135,12 @@ pub fn plan(
         )),
         Some(n) => Ok(n),
     };
-    let sockets = count(cpu.sockets, "sockets")?;
+    let topology_given = cpu.sockets.is_some() || cpu.cores.is_some() || cpu.threads.is_some();
+    let sockets = match cpu.sockets {
+        // As KubeVirt: with no topology, one socket per CPU of the limit, else the request.
+        None if !topology_given => cpus_from_resources(spec)?.unwrap_or(1),
+        given => count(given, "sockets")?,
+    };
     let cores = count(cpu.cores, "cores")?;
     let threads = count(cpu.threads, "threads")?;
     if sockets * cores * threads > 255 {
@@ -185,6 +189,38 @@ pub fn plan(
         start_paused: spec.extra.get("startStrategy").and_then(|v| v.as_str()) == Some("Paused"),
         serial: spec.domain.firmware.as_ref().and_then(|f| f.serial.clone()),
     })
+}
+
+/// `resources.limits.cpu`, else `resources.requests.cpu`, in whole CPUs rounded up.
+fn cpus_from_resources(spec: &VirtualMachineInstanceSpec) -> Result<Option<u32>, DomainError> {
+    let resources = FieldPath::new("spec").child("domain").child("resources");
+    let Some(r) = spec.domain.resources.as_ref() else {
+        return Ok(None);
+    };
+    for (which, list) in [("limits", &r.limits), ("requests", &r.requests)] {
+        if let Some(q) = list.as_ref().and_then(|l| l.get("cpu")) {
+            let path = resources.child(which).child("cpu");
+            let millis = parse_cpu_millis(&q.0).ok_or_else(|| {
+                DomainError::unsupported(&path, format!("{:?} is not a CPU quantity", q.0))
+            })?;
+            let cpus = millis.div_ceil(1000).max(1);
+            return u32::try_from(cpus)
+                .ok()
+                .filter(|c| *c <= 255)
+                .map(Some)
+                .ok_or_else(|| DomainError::unsupported(&path, "more than 255 vCPUs"));
+        }
+    }
+    Ok(None)
+}
+
+/// A CPU quantity (`2`, `500m`, `1.5`) in millicores.
+fn parse_cpu_millis(text: &str) -> Option<u64> {
+    if let Some(m) = text.strip_suffix('m') {
+        return m.parse().ok();
+    }
+    let value: f64 = text.parse().ok()?;
+    (value.is_finite() && (0.0..1e6).contains(&value)).then(|| (value * 1000.0).ceil() as u64)
 }
 
 fn machine_type(
@@ -288,6 +324,14 @@ mod tests {
         assert_ne!(a, uuid_from("ns/other"));
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "5");
+    }
+
+    #[test]
+    fn cpu_quantities_parse_to_millicores() {
+        assert_eq!(parse_cpu_millis("500m"), Some(500));
+        assert_eq!(parse_cpu_millis("2"), Some(2000));
+        assert_eq!(parse_cpu_millis("1.5"), Some(1500));
+        assert_eq!(parse_cpu_millis("x"), None);
     }
 
     #[test]

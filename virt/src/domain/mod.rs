@@ -34,6 +34,8 @@ pub use facts::{Acceleration, FirmwarePaths, NodeFacts, VolumeBacking};
 pub struct Domain {
     /// The program and its arguments.
     pub argv: Vec<String>,
+    /// The SMBIOS UUID the guest sees.
+    pub uuid: String,
     /// What to create before QEMU starts, in order.
     pub prepare: Vec<PrepareStep>,
     /// The sockets QEMU listens on.
@@ -200,14 +202,19 @@ impl DomainError {
 
 /// Builds the QEMU invocation of `vmi` on a node described by `facts`.
 pub fn build(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<Domain, DomainError> {
+    // virt-api defaults every VMI; a VMI that reached us another way gets the same.
+    let mut vmi = vmi.clone();
+    api::kubevirt::default::default_instance_spec(&mut vmi.spec);
+    let vmi = &vmi;
     let spec = &vmi.spec;
     api::kubevirt::validate::validate_instance_spec(spec, &FieldPath::new("spec"))?;
     fields::refuse_unmodelled(spec)?;
     let identity = machine::Identity::of(vmi);
-    let machine = machine::plan(spec, facts, &identity)?;
+    let machine = machine::plan(spec, facts)?;
     let firmware = firmware::plan(spec, facts, &identity, &machine)?;
-    let disks = disks::plan(vmi, facts)?;
+    let disks = disks::plan(spec, facts, &identity, &machine)?;
     let network = network::plan(vmi, facts, &identity)?;
+    check_boot_orders(spec)?;
     let devices = devices::plan(spec, facts)?;
     let mut prepare = Vec::new();
     prepare.extend(firmware.prepare.iter().cloned());
@@ -217,6 +224,7 @@ pub fn build(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<Domain, 
     );
     Ok(Domain {
         argv,
+        uuid: identity.uuid.clone(),
         prepare,
         sockets: devices.sockets.clone(),
         software_emulation: machine.software_emulation,
@@ -224,6 +232,39 @@ pub fn build(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<Domain, 
         taps: network.taps.clone(),
         warnings: network.warnings.clone(),
     })
+}
+
+/// Disks and interfaces share one boot order (QEMU's bootindex), as in KubeVirt.
+fn check_boot_orders(spec: &api::kubevirt::VirtualMachineInstanceSpec) -> Result<(), DomainError> {
+    let devices = FieldPath::new("spec").child("domain").child("devices");
+    let disks = spec
+        .domain
+        .devices
+        .disks
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, d)| (devices.child("disks").index(i), d.boot_order));
+    let interfaces = spec
+        .domain
+        .devices
+        .interfaces
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, n)| (devices.child("interfaces").index(i), n.boot_order));
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, order) in disks.chain(interfaces) {
+        if let Some(order) = order
+            && !seen.insert(order)
+        {
+            return Err(DomainError::Refused(format!(
+                "Boot order for {}.bootOrder already set for a different device.",
+                path
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -154,14 +154,24 @@ fn backend(
                         format!("{protocol} port {number} is listed twice"),
                     ));
                 }
+                let listen = match facts.pod_ip {
+                    std::net::IpAddr::V4(ip) => ip.to_string(),
+                    std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                };
                 opts = opts.set(
                     "hostfwd",
-                    format!("{protocol}:{}:{number}-{guest}:{number}", facts.pod_ip),
+                    format!("{protocol}:{listen}:{number}-{guest}:{number}"),
                 );
             }
             Ok(opts.build())
         }
         Some("bridge") => {
+            if iface.ports.as_ref().is_some_and(|p| !p.is_empty()) {
+                return Err(DomainError::unsupported(
+                    &path.child("ports"),
+                    "ports are forwarded only with the masquerade binding",
+                ));
+            }
             let bridge = facts.bridges.get(&network.name).ok_or_else(|| {
                 DomainError::unsupported(
                     &path.child("bridge"),

@@ -151,6 +151,8 @@ pub fn assemble(
         args.device(device.clone());
         args.opt("-action", format!("watchdog={action}"));
     }
+    // Guest kernel panics become a GUEST_PANICKED event (and the VMI fails), as on KubeVirt.
+    args.device(json!({"driver": "pvpanic", "id": "panic0"}));
     if devices.balloon {
         args.device(json!({"driver": "virtio-balloon-pci", "id": "balloon0"}));
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// Output chunks kept for a slow client before it starts losing them.
 const CLIENT_BACKLOG: usize = 1024;
@@ -20,6 +20,8 @@ const CLIENT_BACKLOG: usize = 1024;
 pub struct Console {
     input: mpsc::Sender<Vec<u8>>,
     output: broadcast::Sender<Arc<[u8]>>,
+    /// Becomes true when QEMU's end of the port closes: clients are then let go.
+    ended: watch::Receiver<bool>,
 }
 
 impl Console {
@@ -38,6 +40,7 @@ impl Console {
         let (input, mut input_rx) = mpsc::channel::<Vec<u8>>(64);
         let mut scrollback = ScrollbackLog::open(log, log_limit)?;
         let out = output.clone();
+        let (ended_tx, ended) = watch::channel(false);
         tokio::spawn(async move {
             let mut buf = vec![0u8; 16 * 1024];
             loop {
@@ -49,6 +52,7 @@ impl Console {
                     }
                 }
             }
+            let _ = ended_tx.send(true);
         });
         tokio::spawn(async move {
             while let Some(bytes) = input_rx.recv().await {
@@ -59,11 +63,24 @@ impl Console {
         });
         let _ = std::fs::remove_file(public_socket);
         let listener = UnixListener::bind(public_socket)?;
-        let console = Self { input, output };
+        let console = Self {
+            input,
+            output,
+            ended,
+        };
         let serving = console.clone();
         tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(serving.clone().serve(client));
+            let mut ended = serving.ended.clone();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((client, _)) => {
+                            tokio::spawn(serving.clone().serve(client));
+                        }
+                        Err(_) => break,
+                    },
+                    _ = ended.wait_for(|e| *e) => break,
+                }
             }
         });
         Ok(console)
@@ -88,11 +105,14 @@ impl Console {
             }
         });
         let input = self.input.clone();
-        tokio::spawn(async move {
-            let mut stdin = tokio::io::stdin();
+        // A plain thread, not tokio's stdin: a read blocked on a terminal would hold up the
+        // runtime's shutdown after the guest is gone.
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin();
             let mut buf = vec![0u8; 4096];
-            while let Ok(n) = stdin.read(&mut buf).await {
-                if n == 0 || input.send(buf[..n].to_vec()).await.is_err() {
+            while let Ok(n) = stdin.read(&mut buf) {
+                if n == 0 || input.blocking_send(buf[..n].to_vec()).is_err() {
                     break;
                 }
             }
@@ -134,9 +154,11 @@ impl Console {
                 }
             }
         };
+        let mut ended = self.ended.clone();
         tokio::select! {
             () = to_client => {}
             () = from_client => {}
+            _ = ended.wait_for(|e| *e) => {}
         }
     }
 }

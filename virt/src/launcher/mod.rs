@@ -228,6 +228,7 @@ struct Running {
     qmp: Arc<Qmp>,
     console: Option<Console>,
     agent: Arc<Mutex<AgentState>>,
+    agent_session: AgentSession,
     agent_poller: tokio::task::JoinHandle<()>,
     state: LifeCycle,
     reason: String,
@@ -244,6 +245,9 @@ struct ShutdownProgress {
     deadline: Instant,
     next_press: Instant,
 }
+
+/// The one session with the guest agent, shared by the poller and SoftReboot.
+type AgentSession = Arc<Mutex<Option<GuestAgent>>>;
 
 #[derive(Default)]
 struct AgentState {
@@ -280,7 +284,12 @@ async fn run(settings: LauncherSettings, mut requests: mpsc::Receiver<Request>) 
                 }
             }
             _ = exited(&mut running) => {
-                if let Some(r) = running.take() {
+                if let Some(mut r) = running.take() {
+                    // QEMU's last events (SHUTDOWN) may still be in the channel: they decide
+                    // how the domain ended.
+                    if let Some(rx) = events.as_mut() {
+                        drain_events(rx, &mut r).await;
+                    }
                     return finish(r).await;
                 }
             }
@@ -290,6 +299,15 @@ async fn run(settings: LauncherSettings, mut requests: mpsc::Receiver<Request>) 
                 }
             }
         }
+    }
+}
+
+/// Applies the events still to come from a QEMU that has exited, until the QMP connection
+/// closes (or a short while has passed).
+async fn drain_events(events: &mut mpsc::UnboundedReceiver<Event>, r: &mut Running) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        r.on_event(event);
     }
 }
 
@@ -365,13 +383,9 @@ async fn handle(
             Ok(Reply::Done)
         }
         Action::SoftReboot => {
-            if !r.agent.lock().await.connected {
-                return Err(LauncherError::NoGuestAgent);
-            }
-            let mut agent =
-                GuestAgent::connect(&r.domain.sockets.guest_agent, Duration::from_secs(5))
-                    .await
-                    .map_err(|e| LauncherError::GuestAgent(e.to_string()))?;
+            // QEMU serves the agent's channel to one client: use the poller's session.
+            let mut session = r.agent_session.lock().await;
+            let agent = session.as_mut().ok_or(LauncherError::NoGuestAgent)?;
             agent
                 .shutdown("reboot")
                 .await
@@ -410,18 +424,35 @@ async fn start(
         tracing::warn!("{warning}");
     }
     prepare::prepare(&domain.prepare).await?;
-    for tap in &domain.taps {
-        prepare::create_tap(tap).await?;
-    }
     let prepared = began.elapsed();
-    let (qemu, qmp, events) = match QemuProcess::start(&domain).await {
-        Ok(started) => started,
-        Err(e) => {
+    match start_domain(vmi, settings, domain, began, prepared).await {
+        Ok(started) => Ok(started),
+        Err((domain, e)) => {
             for tap in &domain.taps {
                 prepare::remove_tap(tap).await;
             }
-            return Err(e);
+            Err(e)
         }
+    }
+}
+
+/// Creates the taps and starts QEMU; on failure, hands the domain back so its taps can be
+/// removed.
+async fn start_domain(
+    vmi: &VirtualMachineInstance,
+    settings: &LauncherSettings,
+    domain: Domain,
+    began: Instant,
+    prepared: Duration,
+) -> Result<(Running, mpsc::UnboundedReceiver<Event>), (Domain, LauncherError)> {
+    for tap in &domain.taps {
+        if let Err(e) = prepare::create_tap(tap).await {
+            return Err((domain, e.into()));
+        }
+    }
+    let (qemu, qmp, events) = match QemuProcess::start(&domain).await {
+        Ok(started) => started,
+        Err(e) => return Err((domain, e)),
     };
     let qmp = Arc::new(qmp);
     let console = match &domain.sockets.serial {
@@ -438,9 +469,10 @@ async fn start(
                 }
                 Err(e) => {
                     qemu.kill();
-                    return Err(LauncherError::QemuStart(format!(
-                        "attaching the serial console: {e}"
-                    )));
+                    return Err((
+                        domain,
+                        LauncherError::QemuStart(format!("attaching the serial console: {e}")),
+                    ));
                 }
             }
         }
@@ -450,7 +482,7 @@ async fn start(
     } else {
         if let Err(e) = qmp.cont().await {
             qemu.kill();
-            return Err(e.into());
+            return Err((domain, e.into()));
         }
         (LifeCycle::Running, "Booted")
     };
@@ -466,9 +498,11 @@ async fn start(
         }
     );
     let agent = Arc::new(Mutex::new(AgentState::default()));
+    let agent_session = AgentSession::default();
     let agent_poller = tokio::spawn(poll_guest_agent(
         domain.sockets.guest_agent.clone(),
         agent.clone(),
+        agent_session.clone(),
     ));
     let grace = vmi
         .spec
@@ -484,6 +518,7 @@ async fn start(
             qmp,
             console,
             agent,
+            agent_session,
             agent_poller,
             state,
             reason: reason.into(),
@@ -506,7 +541,12 @@ impl Running {
                 self.state = LifeCycle::Shutoff;
                 self.reason = "Shutdown".into();
             }
-            Event::Stop if self.state != LifeCycle::Paused => {
+            Event::Stop
+                if !matches!(
+                    self.state,
+                    LifeCycle::Paused | LifeCycle::Shutoff | LifeCycle::Crashed
+                ) =>
+            {
                 self.state = LifeCycle::Paused;
                 if self.reason != "IOError" {
                     self.reason = "User".into();
@@ -609,12 +649,7 @@ impl Running {
     }
 
     fn uuid(&self) -> String {
-        self.domain
-            .argv
-            .windows(2)
-            .find(|w| w[0] == "-uuid")
-            .map(|w| w[1].clone())
-            .unwrap_or_default()
+        self.domain.uuid.clone()
     }
 }
 
@@ -633,7 +668,9 @@ async fn finish(mut r: Running) -> Outcome {
         }
     } else if r.panicked {
         Outcome::Panicked
-    } else if r.guest_powered_off {
+    } else if r.guest_powered_off || r.qemu.exited_cleanly() {
+        // QEMU exits with 0 only when the guest powered off (the launcher never asks it
+        // to quit).
         Outcome::ShutDown
     } else {
         Outcome::Crashed {
@@ -645,21 +682,25 @@ async fn finish(mut r: Running) -> Outcome {
 }
 
 /// Keeps `state` current with what the guest agent says.
-async fn poll_guest_agent(socket: PathBuf, state: Arc<Mutex<AgentState>>) {
-    let mut session: Option<GuestAgent> = None;
+async fn poll_guest_agent(socket: PathBuf, state: Arc<Mutex<AgentState>>, session: AgentSession) {
     loop {
-        if session.is_none() {
-            session = GuestAgent::connect(&socket, Duration::from_secs(2))
-                .await
-                .ok();
-        }
-        let info = match session.as_mut() {
-            Some(agent) => agent.guest_info().await.ok(),
-            None => None,
+        let info = {
+            let mut session = session.lock().await;
+            if session.is_none() {
+                *session = GuestAgent::connect(&socket, Duration::from_secs(2))
+                    .await
+                    .ok();
+            }
+            let info = match session.as_mut() {
+                Some(agent) => agent.guest_info().await.ok(),
+                None => None,
+            };
+            if info.is_none() {
+                // A failed exchange leaves the channel out of step: start over.
+                *session = None;
+            }
+            info
         };
-        if info.is_none() {
-            session = None;
-        }
         {
             let mut s = state.lock().await;
             s.connected = info.is_some();

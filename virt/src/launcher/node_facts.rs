@@ -172,6 +172,22 @@ async fn backing(
             }
         },
     };
+    let optional = volume
+        .config_map
+        .as_ref()
+        .and_then(|c| c.optional)
+        .unwrap_or(false)
+        || volume
+            .secret
+            .as_ref()
+            .and_then(|s| s.optional)
+            .unwrap_or(false);
+    if optional && !path.exists() {
+        // An optional ConfigMap or Secret that does not exist is an empty disk.
+        let empty = settings.run_dir.join(format!("empty-files-{name}"));
+        std::fs::create_dir_all(&empty).map_err(|e| fail(format!("cannot be made empty: {e}")))?;
+        return Ok(Some(VolumeBacking::Files(empty)));
+    }
     let meta = std::fs::metadata(&path)
         .map_err(|e| fail(format!("cannot be used: {}: {e}", path.display())))?;
     if !is_claim {
@@ -193,8 +209,10 @@ async fn backing(
             path.display()
         )));
     }
+    // A disk.img made here may use what the filesystem has free for it (not its reserved
+    // blocks or metadata), rounded down to whole MiB.
     let capacity = rustix::fs::statvfs(&path)
-        .map(|s| s.f_blocks.saturating_mul(s.f_frsize))
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize) & !((1 << 20) - 1))
         .map_err(|e| fail(format!("cannot be measured: {}: {e}", path.display())))?;
     Ok(Some(VolumeBacking::ClaimDirectory {
         dir: path,

@@ -24,7 +24,15 @@ const STDERR_LINES: usize = 20;
 pub struct QemuProcess {
     pid: Option<u32>,
     exit: watch::Receiver<Option<ExitStatus>>,
+    /// Asks the reaper task to kill QEMU (it owns the child, so no stale pid is hit).
+    kill: mpsc::UnboundedSender<()>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Drop for QemuProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 impl QemuProcess {
@@ -77,14 +85,26 @@ impl QemuProcess {
             tokio::spawn(keep_stderr(pipe, stderr.clone()));
         }
         let (exit_tx, exit) = watch::channel(None);
+        let (kill, mut kill_rx) = mpsc::unbounded_channel::<()>();
         tokio::spawn(async move {
-            let status = child
-                .wait()
-                .await
-                .unwrap_or_else(|_| ExitStatus::from_raw(-1));
+            let status = loop {
+                tokio::select! {
+                    status = child.wait() => {
+                        break status.unwrap_or_else(|_| ExitStatus::from_raw(-1));
+                    }
+                    Some(()) = kill_rx.recv() => {
+                        let _ = child.start_kill();
+                    }
+                }
+            };
             let _ = exit_tx.send(Some(status));
         });
-        let mut process = Self { pid, exit, stderr };
+        let mut process = Self {
+            pid,
+            exit,
+            kill,
+            stderr,
+        };
         match process.connect_qmp(&sockets.qmp).await {
             Ok((qmp, events)) => Ok((process, qmp, events)),
             Err(e) => {
@@ -126,18 +146,14 @@ impl QemuProcess {
         self.pid
     }
 
-    /// Sends SIGKILL, unless QEMU has exited already.
+    /// Kills QEMU with SIGKILL, unless it has exited already.
     pub fn kill(&self) {
-        if self.exit.borrow().is_some() {
-            return;
-        }
-        if let Some(pid) = self
-            .pid
-            .and_then(|p| i32::try_from(p).ok())
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
+        let _ = self.kill.send(());
+    }
+
+    /// Whether QEMU exited with status 0.
+    pub fn exited_cleanly(&self) -> bool {
+        self.exit.borrow().is_some_and(|s| s.success())
     }
 
     /// Waits until QEMU has exited (at once if it has).
