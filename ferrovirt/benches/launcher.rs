@@ -207,8 +207,14 @@ fn run_launcher(manifest: &Path, claim: &Path, scratch: &Path) -> Round {
         .spawn()
         .expect("ferrovirt vmi run");
     let times = Arc::new(Mutex::new(Milestones::default()));
-    watch_serial(child.stdout.take().expect("stdout"), start, times.clone());
-    watch_log(child.stderr.take().expect("stderr"), start, times.clone());
+    let serial = child.stdout.take().expect("stdout");
+    watch(serial, start, times.clone(), "login:", true, |m| {
+        &mut m.login
+    });
+    let log = child.stderr.take().expect("stderr");
+    watch(log, start, times.clone(), "domain running", false, |m| {
+        &mut m.running
+    });
     wait_login(&times, &mut child);
     let launcher_rss_kib = rss_kib(child.id());
     let qemu_pid = children(child.id())
@@ -244,7 +250,10 @@ fn run_by_hand(argv: &[String]) -> Round {
         .spawn()
         .expect("QEMU");
     let times = Arc::new(Mutex::new(Milestones::default()));
-    watch_serial(child.stdout.take().expect("stdout"), start, times.clone());
+    let serial = child.stdout.take().expect("stdout");
+    watch(serial, start, times.clone(), "login:", true, |m| {
+        &mut m.login
+    });
     // Without -S, QEMU runs as soon as QMP answers.
     while UnixStream::connect(&qmp).is_err() {
         std::thread::sleep(Duration::from_millis(1));
@@ -262,40 +271,31 @@ fn run_by_hand(argv: &[String]) -> Round {
     }
 }
 
-fn watch_serial(
+/// Records the first byte of `pipe` (with `first_byte`) and when `needle` first shows in
+/// it, through `seen`.
+fn watch(
     mut pipe: impl Read + Send + 'static,
     start: Instant,
     times: Arc<Mutex<Milestones>>,
+    needle: &'static str,
+    first_byte: bool,
+    seen: fn(&mut Milestones) -> &mut Option<Duration>,
 ) {
     std::thread::spawn(move || {
-        let mut seen = Vec::new();
+        let mut text = Vec::new();
         let mut buf = [0u8; 4096];
         while let Ok(n) = pipe.read(&mut buf) {
             if n == 0 {
                 break;
             }
             let mut t = times.lock().expect("lock");
-            t.first_byte.get_or_insert(start.elapsed());
-            seen.extend_from_slice(&buf[..n]);
-            if t.login.is_none() && String::from_utf8_lossy(&seen).contains("login:") {
-                t.login = Some(start.elapsed());
+            if first_byte {
+                t.first_byte.get_or_insert(start.elapsed());
             }
-        }
-    });
-}
-
-fn watch_log(mut pipe: impl Read + Send + 'static, start: Instant, times: Arc<Mutex<Milestones>>) {
-    std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            seen.extend_from_slice(&buf[..n]);
-            let mut t = times.lock().expect("lock");
-            if t.running.is_none() && String::from_utf8_lossy(&seen).contains("domain running") {
-                t.running = Some(start.elapsed());
+            text.extend_from_slice(&buf[..n]);
+            let slot = seen(&mut t);
+            if slot.is_none() && String::from_utf8_lossy(&text).contains(needle) {
+                *slot = Some(start.elapsed());
             }
         }
     });

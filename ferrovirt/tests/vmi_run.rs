@@ -411,6 +411,20 @@ fn bad_input_is_refused_naming_the_problem_and_nothing_is_left_running() {
     }
 }
 
+/// Starts the Debian guest from a fresh copy of its disk, with `cloud_init` as the volume
+/// source of its second disk.
+fn start_debian(name: &str, cloud_init: &str) -> (RunningVmi, TempDir) {
+    let debian = guest_dir("debian");
+    let work = TempDir::new(&format!("vmi-{name}"));
+    let claim = claim_with(&debian.join("disk.img"), &work.join("claim"));
+    let vmi = RunningVmi::start(
+        name,
+        &debian_vmi(name, cloud_init),
+        &[format!("--volume=root={}", claim.display())],
+    );
+    (vmi, work)
+}
+
 fn debian_vmi(name: &str, cloud_init: &str) -> String {
     format!(
         "apiVersion: kubevirt.io/v1
@@ -446,10 +460,7 @@ spec:
 /// a runcmd marker), its guest agent reports the OS, and systemd powers off on ACPI.
 #[tokio::test(flavor = "multi_thread")]
 async fn debian_applies_nocloud_user_data_reports_its_os_and_shuts_down_on_acpi() {
-    let debian = guest_dir("debian");
-    let work = TempDir::new("vmi-nocloud");
-    let claim = claim_with(&debian.join("disk.img"), &work.join("claim"));
-    let manifest = debian_vmi(
+    let (mut vmi, _work) = start_debian(
         "nocloud",
         "    cloudInitNoCloud:
       userData: |
@@ -457,11 +468,6 @@ async fn debian_applies_nocloud_user_data_reports_its_os_and_shuts_down_on_acpi(
         hostname: from-nocloud
         runcmd:
         - echo FV-NOCLOUD-RUNCMD-$(hostname) > /dev/ttyS0",
-    );
-    let mut vmi = RunningVmi::start(
-        "nocloud",
-        &manifest,
-        &[format!("--volume=root={}", claim.display())],
     );
     let marker = vmi.wait_for_serial("FV-NOCLOUD-RUNCMD-from-nocloud", DEBIAN_BOOT);
     eprintln!("cloud-init runcmd after {marker:?}");
@@ -497,21 +503,13 @@ async fn debian_applies_nocloud_user_data_reports_its_os_and_shuts_down_on_acpi(
 /// domain at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn debian_applies_config_drive_user_data() {
-    let debian = guest_dir("debian");
-    let work = TempDir::new("vmi-configdrive");
-    let claim = claim_with(&debian.join("disk.img"), &work.join("claim"));
-    let manifest = debian_vmi(
+    let (mut vmi, _work) = start_debian(
         "configdrive",
         "    cloudInitConfigDrive:
       userData: |
         #cloud-config
         runcmd:
         - echo FV-CONFIGDRIVE-RUNCMD > /dev/ttyS0",
-    );
-    let mut vmi = RunningVmi::start(
-        "configdrive",
-        &manifest,
-        &[format!("--volume=root={}", claim.display())],
     );
     vmi.wait_for_serial("FV-CONFIGDRIVE-RUNCMD", DEBIAN_BOOT);
     let reply = control(&vmi)
