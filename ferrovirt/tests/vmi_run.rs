@@ -287,7 +287,7 @@ async fn a_container_disk_from_a_local_registry_boots_under_an_overlay() {
             &fast.join("disk.img"),
         )],
     ));
-    registry.push(&layout, "disks/fast:latest");
+    registry.push(&layout, "disks/fast:v1");
     let work = TempDir::new("vmi-containerdisk");
     let cache = work.join("cache");
     let manifest = fast_vmi(
@@ -297,18 +297,16 @@ async fn a_container_disk_from_a_local_registry_boots_under_an_overlay() {
         &format!(
             "  - name: root
     containerDisk:
-      image: {}/disks/fast:latest",
+      image: {}/disks/fast:v1
+      imagePullPolicy: IfNotPresent",
             registry.host()
         ),
     );
-    let mut vmi = RunningVmi::start(
-        "cdisk",
-        &manifest,
-        &[
-            format!("--node-cache={}", cache.display()),
-            format!("--insecure-registry={}", registry.host()),
-        ],
-    );
+    let args = [
+        format!("--node-cache={}", cache.display()),
+        format!("--insecure-registry={}", registry.host()),
+    ];
+    let mut vmi = RunningVmi::start("cdisk", &manifest, &args);
     vmi.wait_for_serial("login:", BOOT);
     let mut shell = vmi.login();
     // The guest runs from its initramfs: scribble over the disk's last MiB.
@@ -331,6 +329,14 @@ async fn a_container_disk_from_a_local_registry_boots_under_an_overlay() {
         sha256_file(&fast.join("disk.img")).expect("hash"),
         "the cached image is untouched by the guest's writes"
     );
+
+    // IfNotPresent: with the registry gone, the cached image still boots.
+    drop(registry);
+    let mut again = RunningVmi::start("cdisk", &manifest, &args);
+    again.wait_for_serial("login:", BOOT);
+    again.terminate();
+    let (status, log) = again.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
 }
 
 /// Bad input is refused before anything runs, with a message that names the problem.
@@ -383,6 +389,17 @@ fn bad_input_is_refused_naming_the_problem_and_nothing_is_left_running() {
             ),
             vec![],
             "give one with --volume root=PATH",
+        ),
+        (
+            "never",
+            fast_vmi(
+                "never",
+                "",
+                "",
+                "  - name: root\n    containerDisk:\n      image: 127.0.0.1:9/none:v1\n      imagePullPolicy: Never",
+            ),
+            vec![format!("--node-cache={}", work.join("cache").display())],
+            "127.0.0.1:9/none:v1 is not in the node's cache and imagePullPolicy is Never",
         ),
         (
             "badmachine",

@@ -1,5 +1,5 @@
 //! A real S3-compatible server on loopback for tests: moto's server mode (PyPI `moto[server]`,
-//! installed by .ci/run), with buckets and objects created through its S3 API.
+//! installed by scripts/test), with buckets and objects created through its S3 API.
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use importer::ImportRequest;
 use importer::source::registry::{RegistryOptions, manifest_digest};
+use sha2::Digest;
 
 /// Why a containerDisk could not be pulled.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +18,8 @@ pub enum ContainerDiskError {
         image: String,
         source: importer::ImportError,
     },
+    #[error("containerDisk: {0}")]
+    Policy(String),
     #[error("containerDisk cache {path}: {source}")]
     Cache {
         path: PathBuf,
@@ -40,9 +43,15 @@ impl ContainerDiskCache {
         }
     }
 
-    /// The raw image of `image` (`host/repository:tag` or `@sha256:…`), pulled unless the
-    /// cache holds its current digest.
-    pub async fn image(&self, image: &str) -> Result<PathBuf, ContainerDiskError> {
+    /// The raw image of `image` (`host/repository:tag` or `@sha256:…`) under Kubernetes'
+    /// pull policy (`Always`, `IfNotPresent`, `Never`; by default `Always` for `:latest`
+    /// and untagged images, else `IfNotPresent`): pulled unless the cache holds the digest
+    /// the tag names now, or, without `Always`, the digest it named at the last pull.
+    pub async fn image(
+        &self,
+        image: &str,
+        policy: Option<&str>,
+    ) -> Result<PathBuf, ContainerDiskError> {
         let reference = format!("docker://{image}");
         let host = image.split('/').next().unwrap_or_default();
         let options = RegistryOptions {
@@ -53,11 +62,40 @@ impl ContainerDiskCache {
             image: image.to_owned(),
             source,
         };
+        let always = match policy {
+            Some("Always") => true,
+            Some("IfNotPresent") | Some("Never") => false,
+            Some(other) => {
+                return Err(ContainerDiskError::Policy(format!(
+                    "unsupported imagePullPolicy {other:?}; supported: Always, IfNotPresent, Never"
+                )));
+            }
+            None => is_latest(image),
+        };
+        let tag_record = self
+            .dir
+            .join("tags")
+            .join(hex::encode(sha2::Sha256::digest(image.as_bytes())));
+        if !always && let Ok(digest) = std::fs::read_to_string(&tag_record) {
+            let disk = self
+                .dir
+                .join(digest.trim().replace(':', "-"))
+                .join("disk.img");
+            if disk.exists() {
+                return Ok(disk);
+            }
+        }
+        if policy == Some("Never") {
+            return Err(ContainerDiskError::Policy(format!(
+                "{image} is not in the node's cache and imagePullPolicy is Never"
+            )));
+        }
         let digest = manifest_digest(&reference, &options)
             .await
             .map_err(pull_err)?;
         let entry = self.dir.join(digest.replace(':', "-"));
         let disk = entry.join("disk.img");
+        record_tag(&tag_record, &digest);
         if disk.exists() {
             return Ok(disk);
         }
@@ -91,6 +129,28 @@ impl ContainerDiskCache {
     }
 }
 
+/// Remembers which digest `image` named (best effort: it only saves a registry round trip).
+fn record_tag(record: &Path, digest: &str) {
+    if let Some(dir) = record.parent()
+        && std::fs::create_dir_all(dir).is_ok()
+    {
+        let staging = record.with_extension("staging");
+        if std::fs::write(&staging, digest).is_ok() {
+            let _ = std::fs::rename(&staging, record);
+        }
+    }
+}
+
+/// Whether Kubernetes' default pull policy for `image` is `Always`: a `:latest` or untagged
+/// image not pinned by digest.
+fn is_latest(image: &str) -> bool {
+    if image.contains('@') {
+        return false;
+    }
+    let repo = repository(image);
+    repo.len() == image.len() || image.ends_with(":latest")
+}
+
 /// `host/repo:tag` or `host/repo@sha256:…` without its tag or digest.
 fn repository(image: &str) -> &str {
     if let Some((repo, _)) = image.split_once('@') {
@@ -105,6 +165,14 @@ fn repository(image: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latest_and_untagged_images_are_pulled_always() {
+        assert!(is_latest("127.0.0.1:5000/disks/fast"));
+        assert!(is_latest("127.0.0.1:5000/disks/fast:latest"));
+        assert!(!is_latest("127.0.0.1:5000/disks/fast:1.0"));
+        assert!(!is_latest("quay.io/c/fedora@sha256:abc"));
+    }
 
     #[test]
     fn tags_and_digests_are_stripped_but_ports_kept() {

@@ -142,7 +142,9 @@ async fn backing(
     };
     if let Some(cd) = &volume.container_disk {
         return Ok(Some(VolumeBacking::ContainerDiskImage(
-            cache.image(&cd.image).await?,
+            cache
+                .image(&cd.image, cd.image_pull_policy.as_deref())
+                .await?,
         )));
     }
     if volume.empty_disk.is_some() || volume.host_disk.is_some() {
