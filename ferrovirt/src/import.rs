@@ -12,7 +12,7 @@ use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// A local path, an http:// or https:// URL, a registry image (docker://host/repo:tag or
+    /// A local path, an http:// or https:// URL, an s3://BUCKET/KEY object, a registry image (docker://host/repo:tag or
     /// @sha256:..., whose disk is the file under /disk) or an oci-archive:// path.
     source: String,
     /// The raw image to write: a file (created or replaced) or a block device; with

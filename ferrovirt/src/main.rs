@@ -37,7 +37,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Import a disk image (file or http(s) URL; raw or qcow2, optionally gz/xz/zstd/bz2) to a raw file or block device.
+    /// Import a disk image (a file, an http(s) URL, an S3 object or a registry image; raw,
+    /// qcow2, vmdk, vhd, vhdx, vdi or ISO, optionally gz/xz/zstd/bz2) to a raw file or block
+    /// device, or extract a tar archive into a directory.
     Import(Box<import::ImportArgs>),
     /// The importer pod entrypoint: reads CDI's importer environment, writes /data/disk.img
     /// or /dev/cdi-block-volume and a termination message.
