@@ -16,7 +16,7 @@ use clap::Args;
 use importer::clone_stream::{self, VolumeReader, WIRE_ENCODING};
 use importer::metrics::{ProgressMetric, serve_progress_as};
 use importer::progress::Progress;
-use operators::datavolume::pod::{
+use operators::cdi::datavolume::pod::{
     BLOCK_DEVICE_PATH, CLONE_SOURCE_MOUNT, NO_DISK_IMAGE, UPLOAD_SERVER_ADDRESS_ENV,
 };
 use uploadproxy::routes::{

@@ -14,7 +14,7 @@ use importer::error_chain;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use operators::datavolume::pod::{CA_BUNDLE_KEY, CDI_NAMESPACE, UPLOAD_PROXY_CA_CONFIG_MAP};
+use operators::cdi::datavolume::pod::{CA_BUNDLE_KEY, CDI_NAMESPACE, UPLOAD_PROXY_CA_CONFIG_MAP};
 use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};

@@ -11,10 +11,10 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{Patch, PatchParams};
-use operators::certs::{CertificateAuthority, UploadCertificates};
-use operators::datavolume::pod::{
+use operators::cdi::datavolume::pod::{
     CA_BUNDLE_KEY, CDI_NAMESPACE, UPLOAD_CLIENT_NAME, UPLOAD_PROXY_CA_CONFIG_MAP,
 };
+use operators::certs::{CertificateAuthority, UploadCertificates};
 use tokio::net::TcpListener;
 use uploadproxy::proxy::DEFAULT_READY_TIMEOUT;
 use uploadproxy::tls::{self, Identity};

@@ -3,12 +3,11 @@
 //! controller (one profile per StorageClass), and the DataSource and DataImportCron
 //! controllers. [`run`] runs them all until one fails.
 
+pub mod cdi;
 pub mod certs;
-pub mod dataimportcron;
-pub mod datasource;
-pub mod datavolume;
 pub mod rbac;
-pub mod storageprofile;
+
+use cdi::{dataimportcron, datasource, datavolume, storageprofile};
 
 use std::sync::Arc;
 

@@ -31,8 +31,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::datasource::{source_patch, without_heartbeats};
-use crate::datavolume::reconcile::{CDI_CONFIG, is_insecure_registry};
+use crate::cdi::datasource::{source_patch, without_heartbeats};
+use crate::cdi::datavolume::reconcile::{CDI_CONFIG, is_insecure_registry};
 
 /// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
 pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";

@@ -1,0 +1,7 @@
+//! CDI's controllers: DataVolume (PVCs, importer, upload server and clone pods, CSI clones,
+//! phases and conditions as CDI writes them), DataSource, DataImportCron and StorageProfile.
+
+pub mod dataimportcron;
+pub mod datasource;
+pub mod datavolume;
+pub mod storageprofile;
