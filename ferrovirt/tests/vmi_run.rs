@@ -547,8 +547,10 @@ struct NetNs(String);
 impl NetNs {
     fn new() -> Self {
         let name = format!("fvtest-{}", std::process::id());
+        // A namespace left by an earlier, killed run of this test.
         let _ = std::process::Command::new("ip")
             .args(["netns", "del", &name])
+            .stderr(std::process::Stdio::null())
             .status();
         ip(&["netns", "add", &name]);
         NetNs(name)
