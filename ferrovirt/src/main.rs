@@ -16,6 +16,7 @@ mod upload_resolver;
 mod upload_server;
 mod upload_tokens;
 mod virt_launcher;
+mod virtctl;
 mod vmi_run;
 mod webhook;
 
@@ -77,6 +78,30 @@ enum Command {
     Up(up::UpArgs),
     /// Stop the control plane `ferrovirt up` started.
     Down(up::DownArgs),
+    /// Start a VirtualMachine (virtctl start).
+    Start(virtctl::StartArgs),
+    /// Stop a VirtualMachine: its guest is shut down through ACPI within its grace period
+    /// (virtctl stop).
+    Stop(virtctl::StopArgs),
+    /// Restart a VirtualMachine with a new instance (virtctl restart).
+    Restart(virtctl::RestartArgs),
+    /// Pause a VM's instance or a VMI (virtctl pause vm|vmi NAME).
+    Pause(virtctl::PauseArgs),
+    /// Resume a paused VM's instance or VMI (virtctl unpause vm|vmi NAME).
+    Unpause(virtctl::PauseArgs),
+    /// Ask the guest (agent or ACPI) to reboot (virtctl soft-reboot).
+    #[command(name = "soft-reboot")]
+    SoftReboot(virtctl::Target),
+    /// Connect to a VMI's serial console; Ctrl+] leaves (virtctl console).
+    Console(virtctl::ConsoleArgs),
+    /// Serve a VMI's VNC display on a local port (virtctl vnc --proxy-only).
+    Vnc(virtctl::VncArgs),
+    /// The guest OS as its agent reports it (virtctl guestosinfo).
+    Guestosinfo(virtctl::Target),
+    /// The users logged into the guest (virtctl userlist).
+    Userlist(virtctl::Target),
+    /// The guest's filesystems (virtctl fslist).
+    Fslist(virtctl::Target),
 }
 
 fn main() -> ExitCode {
@@ -114,8 +139,22 @@ fn main() -> ExitCode {
             Command::Vmi(args) => vmi_run::run(*args).await,
             Command::Up(args) => up::up(args).await,
             Command::Down(args) => up::down(args).await,
+            Command::Start(args) => virtctl::start(args).await,
+            Command::Stop(args) => virtctl::stop(args).await,
+            Command::Restart(args) => virtctl::restart(args).await,
+            Command::Pause(args) => virtctl::pause(args, true).await,
+            Command::Unpause(args) => virtctl::pause(args, false).await,
+            Command::SoftReboot(target) => virtctl::soft_reboot(target).await,
+            Command::Console(args) => virtctl::console(args).await,
+            Command::Vnc(args) => virtctl::vnc(args).await,
+            Command::Guestosinfo(target) => virtctl::guest_info(target, "guestosinfo").await,
+            Command::Userlist(target) => virtctl::guest_info(target, "userlist").await,
+            Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,
         }
     });
+    // Whatever still runs (a blocking read, a task that never yields) must not keep the
+    // process alive once its command is done.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -38,6 +38,10 @@ pub struct UpArgs {
     /// Stay in the foreground instead of detaching (logs go to stderr).
     #[arg(long)]
     foreground: bool,
+    /// A registry (host[:port]) VMs' containerDisks are pulled from over plain HTTP or
+    /// unverified TLS; repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    insecure_registries: Vec<String>,
 }
 
 #[derive(Args)]
@@ -68,9 +72,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         );
     }
     if args.foreground {
-        return run_foreground(&dir, args.listen, args.upload_proxy_listen).await;
+        return run_foreground(&dir, &args).await;
     }
-    start_detached(&dir, args.listen, args.upload_proxy_listen)?;
+    start_detached(&dir, &args)?;
     let kubeconfig = dir.join("kubeconfig");
     println!(
         "ferrovirt is up: export KUBECONFIG={}",
@@ -90,7 +94,7 @@ fn running_pid(dir: &Path) -> Option<i32> {
     alive.then_some(pid)
 }
 
-fn start_detached(dir: &Path, listen: SocketAddr, upload_proxy: SocketAddr) -> anyhow::Result<()> {
+fn start_detached(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
     let _ = fs::remove_file(dir.join(PID_FILE));
     let log_path = dir.join(LOG_FILE);
     let log =
@@ -102,9 +106,14 @@ fn start_detached(dir: &Path, listen: SocketAddr, upload_proxy: SocketAddr) -> a
         .arg("--data-dir")
         .arg(dir)
         .arg("--listen")
-        .arg(listen.to_string())
+        .arg(args.listen.to_string())
         .arg("--upload-proxy-listen")
-        .arg(upload_proxy.to_string())
+        .arg(args.upload_proxy_listen.to_string())
+        .args(
+            args.insecure_registries
+                .iter()
+                .flat_map(|r| ["--insecure-registry", r.as_str()]),
+        )
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -132,11 +141,7 @@ fn start_detached(dir: &Path, listen: SocketAddr, upload_proxy: SocketAddr) -> a
     )
 }
 
-async fn run_foreground(
-    dir: &Path,
-    listen: SocketAddr,
-    upload_proxy: SocketAddr,
-) -> anyhow::Result<()> {
+async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
     // CDI's API server signs upload and clone tokens with one key.
     let token_issuer = Arc::new(
         uploadproxy::UploadTokenIssuer::load_or_create(dir)
@@ -144,7 +149,7 @@ async fn run_foreground(
     );
     let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
-        listen,
+        listen: args.listen,
         executable: std::env::current_exe().context("finding the ferrovirt binary")?,
         node: node_name(),
         admission: vec![Box::new(|_, object| {
@@ -158,7 +163,8 @@ async fn run_foreground(
     let control_plane = ControlPlane::start(config)
         .await
         .context("starting the control plane")?;
-    start_controllers(&control_plane, dir, upload_proxy, &token_issuer).await?;
+    start_controllers(&control_plane, dir, args, &token_issuer).await?;
+    start_handler(&control_plane, dir);
     let server = &control_plane.api_server;
     let pid_path = dir.join(PID_FILE);
     fs::write(&pid_path, std::process::id().to_string())
@@ -183,18 +189,24 @@ async fn run_foreground(
 async fn start_controllers(
     control_plane: &ControlPlane,
     dir: &Path,
-    upload_proxy: SocketAddr,
+    args: &UpArgs,
     token_issuer: &uploadproxy::UploadTokenIssuer,
 ) -> anyhow::Result<()> {
     seed_cdi_config(&control_plane.client).await?;
-    let uploads =
-        crate::local_uploads::start(&control_plane.client, dir, upload_proxy, CDI_CONFIG).await?;
+    let uploads = crate::local_uploads::start(
+        &control_plane.client,
+        dir,
+        args.upload_proxy_listen,
+        CDI_CONFIG,
+    )
+    .await?;
     eprintln!("upload proxy on {}", uploads.proxy_url);
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
         upload_certificates: Some(uploads.certificates),
         no_cluster_dns: true,
         clone_tokens: Some(token_issuer.validator()),
+        launcher_args: launcher_args(dir, args),
         ..Default::default()
     };
     tokio::spawn(async move {
@@ -203,6 +215,51 @@ async fn start_controllers(
         }
     });
     Ok(())
+}
+
+/// What every launcher pod of this machine is started with: the node cache in the data
+/// directory, and the registries to pull containerDisks from without TLS checks.
+fn launcher_args(dir: &Path, args: &UpArgs) -> Vec<String> {
+    let mut launcher = vec![
+        "--node-cache".to_owned(),
+        dir.join("node").join("cache").display().to_string(),
+    ];
+    for registry in &args.insecure_registries {
+        launcher.extend(["--insecure-registry".to_owned(), registry.clone()]);
+    }
+    launcher
+}
+
+/// virt-handler for this machine, and virt-api's subresources as an aggregated API of the
+/// embedded server; both reach each launcher's control socket under the node agent's root
+/// of the launcher pod.
+fn start_handler(control_plane: &ControlPlane, dir: &Path) {
+    let state_dir = dir.join("node");
+    let socket_dir: virt::handler::SocketDirOf =
+        Arc::new(move |pod: &k8s_openapi::api::core::v1::Pod| {
+            use kube::ResourceExt;
+            standalone::node_agent::pod_root(&state_dir, &pod.uid().unwrap_or_default())
+                .join(operators::kubevirt::vmi::launcher_pod::SOCKETS_PATH.trim_start_matches('/'))
+        });
+    let launchers = virt::handler::Launchers::new(control_plane.client.clone(), socket_dir);
+    let handler = virt::handler::Handler {
+        client: control_plane.client.clone(),
+        node: node_name(),
+        launchers: launchers.clone(),
+    };
+    tokio::spawn(handler.run());
+    let subresources = virt::subresources::router(virt::subresources::Subresources {
+        client: control_plane.client.clone(),
+        launchers,
+    });
+    control_plane.api_server.register_aggregated_api(
+        standalone::apiserver::AggregatedApi::from_tower(
+            virt::subresources::GROUP,
+            virt::subresources::VERSIONS.map(str::to_owned).to_vec(),
+            virt::subresources::discovery_resources(),
+            subresources,
+        ),
+    );
 }
 
 /// Creates the CDIConfig `config` (CDI's operator does this on a cluster) unless it exists.

@@ -1,10 +1,11 @@
-//! Ferrovirt's kube-rs controllers: the DataVolume controller (PVCs, importer and upload
-//! server pods, CSI clones, phases and conditions as CDI writes them), the StorageProfile
-//! controller (one profile per StorageClass), and the DataSource and DataImportCron
-//! controllers. [`run`] runs them all until one fails.
+//! Ferrovirt's kube-rs controllers: CDI's (DataVolume: PVCs, importer and upload server
+//! pods, CSI clones, phases and conditions as CDI writes them; StorageProfile: one profile
+//! per StorageClass; DataSource; DataImportCron) and virt-controller's (VirtualMachine,
+//! VirtualMachineInstance). [`run`] runs them all until one fails.
 
 pub mod cdi;
 pub mod certs;
+pub mod kubevirt;
 pub mod rbac;
 
 use cdi::{dataimportcron, datasource, datavolume, storageprofile};
@@ -42,6 +43,9 @@ pub struct ControllerConfig {
     /// Set where Services have no cluster DNS or proxy (one machine): a clone source reaches
     /// its target's upload server at that pod's own address.
     pub no_cluster_dns: bool,
+    /// Arguments given to every `ferrovirt virt-launcher` after the subcommand (node
+    /// settings such as `--insecure-registry HOST`).
+    pub launcher_args: Vec<String>,
 }
 
 /// The API resource of VolumeSnapshots (a CRD of the external snapshotter, not in k8s-openapi).
@@ -70,6 +74,7 @@ impl Default for ControllerConfig {
             clone_tokens: None,
             clone_token_secret_namespace: None,
             no_cluster_dns: false,
+            launcher_args: Vec::new(),
         }
     }
 }
@@ -88,12 +93,14 @@ pub enum Error {
 /// Runs every controller against `client` until one of them stops.
 pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
-    tracing::info!(image = %config.image, "starting the DataVolume, StorageProfile, DataSource and DataImportCron controllers");
+    tracing::info!(image = %config.image, "starting the CDI and VirtualMachine controllers");
     tokio::select! {
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
         () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
-        () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),
+        () = dataimportcron::run(client.clone()) => Err(Error::Stopped("DataImportCron")),
+        () = kubevirt::vmi::run(client.clone(), config.clone()) => Err(Error::Stopped("VirtualMachineInstance")),
+        () = kubevirt::vm::run(client, config.clone()) => Err(Error::Stopped("VirtualMachine")),
     }
 }
 

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Container, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
 };
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -39,7 +39,12 @@ pub const POD_ROOT_ENV: &str = "FERROVIRT_POD_ROOT";
 /// The pod's own address, for programs that would listen on 0.0.0.0 in a container.
 pub const POD_IP_ENV: &str = "FERROVIRT_POD_IP";
 const TERMINATION_LOG: &str = "dev/termination-log";
-const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
+/// Held on every pod whose process this agent runs, and released once the process has
+/// ended and its volumes are unpublished: a deleted pod stays visible (with its
+/// deletionTimestamp) until then, as a kubelet's graceful deletion keeps it.
+pub const POD_FINALIZER: &str = "ferrovirt.io/local-node-agent";
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +140,10 @@ impl Shared {
     async fn watch(self: Arc<Self>) {
         let shared = self;
         let pods = Api::<Pod>::all(shared.agent.client.clone());
-        let mut events = watcher(pods, watcher::Config::default()).boxed();
+        // Backing off on errors: a broken connection must not spin.
+        let mut events = watcher(pods, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         let mut listed: Vec<String> = Vec::new();
         while let Some(event) = events.next().await {
             match event {
@@ -146,7 +154,9 @@ impl Shared {
                 }
                 Ok(watcher::Event::InitDone) => shared.stop_all_except(&listed),
                 Ok(watcher::Event::Apply(pod)) => shared.clone().observe(pod).await,
-                Ok(watcher::Event::Delete(pod)) => shared.stop(&pod.uid().unwrap_or_default()),
+                Ok(watcher::Event::Delete(pod)) => {
+                    shared.stop(&pod.uid().unwrap_or_default());
+                }
                 Err(err) => tracing::warn!(%err, "pod watch"),
             }
         }
@@ -164,7 +174,10 @@ impl Shared {
     async fn observe(self: Arc<Self>, pod: Pod) {
         let uid = pod.uid().unwrap_or_default();
         if pod.metadata.deletion_timestamp.is_some() {
-            self.stop(&uid);
+            if !self.stop(&uid) {
+                // Nothing runs for it (any more): let the deletion finish.
+                release(&self.agent.client, &pod).await;
+            }
             return;
         }
         let phase = pod
@@ -221,9 +234,14 @@ impl Shared {
         self.network.next_address()
     }
 
-    fn stop(&self, uid: &str) {
-        if let Some(running) = self.running().remove(uid) {
-            let _ = running.stop.send(true);
+    /// Tells the pod's process to stop; `false` when none runs.
+    fn stop(&self, uid: &str) -> bool {
+        match self.running().remove(uid) {
+            Some(running) => {
+                let _ = running.stop.send(true);
+                true
+            }
+            None => false,
         }
     }
 
@@ -263,6 +281,44 @@ impl Shared {
                 "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}],
         }});
         patch_status(&self.agent.client, pod, &status).await
+    }
+}
+
+/// The directory a pod's in-pod paths live under, on this machine.
+pub fn pod_root(state_dir: &Path, pod_uid: &str) -> PathBuf {
+    state_dir.join("pods").join(pod_uid).join("root")
+}
+
+/// Drops this agent's finalizer from `pod`, if it holds one.
+async fn release(client: &Client, pod: &Pod) {
+    if !pod.finalizers().iter().any(|f| f == POD_FINALIZER) {
+        return;
+    }
+    let api = Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    // Re-read: the finalizers may have changed since the event.
+    let current = match api.get_opt(&pod.name_any()).await {
+        Ok(Some(current)) if current.uid() == pod.uid() => current,
+        Ok(_) => return,
+        Err(err) => {
+            tracing::warn!(pod = %pod.name_any(), %err, "cannot read the pod to release it");
+            return;
+        }
+    };
+    let finalizers: Vec<&String> = current
+        .finalizers()
+        .iter()
+        .filter(|f| *f != POD_FINALIZER)
+        .collect();
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": current.resource_version()}});
+    if let Err(err) = api
+        .patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        tracing::warn!(pod = %pod.name_any(), %err, "cannot release the pod");
     }
 }
 
@@ -318,17 +374,76 @@ impl PodRun {
     }
 
     fn root(&self) -> PathBuf {
-        self.agent()
-            .state_dir
-            .join("pods")
-            .join(self.pod.uid().unwrap_or_default())
-            .join("root")
+        pod_root(&self.agent().state_dir, &self.pod.uid().unwrap_or_default())
+    }
+
+    /// Takes the pod onto this node: its finalizer, so a deletion waits for the process to
+    /// end, and `spec.nodeName`, as the scheduler would set it.
+    async fn claim(&mut self) -> Result<(), AgentError> {
+        let api = Api::<Pod>::namespaced(
+            self.agent().client.clone(),
+            &self.pod.namespace().unwrap_or_default(),
+        );
+        let mut finalizers = self.pod.finalizers().to_vec();
+        if !finalizers.iter().any(|f| f == POD_FINALIZER) {
+            finalizers.push(POD_FINALIZER.into());
+        }
+        let mut patch = json!({"metadata": {"finalizers": finalizers}});
+        let node = self.pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if node.is_none() {
+            patch["spec"] = json!({"nodeName": self.agent().node});
+        }
+        self.pod = api
+            .patch(
+                &self.pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The pod's `terminationGracePeriodSeconds`.
+    fn stop_grace(&self) -> Duration {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_STOP_GRACE)
     }
 
     async fn supervise(
         mut self,
         mut stopped: stop_signal::Receiver<bool>,
     ) -> Result<(), AgentError> {
+        let result = self.run_to_end(&mut stopped).await;
+        release(&self.shared.agent.client, &self.pod).await;
+        result
+    }
+
+    async fn run_to_end(
+        &mut self,
+        stopped: &mut stop_signal::Receiver<bool>,
+    ) -> Result<(), AgentError> {
+        self.claim().await?;
+        let policy = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into());
+        let was_running =
+            self.pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if policy == "Never" && was_running {
+            // Its process ended with the agent that ran it (a node restart): a pod that is
+            // never restarted has failed.
+            let message = "the node agent stopped while the pod ran";
+            self.report_terminated(self.observed_restarts() - 1, &now(), 137, message)
+                .await?;
+            return Ok(());
+        }
         let prepared = tokio::select! {
             result = self.prepare() => result,
             _ = stopped.changed() => Ok(None),
@@ -341,18 +456,12 @@ impl PodRun {
                 return Err(err);
             }
         };
-        let policy = self
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.restart_policy.clone())
-            .unwrap_or_else(|| "Always".into());
         let mut restarts = self.observed_restarts();
         loop {
             let started = now();
             let child = self.spawn(&env)?;
             self.report_running(restarts, &started).await?;
-            match self.wait(child, &mut stopped).await? {
+            match self.wait(child, stopped).await? {
                 Exit::Stopped => return self.cleanup().await,
                 Exit::Exited { code, message } => {
                     let restart = match policy.as_str() {
@@ -632,7 +741,7 @@ impl PodRun {
                 if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
                     let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
                 }
-                if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+                if tokio::time::timeout(self.stop_grace(), child.wait()).await.is_err() {
                     let _ = child.kill().await;
                 }
                 Ok(Exit::Stopped)

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -48,11 +48,13 @@ impl LocalProvisioner {
         let claims = watcher(
             Api::<PersistentVolumeClaim>::all(self.client.clone()),
             watcher::Config::default(),
-        );
+        )
+        .default_backoff();
         let volumes = watcher(
             Api::<PersistentVolume>::all(self.client.clone()),
             watcher::Config::default(),
-        );
+        )
+        .default_backoff();
         let mut wakeups =
             futures_util::stream::select(claims.map(|_| ()).boxed(), volumes.map(|_| ()).boxed());
         loop {

@@ -12,7 +12,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -55,7 +55,9 @@ impl LocalSnapshotter {
 
     /// Runs until the watches end.
     pub async fn run(self) -> Result<(), SnapshotError> {
-        let mut wakeups = watcher(self.snapshots(), watcher::Config::default()).boxed();
+        let mut wakeups = watcher(self.snapshots(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
         loop {
             if let Err(err) = self.pass().await {
                 tracing::warn!(%err, "snapshot pass failed");

@@ -22,3 +22,33 @@ pub use vmi::{
 pub const GROUP: &str = "kubevirt.io";
 /// The API version.
 pub const VERSION: &str = "v1";
+
+/// The labels, annotations and finalizers KubeVirt's components put on objects, by
+/// upstream's names (pkg/apis/core/v1 in kubevirt.io/api).
+pub mod keys {
+    /// On a launcher pod: `virt-launcher`; on KubeVirt's own components, their name.
+    pub const APP_LABEL: &str = "kubevirt.io";
+    /// The value of [`APP_LABEL`] on launcher pods.
+    pub const LAUNCHER_APP: &str = "virt-launcher";
+    /// On a launcher pod: the UID of the VMI it runs; on a DataVolume or VMI: the UID of
+    /// the VM that created it.
+    pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
+    /// On a launcher pod: the VMI's name.
+    pub const DOMAIN_LABEL: &str = "kubevirt.io/domain";
+    /// On a VMI: the node that runs it.
+    pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
+    /// On a VMI created from a VM: the VM's name.
+    pub const VM_NAME_LABEL: &str = "vm.kubevirt.io/name";
+    /// On a launcher pod: the VMI's name, for services selecting VMs.
+    pub const VMI_NAME_LABEL: &str = "vm.kubevirt.io/name";
+    /// On a launcher pod: the VMI's name (an annotation, as upstream).
+    pub const DOMAIN_ANNOTATION: &str = "kubevirt.io/domain";
+    /// The VMI finalizer virt-api adds: the VMI goes away only once its domain is gone.
+    pub const VMI_FINALIZER: &str = "foregroundDeleteVirtualMachine";
+    /// The finalizer the VM controller puts on its VMs and on the VMIs it creates.
+    pub const VM_CONTROLLER_FINALIZER: &str = "kubevirt.io/virtualMachineControllerFinalize";
+    /// On a VMI: the VM generation it was created from.
+    pub const VM_GENERATION_ANNOTATION: &str = "kubevirt.io/vm-generation";
+    /// On a DataVolume template: adopt an existing claim of the same name.
+    pub const ALLOW_CLAIM_ADOPTION_ANNOTATION: &str = "cdi.kubevirt.io/allowClaimAdoption";
+}

@@ -38,6 +38,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// An aggregated API's service failed to answer.
+    #[error("service unavailable: {0}")]
+    ServiceUnavailable(String),
 }
 
 impl ApiError {
@@ -54,6 +57,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::TooManyRequests => 429,
             ApiError::Internal(_) => 500,
+            ApiError::ServiceUnavailable(_) => 503,
         }
     }
 
@@ -71,6 +75,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooManyRequests => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
         }
     }
 

@@ -1,6 +1,7 @@
 //! The embedded Kubernetes-compatible API server: objects in SQLite, served over HTTPS on
 //! loopback with the REST semantics kubectl, kube-rs and client-go rely on.
 
+mod aggregated;
 mod authz;
 mod credentials;
 mod discovery;
@@ -27,6 +28,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+pub use aggregated::{
+    AggregatedApi, AggregatedBody, AggregatedService, BoxError, service_from_tower,
+};
 pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
@@ -73,6 +77,7 @@ pub struct ApiServer {
     pub addr: SocketAddr,
     pub kubeconfig: PathBuf,
     pub objects: Arc<Objects>,
+    aggregated: Arc<aggregated::AggregatedApis>,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
@@ -107,11 +112,13 @@ impl ApiServer {
             source,
         })?;
         let acceptor = TlsAcceptor::from(credentials.server_config()?);
+        let aggregated = Arc::new(aggregated::AggregatedApis::default());
         let handler = Arc::new(server::Handler {
             objects: objects.clone(),
             token: credentials.token.clone(),
             virtual_creates: config.virtual_creates,
             create_admission: config.create_admission,
+            aggregated: aggregated.clone(),
         });
         tokio::spawn(server::serve(listener, acceptor, handler, shutdown_rx));
         let kubeconfig = dir.join("kubeconfig");
@@ -124,11 +131,22 @@ impl ApiServer {
             addr,
             kubeconfig,
             objects,
+            aggregated,
             shutdown,
         })
     }
 
-    /// Stops accepting connections and ends the garbage collector.
+    /// Serves `api`'s group from now on (replacing an API of the same group), as creating
+    /// its APIService does with kube-aggregator. APIs are registered after the server
+    /// starts because their services usually need a client of it.
+    pub fn register_aggregated_api(&self, api: AggregatedApi) {
+        tracing::info!(group = %api.group, versions = ?api.versions, "serving an aggregated API");
+        self.aggregated.register(api);
+    }
+
+    /// Stops accepting connections, ends the garbage collector, and ends open connections:
+    /// idle ones at once, a request in flight (or a watch) within a grace period, and
+    /// upgraded ones (WebSockets) by ending what their service reads.
     pub fn stop(&self) {
         let _ = self.shutdown.send(true);
     }

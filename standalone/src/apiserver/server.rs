@@ -1,10 +1,15 @@
 //! The HTTPS front of the API server: TLS on loopback, bearer-token authentication, and
 //! the translation of requests into the verbs of [`Objects`] and back into JSON (objects,
-//! lists, Tables, watch streams and Status errors).
+//! lists, Tables, watch streams and Status errors), or their hand-over to an aggregated
+//! API's service.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,11 +22,13 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::watch as shutdown_signal;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::aggregated::{self, AggregatedApi, AggregatedApis, AggregatedBody};
 use super::authz::{Authorizer, CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 use super::discovery;
 use super::errors::ApiError;
@@ -44,6 +51,10 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 /// The default watch length when the client gives no timeoutSeconds.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// How long a connection may finish its request once the server stops; a watch still
+/// streaming after that is cut.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 type Body = BoxBody<Bytes, Infallible>;
 
 /// Answers creates of a resource that is not stored (UploadTokenRequest, access reviews).
@@ -56,6 +67,7 @@ pub struct Handler {
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
     /// Run before every create with the requesting user.
     pub create_admission: Vec<Box<CreateAdmission>>,
+    pub aggregated: Arc<AggregatedApis>,
 }
 
 /// Serves `handler` on `listener` with TLS until `shutdown` changes.
@@ -79,6 +91,7 @@ pub async fn serve(
         };
         let acceptor = acceptor.clone();
         let handler = handler.clone();
+        let mut stopping = shutdown.clone();
         tokio::spawn(async move {
             let tls = match acceptor.accept(stream).await {
                 Ok(tls) => tls,
@@ -91,10 +104,91 @@ pub async fn serve(
                 let handler = handler.clone();
                 async move { Ok::<_, Infallible>(handler.handle(request).await) }
             });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            let io = StopAwareIo::new(tls, stopping.clone());
+            let connection = http1::Builder::new()
+                .serve_connection(TokioIo::new(io), service)
+                .with_upgrades();
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => return,
+                _ = stopped(&mut stopping) => {}
+            }
+            // Idle keep-alive connections close now, a request in flight may finish, and a
+            // watch is cut after the grace period (its client sees the stream end).
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection).await;
         });
+    }
+}
+
+/// Resolves once the server stops (or its handle is dropped).
+async fn stopped(shutdown: &mut shutdown_signal::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopped| *stopped).await;
+}
+
+/// A connection's stream that reads as ended once the server stops, so a connection an
+/// aggregated API took over with an upgrade (a WebSocket console) ends with the server:
+/// its service sees the client close. Writes pass through, so a response can finish.
+struct StopAwareIo<T> {
+    inner: T,
+    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
+    stopped: bool,
+}
+
+impl<T> StopAwareIo<T> {
+    fn new(inner: T, mut shutdown: shutdown_signal::Receiver<bool>) -> Self {
+        StopAwareIo {
+            inner,
+            stop: Box::pin(async move { stopped(&mut shutdown).await }),
+            stopped: false,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for StopAwareIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if !this.stopped && this.stop.as_mut().poll(cx).is_ready() {
+            this.stopped = true;
+        }
+        if this.stopped {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for StopAwareIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 
@@ -153,20 +247,61 @@ struct Call {
     user: UserInfo,
 }
 
+/// A response of this server as hyper sends it: its own, or an aggregated API's.
+fn unsync(response: Response<Body>) -> Response<AggregatedBody> {
+    response.map(|body| body.map_err(|never| match never {}).boxed_unsync())
+}
+
 impl Handler {
-    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<AggregatedBody> {
         let user = match self.authenticate(&request) {
             Ok(user) => user,
-            Err(err) => return error_response(&err),
+            Err(err) => return unsync(error_response(&err)),
         };
         let method = request.method().clone();
         let path = request.uri().path().to_string();
-        let response = match self.clone().dispatch(request, user).await {
-            Ok(response) => response,
-            Err(err) => error_response(&err),
+        let response = match self.aggregated.for_path(&path) {
+            Some(api) => match self.clone().to_aggregated(api, request, user).await {
+                Ok(response) => response,
+                Err(err) => unsync(error_response(&err)),
+            },
+            None => unsync(match self.clone().dispatch(request, user).await {
+                Ok(response) => response,
+                Err(err) => error_response(&err),
+            }),
         };
         tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
         response
+    }
+
+    /// Hands a request to an aggregated API's service once RBAC allows it, with the
+    /// requester's identity in `X-Remote-User` / `X-Remote-Group` instead of its credentials.
+    async fn to_aggregated(
+        self: Arc<Self>,
+        api: AggregatedApi,
+        mut request: Request<Incoming>,
+        user: UserInfo,
+    ) -> Result<Response<AggregatedBody>, ApiError> {
+        if !user.is_master() {
+            let attributes = aggregated::request_attributes(
+                request.method(),
+                request.uri().path(),
+                request.uri().query(),
+            );
+            let handler = self.clone();
+            let subject = user.clone();
+            let checked = attributes.clone();
+            let allowed = tokio::task::spawn_blocking(move || {
+                Authorizer::new(&handler.objects).allows(&subject, &checked)
+            })
+            .await
+            .map_err(ApiError::internal)??;
+            if !allowed {
+                return Err(attributes.forbidden(&user));
+            }
+        }
+        aggregated::set_remote_user(request.headers_mut(), &user);
+        Ok((api.service)(request).await)
     }
 
     /// The admin token's user, or the user it impersonates (`kubectl --as`, `--as-group`).
@@ -210,13 +345,22 @@ impl Handler {
             Route::Version => ok(discovery::version()),
             Route::Health => Ok(Response::new(Full::new(Bytes::from_static(b"ok")).boxed())),
             Route::CoreVersions => ok(discovery::core_versions()),
-            Route::Groups => ok(discovery::group_list(&types())),
-            Route::Group(name) => {
-                ok(discovery::group(&types(), &name).ok_or(ApiError::NoSuchResource)?)
+            Route::Groups => {
+                let mut list = discovery::group_list(&types());
+                self.aggregated.add_to_group_list(&mut list);
+                ok(list)
             }
+            Route::Group(name) => ok(self
+                .aggregated
+                .group(&name)
+                .or_else(|| discovery::group(&types(), &name))
+                .ok_or(ApiError::NoSuchResource)?),
             Route::ResourceList { group, version } => {
-                ok(discovery::resource_list(&types(), &group, &version)
-                    .ok_or(ApiError::NoSuchResource)?)
+                let list = match self.aggregated.resource_list(&group, &version) {
+                    Some(aggregated) => aggregated,
+                    None => discovery::resource_list(&types(), &group, &version),
+                };
+                ok(list.ok_or(ApiError::NoSuchResource)?)
             }
             Route::OpenApiV3Index => ok(discovery::openapi_v3_index(&types())),
             Route::OpenApiV3 { group, version } => {

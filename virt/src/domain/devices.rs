@@ -30,7 +30,7 @@ pub fn plan(
 ) -> Result<DevicesPlan, DomainError> {
     let d = &spec.domain.devices;
     let path = FieldPath::new("spec").child("domain").child("devices");
-    let run = &facts.run_dir;
+    let run = &facts.socket_dir;
     let mut inputs = Vec::new();
     let mut usb = false;
     for (i, input) in d.inputs.iter().flatten().enumerate() {

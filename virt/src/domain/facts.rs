@@ -67,8 +67,11 @@ pub struct NodeFacts {
     /// Paths (volume backings, host disks) on which O_DIRECT opens fail, so `cache: none`
     /// cannot be used there.
     pub no_direct_io: Vec<PathBuf>,
-    /// The VMI's private directory: sockets, overlays, ISOs, the serial log.
+    /// The VMI's private directory: overlays, ISOs, the serial log.
     pub run_dir: PathBuf,
+    /// Where QEMU's unix sockets go: the run directory, or a short directory when the run
+    /// directory is too deep for socket addresses ([`crate::unix_path::socket_dir`]).
+    pub socket_dir: PathBuf,
     /// Where EFI variable stores persist across restarts of the VMI.
     pub nvram_dir: PathBuf,
     /// The address forwarded guest ports listen on (the pod's IP).

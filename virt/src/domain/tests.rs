@@ -49,6 +49,7 @@ fn facts(acceleration: Acceleration) -> NodeFacts {
         volumes,
         no_direct_io: vec![PathBuf::from("/run/vmi")],
         run_dir: PathBuf::from("/run/vmi"),
+        socket_dir: PathBuf::from("/run/vmi"),
         nvram_dir: PathBuf::from("/var/lib/nvram"),
         pod_ip: IpAddr::V4(Ipv4Addr::new(127, 1, 0, 5)),
         bridges: BTreeMap::new(),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Request, Response, Status};
@@ -168,7 +168,9 @@ pub async fn serve(
         std::fs::create_dir_all(parent)?;
     }
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket)?;
+    let listener = crate::unix_path::bind(&socket)?;
+    listener.set_nonblocking(true)?;
+    let listener = UnixListener::from_std(listener)?;
     tonic::transport::Server::builder()
         .add_service(CmdServer::new(CmdService { launcher }))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
@@ -185,7 +187,9 @@ pub async fn connect(
     let channel = Endpoint::from_static("http://launcher.local")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(socket).await?)) }
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(crate::unix_path::connect(&socket).await?))
+            }
         }))
         .await?;
     Ok(CmdClient::new(channel))

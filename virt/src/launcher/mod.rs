@@ -458,7 +458,7 @@ async fn start_domain(
     let console = match &domain.sockets.serial {
         None => None,
         Some(socket) => {
-            let public = settings.node.run_dir.join("virt-serial0");
+            let public = socket.with_file_name("virt-serial0");
             let log = settings.node.run_dir.join("virt-serial0-log");
             match Console::attach(socket, &public, log, settings.console_log_limit).await {
                 Ok(console) => {

@@ -120,6 +120,12 @@ pub async fn gather(
         volumes,
         no_direct_io,
         run_dir: settings.run_dir.clone(),
+        socket_dir: crate::unix_path::socket_dir(&settings.run_dir).map_err(|source| {
+            FactsError::Io {
+                path: settings.run_dir.clone(),
+                source,
+            }
+        })?,
         nvram_dir: settings.nvram_dir.clone(),
         pod_ip: settings.pod_ip,
         bridges: settings.bridges.clone(),

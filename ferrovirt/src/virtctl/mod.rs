@@ -1,0 +1,276 @@
+//! virtctl's verbs as `ferrovirt` subcommands: start, stop, restart, pause, unpause,
+//! softreboot, console, vnc, guestosinfo, userlist and fslist. Each is a call of the
+//! `subresources.kubevirt.io` API through the cluster's API server with the kubeconfig's
+//! credentials, as virtctl makes it, and prints virtctl's messages.
+
+mod stream;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use http_body_util::BodyExt;
+use kube::Client;
+use serde_json::{Value, json};
+
+const SUBRESOURCES: &str = "/apis/subresources.kubevirt.io/v1";
+
+/// Where a verb goes: the namespace and the object.
+#[derive(Args, Debug, Clone)]
+pub struct Target {
+    /// The VM's (or VMI's) name.
+    pub name: String,
+    /// The namespace [default: the kubeconfig context's].
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Start the VM's instance paused (it waits for `unpause`).
+    #[arg(long)]
+    paused: bool,
+    /// Check the request without carrying it out.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StopArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Seconds the guest gets to shut down, overriding the VMI's grace period (needs --force).
+    #[arg(long)]
+    grace_period: Option<i64>,
+    /// Allow a grace period shorter than the VMI's.
+    #[arg(long)]
+    force: bool,
+    /// Check the request without carrying it out.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RestartArgs {
+    #[command(flatten)]
+    target: Target,
+    /// 0 with --force restarts at once, killing the guest.
+    #[arg(long)]
+    grace_period: Option<i64>,
+    #[arg(long)]
+    force: bool,
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// The object `pause` and `unpause` act on.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PauseKind {
+    Vm,
+    Vmi,
+}
+
+#[derive(Args, Debug)]
+pub struct PauseArgs {
+    /// `vm` or `vmi` (a VM's instance has the VM's name).
+    kind: PauseKind,
+    #[command(flatten)]
+    target: Target,
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// A client of the API server and the namespace the verb is in.
+struct Session {
+    client: Client,
+    namespace: String,
+    name: String,
+}
+
+impl Session {
+    async fn open(target: &Target) -> Result<Self> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = kube::Config::infer()
+            .await
+            .context("loading the cluster configuration (KUBECONFIG or ~/.kube/config)")?;
+        let namespace = target
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = Client::try_from(config).context("building the Kubernetes client")?;
+        Ok(Self {
+            client,
+            namespace,
+            name: target.name.clone(),
+        })
+    }
+
+    /// The path of a subresource of the object.
+    fn path(&self, resource: &str, verb: &str) -> String {
+        format!(
+            "{SUBRESOURCES}/namespaces/{}/{resource}/{}/{verb}",
+            self.namespace, self.name
+        )
+    }
+
+    /// Sends a request; the body of a 2xx answer, else the Status message as the error.
+    async fn call(&self, method: http::Method, path: &str, body: Option<Value>) -> Result<Vec<u8>> {
+        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(bytes))
+            .context("building the request")?;
+        let response = self
+            .client
+            .send(request)
+            .await
+            .with_context(|| format!("calling {path}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .context("reading the answer")?
+            .to_bytes()
+            .to_vec();
+        if !status.is_success() {
+            let message = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|s| s["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+            bail!("{message}");
+        }
+        Ok(body)
+    }
+}
+
+fn dry_run(on: bool) -> Value {
+    if on { json!(["All"]) } else { json!([]) }
+}
+
+fn dry_run_note(on: bool) -> &'static str {
+    if on { " (dry run)" } else { "" }
+}
+
+pub async fn start(args: StartArgs) -> Result<()> {
+    let session = Session::open(&args.target).await?;
+    let body = json!({"paused": args.paused, "dryRun": dry_run(args.dry_run)});
+    session
+        .call(
+            http::Method::PUT,
+            &session.path("virtualmachines", "start"),
+            Some(body),
+        )
+        .await?;
+    println!(
+        "VM {} was scheduled to start{}",
+        session.name,
+        dry_run_note(args.dry_run)
+    );
+    Ok(())
+}
+
+pub async fn stop(args: StopArgs) -> Result<()> {
+    if args.grace_period.is_some() && !args.force {
+        bail!("Can not set gracePeriod without --force=true");
+    }
+    let session = Session::open(&args.target).await?;
+    let mut body = json!({"dryRun": dry_run(args.dry_run)});
+    if let Some(grace) = args.grace_period {
+        body["gracePeriod"] = json!(grace);
+    }
+    session
+        .call(
+            http::Method::PUT,
+            &session.path("virtualmachines", "stop"),
+            Some(body),
+        )
+        .await?;
+    println!(
+        "VM {} was scheduled to stop{}",
+        session.name,
+        dry_run_note(args.dry_run)
+    );
+    Ok(())
+}
+
+pub async fn restart(args: RestartArgs) -> Result<()> {
+    if args.grace_period.is_some() && !args.force {
+        bail!("Can not set gracePeriod without --force=true");
+    }
+    let session = Session::open(&args.target).await?;
+    let mut body = json!({"dryRun": dry_run(args.dry_run)});
+    if let Some(grace) = args.grace_period {
+        body["gracePeriodSeconds"] = json!(grace);
+    }
+    session
+        .call(
+            http::Method::PUT,
+            &session.path("virtualmachines", "restart"),
+            Some(body),
+        )
+        .await?;
+    println!(
+        "VM {} was scheduled to restart{}",
+        session.name,
+        dry_run_note(args.dry_run)
+    );
+    Ok(())
+}
+
+/// `pause` (`pausing` true) or `unpause`: both act on the instance.
+pub async fn pause(args: PauseArgs, pausing: bool) -> Result<()> {
+    let session = Session::open(&args.target).await?;
+    let verb = if pausing { "pause" } else { "unpause" };
+    let body = json!({"dryRun": dry_run(args.dry_run)});
+    session
+        .call(
+            http::Method::PUT,
+            &session.path("virtualmachineinstances", verb),
+            Some(body),
+        )
+        .await?;
+    let kind = match args.kind {
+        PauseKind::Vm => "VM",
+        PauseKind::Vmi => "VMI",
+    };
+    println!(
+        "{kind} {} was scheduled to {verb}{}",
+        session.name,
+        dry_run_note(args.dry_run)
+    );
+    Ok(())
+}
+
+pub async fn soft_reboot(target: Target) -> Result<()> {
+    let session = Session::open(&target).await?;
+    session
+        .call(
+            http::Method::PUT,
+            &session.path("virtualmachineinstances", "softreboot"),
+            None,
+        )
+        .await?;
+    println!("VMI {} was scheduled to softreboot", session.name);
+    Ok(())
+}
+
+/// What the guest agent reports: `guestosinfo`, `userlist` or `filesystemlist`, printed
+/// as indented JSON.
+pub async fn guest_info(target: Target, verb: &str) -> Result<()> {
+    let session = Session::open(&target).await?;
+    let body = session
+        .call(
+            http::Method::GET,
+            &session.path("virtualmachineinstances", verb),
+            None,
+        )
+        .await?;
+    let value: Value = serde_json::from_slice(&body).context("the answer is not JSON")?;
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    Ok(())
+}
+
+pub use stream::{ConsoleArgs, VncArgs, console, vnc};

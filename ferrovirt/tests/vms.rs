@@ -1,0 +1,509 @@
+//! VMs end to end on one machine: `ferrovirt up`, upstream-shaped VirtualMachine and
+//! VirtualMachineInstance YAML applied with kubectl, the fast test guest's disk imported by
+//! a DataVolume from a real HTTP server on loopback, QEMU under TCG, and the virtctl verbs
+//! of the `ferrovirt` binary (start, stop, restart, pause, console) against the
+//! subresource API the embedded server aggregates.
+
+mod platform;
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferrovirt_tests::{HttpServer, HttpServerOptions, fixtures, guest};
+use platform::{Platform, condition};
+use serde_json::Value;
+
+const BOOT: Duration = Duration::from_secs(180);
+const STOP: Duration = Duration::from_secs(60);
+
+/// The fast guest's disk as a qcow2 in the fixture directory the HTTP server serves.
+fn guest_qcow2() -> &'static str {
+    const NAME: &str = "guest-fast.qcow2";
+    let target = fixtures().join(NAME);
+    if !target.exists() {
+        let partial = fixtures().join(format!("{NAME}.{}", std::process::id()));
+        let status = Command::new("qemu-img")
+            .args(["convert", "-O", "qcow2"])
+            .arg(guest("fast").join("disk.img"))
+            .arg(&partial)
+            .status()
+            .expect("qemu-img");
+        assert!(status.success(), "qemu-img convert failed");
+        std::fs::rename(&partial, &target).expect("placing the qcow2");
+    }
+    NAME
+}
+
+fn vm_yaml(name: &str, strategy: &str, url: &str) -> String {
+    format!(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+spec:
+  runStrategy: {strategy}
+  dataVolumeTemplates:
+  - metadata:
+      name: {name}-root
+    spec:
+      source:
+        http:
+          url: "{url}"
+      storage:
+        resources:
+          requests:
+            storage: 128Mi
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      terminationGracePeriodSeconds: 20
+      domain:
+        resources:
+          requests:
+            memory: 256Mi
+        devices:
+          disks:
+          - name: root
+            disk:
+              bus: virtio
+      volumes:
+      - name: root
+        dataVolume:
+          name: {name}-root
+"#
+    )
+}
+
+fn ferrovirt(platform: &Platform) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferrovirt"));
+    command.env("KUBECONFIG", platform.kubeconfig());
+    command
+}
+
+/// Runs a `ferrovirt` verb; its stdout, or its stderr as the error.
+fn verb(platform: &Platform, args: &[&str]) -> Result<String, String> {
+    let out = ferrovirt(platform).args(args).output().expect("ferrovirt");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn wait_for(
+    platform: &Platform,
+    args: &[&str],
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + limit;
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        if let Some(object) = platform.json(args) {
+            if done(&object) {
+                return object;
+            }
+            last = object;
+        } else if done(&Value::Null) {
+            return Value::Null;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!(
+        "{what} within {limit:?}; last seen:\n{last:#}\nlog:\n{}",
+        platform.log()
+    );
+}
+
+fn printable(vm: &Value) -> &str {
+    vm["status"]["printableStatus"].as_str().unwrap_or("")
+}
+
+fn vmi_phase(vmi: &Value) -> &str {
+    vmi["status"]["phase"].as_str().unwrap_or("")
+}
+
+/// `ferrovirt console NAME`, its output collected.
+struct Console {
+    child: Child,
+    seen: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Console {
+    fn open(platform: &Platform, name: &str) -> Console {
+        let mut child = ferrovirt(platform)
+            .args(["console", name, "--timeout", "30"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ferrovirt console");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().expect("lock").extend_from_slice(&buf[..n]);
+            }
+        });
+        Console { child, seen }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
+    }
+
+    fn send(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        stdin.write_all(text.as_bytes()).expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Waits until `needle` shows, pressing Enter now and then (a console attached after
+    /// the prompt was printed shows it again).
+    fn wait_for(&mut self, needle: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut poke = Instant::now();
+        while !self.text().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "{needle:?} not on the console within {limit:?}; it shows:\n{}",
+                self.text()
+            );
+            if poke.elapsed() > Duration::from_secs(3) {
+                self.send("\n");
+                poke = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Logs in as root (no password) and runs `command`, waiting for `expect`.
+    fn run(&mut self, command: &str, expect: &str) {
+        self.wait_for("login:", BOOT);
+        self.send("root\n");
+        self.wait_for("# ", Duration::from_secs(30));
+        self.send(&format!("{command}\n"));
+        self.wait_for(expect, Duration::from_secs(30));
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        // Ctrl+] leaves; kill in case it did not.
+        if let Some(stdin) = self.child.stdin.as_mut() {
+            let _ = stdin.write_all(&[0x1d]);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn qemu_processes_of(platform: &Platform) -> usize {
+    let data = platform.data_dir().display().to_string();
+    let out = Command::new("pgrep")
+        .args(["-f", "qemu-system"])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{}/cmdline", pid.trim()))
+                .map(|c| String::from_utf8_lossy(&c).contains(&data))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+#[test]
+fn a_vmi_on_a_data_volume_runs_pauses_and_stops_on_delete() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vmi-dv");
+    let url = server.url(guest_qcow2());
+    platform.apply(&format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: disk
+spec:
+  source:
+    http:
+      url: "{url}"
+  storage:
+    resources:
+      requests:
+        storage: 128Mi
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: fast
+  labels:
+    app: fast
+spec:
+  domain:
+    resources:
+      requests:
+        memory: 256Mi
+    devices:
+      disks:
+      - name: root
+        disk:
+          bus: virtio
+  volumes:
+  - name: root
+    dataVolume:
+      name: disk
+"#
+    ));
+    let vmi = wait_for(
+        &platform,
+        &["get", "vmi", "fast"],
+        BOOT,
+        "the VMI is not Running",
+        |v| vmi_phase(v) == "Running",
+    );
+    assert_eq!(
+        condition(&vmi, "Ready").expect("Ready")["status"],
+        "True",
+        "{vmi:#}"
+    );
+    assert_eq!(
+        condition(&vmi, "LiveMigratable").expect("LiveMigratable")["reason"],
+        "DisksNotLiveMigratable"
+    );
+    assert_eq!(
+        vmi["metadata"]["finalizers"][0],
+        "foregroundDeleteVirtualMachine"
+    );
+    let node = vmi["status"]["nodeName"]
+        .as_str()
+        .expect("a node")
+        .to_owned();
+    assert_eq!(
+        vmi["metadata"]["labels"]["kubevirt.io/nodeName"],
+        node.as_str()
+    );
+    let phases: Vec<&str> = vmi["status"]["phaseTransitionTimestamps"]
+        .as_array()
+        .expect("phase transitions")
+        .iter()
+        .filter_map(|t| t["phase"].as_str())
+        .collect();
+    assert_eq!(&phases[..3], ["Pending", "Scheduling", "Scheduled"], "{vmi:#}");
+    // The launcher pod, in KubeVirt's shape.
+    let uid = vmi["metadata"]["uid"].as_str().expect("uid");
+    let pods = platform
+        .json(&[
+            "get",
+            "pods",
+            "-l",
+            &format!("kubevirt.io/created-by={uid}"),
+        ])
+        .expect("pods");
+    let pod = &pods["items"][0];
+    assert_eq!(pod["metadata"]["labels"]["kubevirt.io"], "virt-launcher");
+    assert_eq!(pod["metadata"]["labels"]["app"], "fast");
+    assert_eq!(pod["spec"]["containers"][0]["name"], "compute");
+    assert_eq!(pod["spec"]["nodeName"], node.as_str());
+    assert_eq!(
+        pod["spec"]["containers"][0]["volumeMounts"][1]["mountPath"],
+        "/var/run/kubevirt-private/vmi-disks/root"
+    );
+
+    let mut console = Console::open(&platform, "fast");
+    console.wait_for("login:", BOOT);
+    drop(console);
+
+    assert_eq!(
+        verb(&platform, &["pause", "vmi", "fast"]),
+        Ok("VMI fast was scheduled to pause\n".into())
+    );
+    wait_for(
+        &platform,
+        &["get", "vmi", "fast"],
+        STOP,
+        "no Paused condition",
+        |v| condition(v, "Paused").is_some_and(|c| c["reason"] == "PausedByUser"),
+    );
+    let again = verb(&platform, &["pause", "vmi", "fast"]).expect_err("a second pause");
+    assert!(again.contains("Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"fast\": VMI is already paused"), "{again}");
+    verb(&platform, &["unpause", "vmi", "fast"]).expect("unpause");
+    wait_for(
+        &platform,
+        &["get", "vmi", "fast"],
+        STOP,
+        "still Paused",
+        |v| condition(v, "Paused").is_none(),
+    );
+    let not_paused = verb(&platform, &["unpause", "vmi", "fast"]).expect_err("unpause twice");
+    assert!(not_paused.contains("VMI is not paused"), "{not_paused}");
+    let no_agent =
+        verb(&platform, &["guestosinfo", "fast"]).expect_err("no agent in the fast guest");
+    assert!(
+        no_agent.contains("VMI does not have guest agent connected"),
+        "{no_agent}"
+    );
+    let missing = verb(&platform, &["pause", "vmi", "nothing"]).expect_err("no such VMI");
+    assert!(missing.contains("\"nothing\" not found"), "{missing}");
+
+    // Deleting the VMI powers the guest off and takes the launcher with it.
+    let started = Instant::now();
+    platform.ok(&["delete", "vmi", "fast", "--timeout=60s"]);
+    eprintln!("VMI deleted in {:?}", started.elapsed());
+    assert!(platform.json(&["get", "vmi", "fast"]).is_none());
+    let pods = platform.ok(&["get", "pods", "-o", "name"]);
+    assert!(!pods.contains("virt-launcher-fast"), "{pods}");
+    assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived its VMI");
+}
+
+#[test]
+fn a_vmi_with_a_missing_claim_waits_and_an_unsupported_field_fails_by_name() {
+    let platform = Platform::start("vmi-bad");
+    platform.apply(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: orphan
+spec:
+  domain:
+    devices: {}
+  volumes:
+  - name: root
+    persistentVolumeClaim:
+      claimName: nowhere
+"#,
+    );
+    let vmi = wait_for(
+        &platform,
+        &["get", "vmi", "orphan"],
+        STOP,
+        "no FailedPvcNotFound",
+        |v| condition(v, "Synchronized").is_some_and(|c| c["reason"] == "FailedPvcNotFound"),
+    );
+    assert_eq!(vmi_phase(&vmi), "Pending");
+    assert_eq!(
+        condition(&vmi, "Synchronized").expect("condition")["message"],
+        "PVC default/nowhere does not exist, waiting for it to appear"
+    );
+    let pods = platform.ok(&["get", "pods", "-o", "name"]);
+    assert!(
+        pods.trim().is_empty(),
+        "no launcher pod without its claim: {pods}"
+    );
+    platform.ok(&["delete", "vmi", "orphan", "--timeout=30s"]);
+}
+
+#[test]
+fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vm-life");
+    platform.apply(&vm_yaml("web", "Always", &server.url(guest_qcow2())));
+    // Never Stopped while it comes up: Provisioning, Starting, then Running.
+    let mut seen = Vec::new();
+    let vm = wait_for(
+        &platform,
+        &["get", "vm", "web"],
+        BOOT,
+        "the VM is not Running",
+        |vm| {
+            let status = printable(vm).to_owned();
+            if !status.is_empty() && seen.last() != Some(&status) {
+                seen.push(status.clone());
+            }
+            status == "Running"
+        },
+    );
+    eprintln!("printable statuses: {seen:?}");
+    assert!(!seen.iter().any(|s| s == "Stopped"), "{seen:?}");
+    assert_eq!(vm["status"]["ready"], true, "{vm:#}");
+    let dv = platform
+        .json(&["get", "dv", "web-root"])
+        .expect("the DataVolume");
+    assert_eq!(
+        dv["metadata"]["ownerReferences"][0]["kind"],
+        "VirtualMachine"
+    );
+    assert_eq!(
+        dv["metadata"]["labels"]["kubevirt.io/created-by"],
+        vm["metadata"]["uid"]
+    );
+    let first = platform.json(&["get", "vmi", "web"]).expect("the VMI");
+    assert_eq!(first["metadata"]["ownerReferences"][0]["name"], "web");
+
+    // A write to the disk survives a stop and a start.
+    let mut console = Console::open(&platform, "web");
+    console.run(
+        "echo FV-MARKER-1 | dd of=/dev/vda bs=512 seek=130000 conv=fsync && echo WROTE-\"OK\"",
+        "WROTE-OK",
+    );
+    drop(console);
+    let again = verb(&platform, &["start", "web"]).expect_err("start while running");
+    assert!(again.contains("VM is already running"), "{again}");
+    assert_eq!(
+        verb(&platform, &["stop", "web"]),
+        Ok("VM web was scheduled to stop\n".into())
+    );
+    wait_for(
+        &platform,
+        &["get", "vm", "web"],
+        STOP,
+        "the VM is not Stopped",
+        |vm| printable(vm) == "Stopped",
+    );
+    assert!(
+        platform.json(&["get", "vmi", "web"]).is_none(),
+        "the VMI is gone"
+    );
+    assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived its VMI");
+    let stopped = verb(&platform, &["stop", "web"]).expect_err("stop while stopped");
+    assert!(stopped.contains("VM is not running"), "{stopped}");
+    verb(&platform, &["start", "web"]).expect("start");
+    wait_for(
+        &platform,
+        &["get", "vm", "web"],
+        BOOT,
+        "not Running again",
+        |vm| printable(vm) == "Running",
+    );
+    let mut console = Console::open(&platform, "web");
+    console.run(
+        "dd if=/dev/vda bs=512 skip=130000 count=1 2>/dev/null | head -c 11; echo",
+        "FV-MARKER-1",
+    );
+    drop(console);
+
+    // restart: a new instance.
+    let before = platform.json(&["get", "vmi", "web"]).expect("the VMI");
+    verb(&platform, &["restart", "web"]).expect("restart");
+    let after = wait_for(
+        &platform,
+        &["get", "vmi", "web"],
+        BOOT,
+        "no new Running VMI",
+        |vmi| vmi["metadata"]["uid"] != before["metadata"]["uid"] && vmi_phase(vmi) == "Running",
+    );
+    assert_ne!(after["metadata"]["uid"], first["metadata"]["uid"]);
+
+    // Deleting the VM takes its instance and its DataVolume.
+    platform.ok(&["delete", "vm", "web", "--timeout=90s"]);
+    wait_for(
+        &platform,
+        &["get", "dv", "web-root"],
+        STOP,
+        "the DataVolume stays",
+        |dv| dv.is_null(),
+    );
+    assert!(platform.json(&["get", "vmi", "web"]).is_none());
+    assert_eq!(qemu_processes_of(&platform), 0);
+}

@@ -1,0 +1,366 @@
+//! The launcher pod of a VMI, in KubeVirt's shape: labels `kubevirt.io: virt-launcher` and
+//! `kubevirt.io/created-by: <VMI uid>`, one `compute` container running `ferrovirt
+//! virt-launcher`, claims mounted where KubeVirt's launcher finds them
+//! (`/var/run/kubevirt-private/vmi-disks/<volume>` or `/dev/<volume>` for block claims),
+//! ConfigMaps and Secrets under `/var/run/kubevirt-private/{config-map,secret}/<volume>`,
+//! and the control socket in an emptyDir at `/var/run/kubevirt/sockets`, which virt-handler
+//! reaches from the node.
+
+use std::collections::BTreeMap;
+
+use api::kubevirt::VirtualMachineInstance;
+use api::kubevirt::keys;
+use api::quantity::{MIB, quantity_bytes};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Pod,
+    PodSpec, ResourceRequirements, SecretVolumeSource, Volume, VolumeDevice, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+
+/// The launcher's container, as KubeVirt names it.
+pub const COMPUTE_CONTAINER: &str = "compute";
+/// The emptyDir holding the launcher's control socket.
+pub const SOCKETS_VOLUME: &str = "sockets";
+/// Where it is mounted in the pod.
+pub const SOCKETS_PATH: &str = "/var/run/kubevirt/sockets";
+/// KubeVirt's default `terminationGracePeriodSeconds` of a VMI.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+/// Seconds the pod gets beyond the VMI's grace period: the launcher kills QEMU at the end of
+/// the VMI's grace and needs a moment to report it (KubeVirt adds 15 s as well).
+pub const POD_EXTRA_GRACE_SECONDS: i64 = 15;
+/// Memory the launcher pod asks for beyond the guest's: the launcher (~15 MiB), QEMU's own
+/// code, device state and translation cache under TCG, and the pod's housekeeping.
+const FIXED_OVERHEAD: u128 = 192 * MIB;
+const PRIVATE: &str = "/var/run/kubevirt-private";
+
+/// What a launcher pod needs beyond the VMI.
+#[derive(Clone, Debug)]
+pub struct LauncherPodSettings {
+    /// The `ferrovirt` image.
+    pub image: String,
+    pub image_pull_policy: Option<String>,
+    /// Arguments after `virt-launcher` (node settings such as `--insecure-registry`).
+    pub extra_args: Vec<String>,
+}
+
+/// How each claim the VMI uses is presented: `true` for a block-mode claim.
+pub type ClaimModes = BTreeMap<String, bool>;
+
+/// The claim a VMI volume uses (`persistentVolumeClaim`, `dataVolume` or the claim under
+/// `ephemeral`), with whether it is read-only.
+pub fn claim_of(volume: &api::kubevirt::vmi::Volume) -> Option<(&str, bool)> {
+    if let Some(pvc) = &volume.persistent_volume_claim {
+        return Some((&pvc.claim_name, pvc.read_only.unwrap_or(false)));
+    }
+    if let Some(dv) = &volume.data_volume {
+        return Some((&dv.name, false));
+    }
+    let ephemeral = volume
+        .ephemeral
+        .as_ref()?
+        .persistent_volume_claim
+        .as_ref()?;
+    Some((&ephemeral.claim_name, true))
+}
+
+/// The launcher pod for `vmi`; `block` says which of its claims are block devices.
+pub fn launcher_pod(
+    vmi: &VirtualMachineInstance,
+    block: &ClaimModes,
+    settings: &LauncherPodSettings,
+) -> Pod {
+    let name = vmi.name_any();
+    let uid = vmi.uid().unwrap_or_default();
+    let mut labels = vmi.labels().clone();
+    labels.insert(keys::APP_LABEL.into(), keys::LAUNCHER_APP.into());
+    labels.insert(keys::CREATED_BY_LABEL.into(), uid);
+    labels.insert(keys::VMI_NAME_LABEL.into(), name.clone());
+    let annotations = BTreeMap::from([(keys::DOMAIN_ANNOTATION.to_owned(), name.clone())]);
+    let (volumes, mounts, devices) = pod_volumes(vmi, block);
+    let grace = vmi
+        .spec
+        .termination_grace_period_seconds
+        .unwrap_or(DEFAULT_GRACE_SECONDS);
+    let mut args = vec!["virt-launcher".to_owned()];
+    args.extend(settings.extra_args.iter().cloned());
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("virt-launcher-{name}-")),
+            namespace: vmi.namespace(),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner_reference(vmi)]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: COMPUTE_CONTAINER.into(),
+                image: Some(settings.image.clone()),
+                image_pull_policy: settings.image_pull_policy.clone(),
+                args: Some(args),
+                resources: Some(resources(vmi)),
+                volume_mounts: Some(mounts),
+                volume_devices: (!devices.is_empty()).then_some(devices),
+                ..Default::default()
+            }],
+            volumes: Some(volumes),
+            restart_policy: Some("Never".into()),
+            termination_grace_period_seconds: Some(grace.max(0) + POD_EXTRA_GRACE_SECONDS),
+            node_selector: vmi.spec.node_selector.clone(),
+            hostname: vmi.spec.hostname.clone(),
+            automount_service_account_token: Some(false),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn owner_reference(vmi: &VirtualMachineInstance) -> OwnerReference {
+    OwnerReference {
+        api_version: VirtualMachineInstance::api_version(&()).into_owned(),
+        kind: VirtualMachineInstance::kind(&()).into_owned(),
+        name: vmi.name_any(),
+        uid: vmi.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The pod's volumes with the compute container's mounts and devices.
+fn pod_volumes(
+    vmi: &VirtualMachineInstance,
+    block: &ClaimModes,
+) -> (Vec<Volume>, Vec<VolumeMount>, Vec<VolumeDevice>) {
+    let mut volumes = vec![Volume {
+        name: SOCKETS_VOLUME.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: SOCKETS_VOLUME.into(),
+        mount_path: SOCKETS_PATH.into(),
+        ..Default::default()
+    }];
+    let mut devices = Vec::new();
+    for volume in vmi.spec.volumes.iter().flatten() {
+        let name = volume.name.clone();
+        let mount = |path: String, read_only: bool| VolumeMount {
+            name: name.clone(),
+            mount_path: path,
+            read_only: read_only.then_some(true),
+            ..Default::default()
+        };
+        if let Some((claim, read_only)) = claim_of(volume) {
+            volumes.push(Volume {
+                name: name.clone(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.to_owned(),
+                    read_only: read_only.then_some(true),
+                }),
+                ..Default::default()
+            });
+            if block.get(claim).copied().unwrap_or(false) {
+                devices.push(VolumeDevice {
+                    name: name.clone(),
+                    device_path: format!("/dev/{name}"),
+                });
+            } else {
+                mounts.push(mount(format!("{PRIVATE}/vmi-disks/{name}"), false));
+            }
+        } else if let Some(source) = &volume.config_map {
+            volumes.push(Volume {
+                name: name.clone(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: source.name.clone().unwrap_or_default(),
+                    optional: source.optional,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            mounts.push(mount(format!("{PRIVATE}/config-map/{name}"), true));
+        } else if let Some(secret) = secret_of(volume) {
+            volumes.push(Volume {
+                name: name.clone(),
+                secret: Some(secret),
+                ..Default::default()
+            });
+            mounts.push(mount(format!("{PRIVATE}/secret/{name}"), true));
+        }
+    }
+    (volumes, mounts, devices)
+}
+
+/// The Secret a `secret` volume, or a cloud-init volume's `secretRef`, is read from.
+fn secret_of(volume: &api::kubevirt::vmi::Volume) -> Option<SecretVolumeSource> {
+    if let Some(secret) = &volume.secret {
+        return Some(SecretVolumeSource {
+            secret_name: secret.secret_name.clone(),
+            optional: secret.optional,
+            ..Default::default()
+        });
+    }
+    let cloud_init = volume
+        .cloud_init_no_cloud
+        .as_ref()
+        .or(volume.cloud_init_config_drive.as_ref())?;
+    let reference = cloud_init.secret_ref.as_ref()?;
+    Some(SecretVolumeSource {
+        secret_name: reference.name.clone(),
+        ..Default::default()
+    })
+}
+
+/// The compute container's requests and limits: the guest's memory plus the launcher's
+/// overhead, and the VMI's CPU request or limit.
+fn resources(vmi: &VirtualMachineInstance) -> ResourceRequirements {
+    let domain = &vmi.spec.domain;
+    let vmi_resources = domain.resources.as_ref();
+    let from =
+        |map: Option<&BTreeMap<String, Quantity>>, key: &str| map.and_then(|m| m.get(key)).cloned();
+    let requests = vmi_resources.and_then(|r| r.requests.as_ref());
+    let limits = vmi_resources.and_then(|r| r.limits.as_ref());
+    let guest = domain
+        .memory
+        .as_ref()
+        .and_then(|m| m.guest.clone())
+        .or_else(|| from(requests, "memory"))
+        .or_else(|| from(limits, "memory"));
+    let mut pod_requests = BTreeMap::new();
+    let mut pod_limits = BTreeMap::new();
+    if let Some(bytes) = guest.as_ref().and_then(quantity_bytes) {
+        let with_overhead = bytes + FIXED_OVERHEAD + bytes / 100;
+        pod_requests.insert("memory".into(), mebibytes(with_overhead));
+        if from(limits, "memory").is_some() {
+            pod_limits.insert("memory".into(), mebibytes(with_overhead));
+        }
+    }
+    if let Some(cpu) = from(requests, "cpu") {
+        pod_requests.insert("cpu".into(), cpu);
+    }
+    if let Some(cpu) = from(limits, "cpu") {
+        pod_limits.insert("cpu".into(), cpu);
+    }
+    ResourceRequirements {
+        requests: (!pod_requests.is_empty()).then_some(pod_requests),
+        limits: (!pod_limits.is_empty()).then_some(pod_limits),
+        ..Default::default()
+    }
+}
+
+fn mebibytes(bytes: u128) -> Quantity {
+    Quantity(format!("{}Mi", bytes.div_ceil(MIB)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vmi(yaml: &str) -> VirtualMachineInstance {
+        serde_saphyr::from_str(yaml).expect("test VMI")
+    }
+
+    fn settings() -> LauncherPodSettings {
+        LauncherPodSettings {
+            image: "quay.io/ferrovirt/ferrovirt:latest".into(),
+            image_pull_policy: None,
+            extra_args: vec!["--insecure-registry".into(), "localhost:5000".into()],
+        }
+    }
+
+    const VMI: &str = r#"
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: vm1, namespace: ns, uid: u-1, labels: {app: web}}
+spec:
+  terminationGracePeriodSeconds: 10
+  domain:
+    resources: {requests: {memory: 128Mi, cpu: 500m}}
+    devices: {}
+  volumes:
+  - name: root
+    dataVolume: {name: root-dv}
+  - name: raw
+    persistentVolumeClaim: {claimName: raw-pvc}
+  - name: seed
+    cloudInitNoCloud: {secretRef: {name: user-data}}
+  - name: cfg
+    configMap: {name: app-config}
+  - name: scratch
+    emptyDisk: {capacity: 1Gi}
+"#;
+
+    #[test]
+    fn the_pod_has_kubevirts_labels_paths_and_grace() {
+        let block = ClaimModes::from([("raw-pvc".to_owned(), true)]);
+        let pod = launcher_pod(&vmi(VMI), &block, &settings());
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["kubevirt.io"], "virt-launcher");
+        assert_eq!(labels["kubevirt.io/created-by"], "u-1");
+        assert_eq!(labels["app"], "web");
+        assert_eq!(
+            pod.metadata.generate_name.as_deref(),
+            Some("virt-launcher-vm1-")
+        );
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("VirtualMachineInstance", Some(true))
+        );
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.termination_grace_period_seconds, Some(25));
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        let compute = &spec.containers[0];
+        assert_eq!(compute.name, "compute");
+        assert_eq!(
+            compute.args.as_deref().unwrap(),
+            ["virt-launcher", "--insecure-registry", "localhost:5000"]
+        );
+        let mounts: Vec<(&str, &str)> = compute
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                ("sockets", "/var/run/kubevirt/sockets"),
+                ("root", "/var/run/kubevirt-private/vmi-disks/root"),
+                ("seed", "/var/run/kubevirt-private/secret/seed"),
+                ("cfg", "/var/run/kubevirt-private/config-map/cfg"),
+            ]
+        );
+        let devices = compute.volume_devices.as_ref().unwrap();
+        assert_eq!(
+            (devices[0].name.as_str(), devices[0].device_path.as_str()),
+            ("raw", "/dev/raw")
+        );
+        let claims: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.as_str())
+            .collect();
+        assert_eq!(claims, ["root-dv", "raw-pvc"]);
+        let requests = compute
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .clone()
+            .unwrap();
+        assert_eq!(requests["memory"], Quantity("322Mi".into()));
+        assert_eq!(requests["cpu"], Quantity("500m".into()));
+    }
+
+    #[test]
+    fn default_grace_is_kubevirts_plus_the_pods_margin() {
+        let mut v = vmi(VMI);
+        v.spec.termination_grace_period_seconds = None;
+        let pod = launcher_pod(&v, &ClaimModes::new(), &settings());
+        assert_eq!(pod.spec.unwrap().termination_grace_period_seconds, Some(45));
+    }
+}

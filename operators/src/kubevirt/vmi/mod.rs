@@ -1,0 +1,263 @@
+//! The VirtualMachineInstance controller (virt-controller's VMI part): gives each VMI a
+//! launcher pod once the claims it uses are ready, follows the pod through the phases
+//! Pending, Scheduling and Scheduled (virt-handler takes it to Running), ends the VMI when the
+//! launcher ends, and on deletion stops the pod before the VMI may go. The decisions are in
+//! [`plan`]; this module observes and acts.
+
+pub mod launcher_pod;
+pub mod plan;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::cdi::DataVolume;
+use api::kubevirt::{VirtualMachineInstance, keys};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::ControllerConfig;
+use launcher_pod::{LauncherPodSettings, claim_of};
+use plan::{Claim, Observed, VmiAction};
+
+/// How often a VMI is looked at without a change.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// Errors of the VMI controller.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("VirtualMachineInstance {0} has no namespace")]
+    MissingNamespace(String),
+}
+
+struct Context {
+    client: Client,
+    recorder: Recorder,
+    settings: LauncherPodSettings,
+}
+
+/// Runs the VMI controller until its watches end.
+pub async fn run(client: Client, config: Arc<ControllerConfig>) {
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "virtualmachineinstance-controller".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        settings: LauncherPodSettings {
+            image: config.image.clone(),
+            image_pull_policy: config.image_pull_policy.clone(),
+            extra_args: config.launcher_args.clone(),
+        },
+    });
+    let launcher_pods =
+        watcher::Config::default().labels(&format!("{}={}", keys::APP_LABEL, keys::LAUNCHER_APP));
+    let controller = Controller::new(
+        Api::<VirtualMachineInstance>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let vmis = controller.store();
+    // A DataVolume or claim that changes wakes the VMIs of its namespace that wait for one.
+    let waiting_in =
+        move |namespace: Option<String>| {
+            vmis.state()
+                .into_iter()
+                .filter(|vmi| {
+                    vmi.namespace() == namespace
+                        && vmi.status.as_ref().and_then(|s| s.phase).is_none_or(|p| {
+                            p == api::kubevirt::VirtualMachineInstancePhase::Pending
+                        })
+                })
+                .map(|vmi| ObjectRef::from_obj(&*vmi))
+                .collect::<Vec<_>>()
+        };
+    let for_claims = waiting_in.clone();
+    controller
+        .owns(Api::<Pod>::all(client.clone()), launcher_pods)
+        .watches(
+            Api::<DataVolume>::all(client.clone()),
+            watcher::Config::default(),
+            move |dv| waiting_in(dv.namespace()),
+        )
+        .watches(
+            Api::<PersistentVolumeClaim>::all(client),
+            watcher::Config::default(),
+            move |pvc| for_claims(pvc.namespace()),
+        )
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(%err, "VMI controller event");
+            }
+        })
+        .await;
+}
+
+fn error_policy(vmi: Arc<VirtualMachineInstance>, err: &Error, _: Arc<Context>) -> Action {
+    tracing::warn!(vmi = %vmi.name_any(), namespace = ?vmi.namespace(), %err, "VMI reconcile failed");
+    Action::requeue(Duration::from_secs(1))
+}
+
+async fn reconcile(vmi: Arc<VirtualMachineInstance>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = vmi
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(vmi.name_any()))?;
+    let observed = observe(&ctx.client, &namespace, &vmi).await?;
+    let actions = plan::plan(&observed, &ctx.settings);
+    let mut current = (*vmi).clone();
+    // The status first, against the version it was computed from: a write virt-handler made
+    // meanwhile makes it fail and the VMI is looked at again, rather than lost.
+    for action in &actions {
+        if let VmiAction::WriteStatus(status) = action {
+            let mut updated = current.clone();
+            updated.status = Some((**status).clone());
+            current = vmis(&ctx.client, &namespace)
+                .replace_status(&vmi.name_any(), &PostParams::default(), &updated)
+                .await?;
+        }
+    }
+    for action in actions {
+        apply(&ctx, &namespace, &mut current, action).await?;
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+fn vmis(client: &Client, namespace: &str) -> Api<VirtualMachineInstance> {
+    Api::namespaced(client.clone(), namespace)
+}
+
+async fn observe(
+    client: &Client,
+    namespace: &str,
+    vmi: &VirtualMachineInstance,
+) -> Result<Observed, Error> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&format!(
+            "{}={}",
+            keys::CREATED_BY_LABEL,
+            vmi.uid().unwrap_or_default()
+        )))
+        .await?
+        .items;
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
+    let dvs = Api::<DataVolume>::namespaced(client.clone(), namespace);
+    let mut claims = BTreeMap::new();
+    for volume in vmi.spec.volumes.iter().flatten() {
+        let Some((name, _)) = claim_of(volume) else {
+            continue;
+        };
+        let pvc = pvcs.get_opt(name).await?;
+        let spec = pvc
+            .as_ref()
+            .and_then(|p| p.spec.clone())
+            .unwrap_or_default();
+        let data_volume_phase = if volume.data_volume.is_some() || pvc.is_none() {
+            dvs.get_opt(name).await?.map(|dv| data_volume_phase(&dv))
+        } else {
+            None
+        };
+        claims.insert(
+            name.to_owned(),
+            Claim {
+                exists: pvc.is_some(),
+                block: spec.volume_mode.as_deref() == Some("Block"),
+                access_modes: spec.access_modes.unwrap_or_default(),
+                data_volume_phase,
+            },
+        );
+    }
+    Ok(Observed {
+        vmi: vmi.clone(),
+        pods,
+        claims,
+        now: Time(k8s_openapi::jiff::Timestamp::now()),
+    })
+}
+
+async fn apply(
+    ctx: &Context,
+    namespace: &str,
+    current: &mut VirtualMachineInstance,
+    action: VmiAction,
+) -> Result<(), Error> {
+    let api = vmis(&ctx.client, namespace);
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), namespace);
+    let name = current.name_any();
+    match action {
+        VmiAction::WriteStatus(_) => {}
+        VmiAction::AddFinalizer | VmiAction::RemoveFinalizer => {
+            let mut finalizers = current.finalizers().to_vec();
+            finalizers.retain(|f| f != keys::VMI_FINALIZER);
+            if matches!(action, VmiAction::AddFinalizer) {
+                finalizers.push(keys::VMI_FINALIZER.into());
+            }
+            let patch = json!({"metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": current.resource_version(),
+            }});
+            *current = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        VmiAction::LabelNode(node) => {
+            if current.labels().get(keys::NODE_NAME_LABEL) != Some(&node) {
+                let patch = json!({"metadata": {"labels": {keys::NODE_NAME_LABEL: node}}});
+                *current = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+        VmiAction::CreatePod(pod) => {
+            let created = pods.create(&PostParams::default(), &pod).await?;
+            tracing::info!(vmi = %name, pod = %created.name_any(), "created the launcher pod");
+        }
+        VmiAction::DeletePod(pod) => match pods.delete(&pod, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(vmi = %name, %pod, "deleting the launcher pod"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        },
+        VmiAction::Event {
+            warning,
+            reason,
+            message,
+        } => {
+            let event = Event {
+                type_: if warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: reason.into(),
+                note: Some(message),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(err) = ctx.recorder.publish(&event, &current.object_ref(&())).await {
+                tracing::warn!(%err, reason, "cannot publish event");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A DataVolume's phase as written in its status ("" before it has one).
+fn data_volume_phase(dv: &DataVolume) -> String {
+    let phase = dv.status.as_ref().and_then(|s| s.phase);
+    match serde_json::to_value(phase) {
+        Ok(serde_json::Value::String(phase)) => phase,
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,415 @@
+//! Aggregated APIs, kube-aggregator's part of the API server: an API group served by an
+//! in-process service (KubeVirt's `subresources.kubevirt.io` by virt-api), listed in
+//! discovery, and reached after this server's authentication and RBAC with the user passed
+//! on in `X-Remote-User` / `X-Remote-Group`, as kube-aggregator's proxy passes it.
+//!
+//! The service gets the client's hyper request itself, so it can answer WebSocket upgrades
+//! (`hyper::upgrade::on`, or axum's `WebSocketUpgrade`) as virt-api answers the console.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response};
+use serde_json::{Value, json};
+
+use super::authz::{ResourceAttributes, UserInfo};
+use super::errors::ApiError;
+
+/// An error of a response body, as hyper takes it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of a response: any `http_body::Body` of `Bytes`, boxed (an axum body fits).
+pub type AggregatedBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// Answers one request to an aggregated API.
+pub type AggregatedService = Arc<
+    dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<AggregatedBody>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// An API group served by an in-process service, as an APIService registers one with
+/// kube-aggregator. Requests under `/apis/{group}/{version}/...` for a listed version go to
+/// `service`; `/apis`, `/apis/{group}` and `/apis/{group}/{version}` are answered from
+/// `versions` and `resources`.
+#[derive(Clone)]
+pub struct AggregatedApi {
+    /// The API group, e.g. `subresources.kubevirt.io`. It must not also be a CRD's group.
+    pub group: String,
+    /// The versions served, the preferred first, e.g. `["v1", "v1alpha3"]`.
+    pub versions: Vec<String>,
+    /// The `APIResource` entries each version lists in discovery, e.g.
+    /// `{"name": "virtualmachines/start", "namespaced": true, "kind": "", "verbs": ["update"]}`.
+    pub resources: Vec<Value>,
+    pub service: AggregatedService,
+}
+
+impl AggregatedApi {
+    /// An API answered by a tower service, such as an axum `Router` (its
+    /// `WebSocketUpgrade` works: the request keeps hyper's upgrade handle).
+    pub fn from_tower<S, B>(
+        group: impl Into<String>,
+        versions: Vec<String>,
+        resources: Vec<Value>,
+        service: S,
+    ) -> AggregatedApi
+    where
+        S: tower_service::Service<Request<Incoming>, Response = Response<B>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        AggregatedApi {
+            group: group.into(),
+            versions,
+            resources,
+            service: service_from_tower(service),
+        }
+    }
+
+    fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v == version)
+    }
+
+    fn group_versions(&self) -> Vec<Value> {
+        self.versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{}/{v}", self.group), "version": v}))
+            .collect()
+    }
+
+    /// The `APIGroup` of `/apis/{group}` and of the `/apis` list.
+    fn api_group(&self) -> Value {
+        let versions = self.group_versions();
+        json!({
+            "name": self.group,
+            "preferredVersion": versions.first().cloned().unwrap_or(Value::Null),
+            "versions": versions,
+        })
+    }
+}
+
+impl fmt::Debug for AggregatedApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AggregatedApi")
+            .field("group", &self.group)
+            .field("versions", &self.versions)
+            .field("resources", &self.resources.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An [`AggregatedService`] calling a tower service (a clone of it per request).
+pub fn service_from_tower<S, B>(service: S) -> AggregatedService
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    Arc::new(move |request| {
+        let mut service = service.clone();
+        Box::pin(async move {
+            // The service's error type need not be Send: it becomes a BoxError at once.
+            let ready: Result<(), BoxError> = std::future::poll_fn(|cx| service.poll_ready(cx))
+                .await
+                .map_err(Into::into);
+            let answered = match ready {
+                Ok(()) => service.call(request).await.map_err(Into::into),
+                Err(err) => Err(err),
+            };
+            match answered {
+                Ok(response) => response.map(|body| body.map_err(Into::into).boxed_unsync()),
+                Err(err) => unavailable(err),
+            }
+        })
+    })
+}
+
+/// What kube-aggregator answers when the API's service fails: 503 with a Status.
+fn unavailable(err: BoxError) -> Response<AggregatedBody> {
+    let status = ApiError::ServiceUnavailable(err.to_string());
+    let body = http_body_util::Full::new(Bytes::from(status.status().to_string()))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut response = Response::new(body);
+    *response.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The aggregated APIs of one server, keyed by group; registered at any time.
+#[derive(Default)]
+pub struct AggregatedApis {
+    apis: RwLock<HashMap<String, AggregatedApi>>,
+}
+
+impl AggregatedApis {
+    /// Adds `api`, replacing one registered for the same group.
+    pub fn register(&self, api: AggregatedApi) {
+        let mut apis = self.apis.write().unwrap_or_else(|e| e.into_inner());
+        apis.insert(api.group.clone(), api);
+    }
+
+    fn get(&self, group: &str) -> Option<AggregatedApi> {
+        let apis = self.apis.read().unwrap_or_else(|e| e.into_inner());
+        apis.get(group).cloned()
+    }
+
+    /// The API that serves `path` (`/apis/{group}/{version}/...`, below its discovery
+    /// document), if one does.
+    pub fn for_path(&self, path: &str) -> Option<AggregatedApi> {
+        let mut segments = path.split('/').filter(|s| !s.is_empty());
+        let (Some("apis"), Some(group), Some(version), Some(_)) = (
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+        ) else {
+            return None;
+        };
+        self.get(group).filter(|api| api.serves(version))
+    }
+
+    /// Adds the aggregated groups to the `/apis` APIGroupList, in name order.
+    pub fn add_to_group_list(&self, list: &mut Value) {
+        let apis = self.apis.read().unwrap_or_else(|e| e.into_inner());
+        if apis.is_empty() {
+            return;
+        }
+        let Some(groups) = list["groups"].as_array_mut() else {
+            return;
+        };
+        groups.retain(|g| {
+            g["name"]
+                .as_str()
+                .is_none_or(|name| !apis.contains_key(name))
+        });
+        groups.extend(apis.values().map(AggregatedApi::api_group));
+        groups.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
+
+    /// `/apis/{group}` of an aggregated group.
+    pub fn group(&self, group: &str) -> Option<Value> {
+        let mut document = self.get(group)?.api_group();
+        document["kind"] = json!("APIGroup");
+        document["apiVersion"] = json!("v1");
+        Some(document)
+    }
+
+    /// `/apis/{group}/{version}` of an aggregated group: `Some(None)` when the group is
+    /// aggregated but does not serve `version`.
+    pub fn resource_list(&self, group: &str, version: &str) -> Option<Option<Value>> {
+        let api = self.get(group)?;
+        if !api.serves(version) {
+            return Some(None);
+        }
+        Some(Some(json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": format!("{group}/{version}"),
+            "resources": api.resources,
+        })))
+    }
+}
+
+/// Headers that speak for the requester: the client's credentials and impersonation, and
+/// any identity it claims for the service to trust.
+fn is_identity_header(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name == "authorization"
+        || name.starts_with("impersonate-")
+        || name == "x-remote-user"
+        || name == "x-remote-group"
+        || name == "x-remote-uid"
+        || name.starts_with("x-remote-extra-")
+}
+
+/// Replaces the identity headers of a request with the authenticated user, as
+/// kube-aggregator's proxy does: `X-Remote-User`, and an `X-Remote-Group` per group.
+pub fn set_remote_user(headers: &mut HeaderMap, user: &UserInfo) {
+    let claimed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| is_identity_header(name))
+        .cloned()
+        .collect();
+    for name in claimed {
+        headers.remove(&name);
+    }
+    let remote_user = HeaderName::from_static("x-remote-user");
+    let remote_group = HeaderName::from_static("x-remote-group");
+    if let Ok(value) = HeaderValue::from_str(&user.name) {
+        headers.insert(remote_user, value);
+    }
+    for group in &user.groups {
+        if let Ok(value) = HeaderValue::from_str(group) {
+            headers.append(remote_group.clone(), value);
+        }
+    }
+}
+
+/// The authorization attributes of a request to an aggregated API, as kube-apiserver's
+/// RequestInfo derives them: `/apis/{group}/{version}/namespaces/{ns}/{resource}/{name}/
+/// {subresource}/...`, with the verb from the method.
+pub fn request_attributes(method: &Method, path: &str, query: Option<&str>) -> ResourceAttributes {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let group = segments.get(1).copied().unwrap_or_default();
+    let mut parts = segments.get(3..).unwrap_or_default();
+    let mut namespace = "";
+    if parts.first() == Some(&"namespaces") && parts.len() > 1 {
+        namespace = parts[1];
+        if parts.len() > 2 {
+            parts = &parts[2..];
+        }
+    }
+    let resource = parts.first().copied().unwrap_or_default();
+    let name = parts.get(1).copied().unwrap_or_default();
+    let subresource = parts.get(2).copied().unwrap_or_default();
+    let watch = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .any(|(key, value)| key == "watch" && matches!(&*value, "1" | "t" | "true" | "True"));
+    let verb = match *method {
+        Method::GET | Method::HEAD if name.is_empty() && watch => "watch",
+        Method::GET | Method::HEAD if name.is_empty() => "list",
+        Method::GET | Method::HEAD => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if name.is_empty() => "deletecollection",
+        Method::DELETE => "delete",
+        _ => "",
+    };
+    ResourceAttributes {
+        verb: verb.into(),
+        group: group.into(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api() -> AggregatedApi {
+        AggregatedApi {
+            group: "subresources.kubevirt.io".into(),
+            versions: vec!["v1".into(), "v1alpha3".into()],
+            resources: vec![json!({"name": "virtualmachines/start", "namespaced": true})],
+            service: Arc::new(|_| Box::pin(async { unavailable("unused".into()) })),
+        }
+    }
+
+    #[test]
+    fn paths_below_discovery_go_to_the_service() {
+        let apis = AggregatedApis::default();
+        apis.register(api());
+        let served = |path: &str| apis.for_path(path).is_some();
+        assert!(served(
+            "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/start"
+        ));
+        assert!(served("/apis/subresources.kubevirt.io/v1alpha3/version"));
+        assert!(!served("/apis/subresources.kubevirt.io/v1"));
+        assert!(!served("/apis/subresources.kubevirt.io/v2/version"));
+        assert!(!served("/apis/kubevirt.io/v1/virtualmachines"));
+        assert_eq!(
+            apis.resource_list("subresources.kubevirt.io", "v1")
+                .flatten()
+                .unwrap()["groupVersion"],
+            "subresources.kubevirt.io/v1"
+        );
+        assert_eq!(
+            apis.resource_list("subresources.kubevirt.io", "v2"),
+            Some(None)
+        );
+        assert_eq!(apis.resource_list("kubevirt.io", "v1"), None);
+    }
+
+    #[test]
+    fn group_list_gains_the_group_in_order() {
+        let apis = AggregatedApis::default();
+        apis.register(api());
+        let mut list = json!({"groups": [{"name": "apps"}, {"name": "whatever.io"}]});
+        apis.add_to_group_list(&mut list);
+        let names: Vec<&str> = list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["apps", "subresources.kubevirt.io", "whatever.io"]);
+        assert_eq!(
+            list["groups"][1]["preferredVersion"]["groupVersion"],
+            "subresources.kubevirt.io/v1"
+        );
+    }
+
+    #[test]
+    fn identity_headers_are_replaced() {
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", HeaderValue::from_static("Bearer secret"));
+        headers.insert("x-remote-user", HeaderValue::from_static("forged"));
+        headers.insert("x-remote-extra-scopes", HeaderValue::from_static("all"));
+        headers.insert("impersonate-user", HeaderValue::from_static("alice"));
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        set_remote_user(&mut headers, &UserInfo::impersonated("alice", vec![]));
+        assert_eq!(headers["x-remote-user"], "alice");
+        let groups: Vec<_> = headers.get_all("x-remote-group").iter().collect();
+        assert_eq!(groups, ["system:authenticated"]);
+        assert!(headers.get("authorization").is_none());
+        assert!(headers.get("impersonate-user").is_none());
+        assert!(headers.get("x-remote-extra-scopes").is_none());
+        assert_eq!(headers["content-type"], "application/json");
+    }
+
+    #[test]
+    fn attributes_follow_request_info() {
+        let a = request_attributes(
+            &Method::PUT,
+            "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/start",
+            None,
+        );
+        assert_eq!(
+            (a.verb.as_str(), a.group.as_str(), a.namespace.as_str()),
+            ("update", "subresources.kubevirt.io", "ns")
+        );
+        assert_eq!(
+            (a.resource.as_str(), a.name.as_str(), a.subresource.as_str()),
+            ("virtualmachines", "vm", "start")
+        );
+        let a = request_attributes(
+            &Method::GET,
+            "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/vmi/vnc/screenshot",
+            None,
+        );
+        assert_eq!((a.verb.as_str(), a.subresource.as_str()), ("get", "vnc"));
+        let a = request_attributes(
+            &Method::GET,
+            "/apis/subresources.kubevirt.io/v1/version",
+            None,
+        );
+        assert_eq!((a.verb.as_str(), a.resource.as_str()), ("list", "version"));
+    }
+}

@@ -1,0 +1,273 @@
+//! What virt-handler writes on a VMI, as pure functions of what the launcher reports: the
+//! phase Running once the domain started (Failed when it could not), the conditions Paused
+//! and AgentConnected, the guest's OS and its interfaces.
+
+use api::common::ConditionStatus;
+use api::kubevirt::VirtualMachineInstance;
+use api::kubevirt::vmi::{VirtualMachineCondition, condition_types};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::guest_agent::GuestInfo;
+
+/// The part of the launcher's `GetDomain` answer the handler reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainReport {
+    /// `Running`, `Paused`, `ShuttingDown`, `Shutoff`, `Crashed`, `NoState`.
+    pub state: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub guest_agent_connected: bool,
+}
+
+/// The status patch after a successful Sync: the domain runs.
+pub fn started(vmi: &VirtualMachineInstance, now: &Time) -> Value {
+    let mut conditions = conditions_of(vmi);
+    set(&mut conditions, condition_types::READY, true, "", "", now);
+    json!({
+        "phase": "Running",
+        "conditions": conditions,
+        "interfaces": spec_interfaces(vmi, None),
+    })
+}
+
+/// The status patch after a failed Sync: the domain cannot run as specified.
+pub fn failed_to_start(vmi: &VirtualMachineInstance, message: &str, now: &Time) -> Value {
+    let mut conditions = conditions_of(vmi);
+    set(
+        &mut conditions,
+        "Synchronized",
+        false,
+        "SyncFailed",
+        message,
+        now,
+    );
+    json!({"phase": "Failed", "reason": message, "conditions": conditions})
+}
+
+/// The status patch for a running domain, `None` when nothing changed.
+pub fn running(
+    vmi: &VirtualMachineInstance,
+    domain: &DomainReport,
+    guest: Option<&GuestInfo>,
+    now: &Time,
+) -> Option<Value> {
+    let before = conditions_of(vmi);
+    let mut conditions = before.clone();
+    if domain.state == "Paused" {
+        let (reason, message) = match domain.reason.as_str() {
+            "User" | "" => ("PausedByUser", "VMI was paused by user"),
+            "IOError" => (
+                "PausedIOError",
+                "VMI was paused, low-level IO error detected",
+            ),
+            _ => ("PausedByUser", "VMI was paused"),
+        };
+        set(
+            &mut conditions,
+            condition_types::PAUSED,
+            true,
+            reason,
+            message,
+            now,
+        );
+    } else {
+        conditions.retain(|c| c.type_ != condition_types::PAUSED);
+    }
+    if domain.guest_agent_connected {
+        set(
+            &mut conditions,
+            condition_types::AGENT_CONNECTED,
+            true,
+            "",
+            "",
+            now,
+        );
+    } else {
+        conditions.retain(|c| c.type_ != condition_types::AGENT_CONNECTED);
+    }
+    let status = vmi.status.clone().unwrap_or_default();
+    let mut patch = serde_json::Map::new();
+    if conditions != before {
+        patch.insert("conditions".into(), json!(conditions));
+    }
+    if let Some(guest) = guest {
+        let os = json!(guest.os);
+        if status.extra.get("guestOSInfo") != Some(&os) {
+            patch.insert("guestOSInfo".into(), os);
+        }
+        let interfaces = spec_interfaces(vmi, Some(guest));
+        if json!(status.interfaces) != interfaces {
+            patch.insert("interfaces".into(), interfaces);
+        }
+    }
+    (!patch.is_empty()).then_some(Value::Object(patch))
+}
+
+fn conditions_of(vmi: &VirtualMachineInstance) -> Vec<VirtualMachineCondition> {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+fn set(
+    conditions: &mut Vec<VirtualMachineCondition>,
+    type_: &str,
+    holds: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) {
+    let status = if holds {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let previous = conditions.iter().position(|c| c.type_ == type_);
+    let transition = match previous.map(|i| &conditions[i]) {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Some(now.clone()),
+    };
+    let condition = VirtualMachineCondition {
+        type_: type_.to_owned(),
+        status,
+        last_probe_time: None,
+        last_transition_time: transition,
+        reason: text(reason),
+        message: text(message),
+    };
+    match previous {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// `status.interfaces`: one entry per interface of the spec, with the guest's addresses
+/// when the agent reports an interface of the same MAC (or, with one interface, the only
+/// non-loopback one).
+fn spec_interfaces(vmi: &VirtualMachineInstance, guest: Option<&GuestInfo>) -> Value {
+    let spec = &vmi.spec.domain.devices.interfaces;
+    let count = spec.as_ref().map_or(0, Vec::len);
+    let guest_nics: Vec<_> = guest
+        .map(|g| {
+            g.interfaces
+                .iter()
+                .filter(|i| i.interface_name != "lo")
+                .collect()
+        })
+        .unwrap_or_default();
+    let entries: Vec<Value> = spec
+        .iter()
+        .flatten()
+        .map(|iface| {
+            let mac = iface.mac_address.clone().unwrap_or_default();
+            let seen = guest_nics
+                .iter()
+                .find(|g| !mac.is_empty() && g.mac.eq_ignore_ascii_case(&mac))
+                .or_else(|| (count == 1 && guest_nics.len() == 1).then(|| &guest_nics[0]));
+            let mut entry = json!({"name": iface.name, "infoSource": "domain"});
+            if let Some(nic) = seen {
+                entry["mac"] = json!(nic.mac);
+                entry["interfaceName"] = json!(nic.interface_name);
+                entry["ipAddresses"] = json!(nic.ip_addresses);
+                if let Some(first) = nic.ip_addresses.first() {
+                    entry["ipAddress"] = json!(first);
+                }
+                entry["infoSource"] = json!("domain, guest-agent");
+            } else if !mac.is_empty() {
+                entry["mac"] = json!(mac);
+            }
+            entry
+        })
+        .collect();
+    Value::Array(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest_agent::{GuestInterface, GuestOsInfo};
+
+    fn vmi() -> VirtualMachineInstance {
+        let mut vmi: VirtualMachineInstance = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+                     "networks": [{"name": "default", "pod": {}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .expect("test VMI");
+        vmi.metadata.uid = Some("u".into());
+        vmi
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_790_000_000).expect("time"))
+    }
+
+    fn domain(state: &str, agent: bool) -> DomainReport {
+        DomainReport {
+            state: state.into(),
+            reason: String::new(),
+            guest_agent_connected: agent,
+        }
+    }
+
+    #[test]
+    fn a_paused_domain_sets_paused_and_resuming_clears_it() {
+        let patch = running(&vmi(), &domain("Paused", false), None, &now()).expect("a change");
+        let paused = &patch["conditions"][1];
+        assert_eq!(paused["type"], "Paused");
+        assert_eq!(paused["reason"], "PausedByUser");
+        let mut v = vmi();
+        v.status.as_mut().unwrap().conditions =
+            serde_json::from_value(patch["conditions"].clone()).unwrap();
+        let resumed = running(&v, &domain("Running", false), None, &now()).expect("a change");
+        assert_eq!(resumed["conditions"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            running(&vmi(), &domain("Running", false), None, &now()),
+            None
+        );
+    }
+
+    #[test]
+    fn the_agent_brings_the_os_and_addresses() {
+        let guest = GuestInfo {
+            os: GuestOsInfo {
+                id: "debian".into(),
+                ..Default::default()
+            },
+            interfaces: vec![
+                GuestInterface {
+                    interface_name: "lo".into(),
+                    mac: "00:00:00:00:00:00".into(),
+                    ip_addresses: vec!["127.0.0.1".into()],
+                },
+                GuestInterface {
+                    interface_name: "enp1s0".into(),
+                    mac: "52:54:00:12:34:56".into(),
+                    ip_addresses: vec!["10.0.2.2".into()],
+                },
+            ],
+            ..Default::default()
+        };
+        let patch =
+            running(&vmi(), &domain("Running", true), Some(&guest), &now()).expect("a change");
+        assert_eq!(patch["guestOSInfo"]["id"], "debian");
+        assert_eq!(patch["interfaces"][0]["ipAddress"], "10.0.2.2");
+        assert_eq!(patch["interfaces"][0]["interfaceName"], "enp1s0");
+        assert_eq!(patch["conditions"][1]["type"], "AgentConnected");
+    }
+
+    #[test]
+    fn a_failed_start_says_why() {
+        let patch = failed_to_start(&vmi(), "spec.domain.devices.tpm: not supported", &now());
+        assert_eq!(patch["phase"], "Failed");
+        assert_eq!(patch["conditions"][1]["reason"], "SyncFailed");
+    }
+}

@@ -1,0 +1,203 @@
+//! virt-api's subresource API, `subresources.kubevirt.io` v1 and v1alpha3, as an axum
+//! router: the VM verbs start, stop and restart (decided in [`lifecycle`], carried out as
+//! patches of the VM), the VMI verbs pause, unpause, softreboot and reset (sent to the
+//! VMI's launcher), the guest agent's guestosinfo, userlist and filesystemlist, and the
+//! serial console and VNC as WebSockets (subprotocol `plain.kubevirt.io`, raw bytes in
+//! binary frames), as upstream `virtctl` speaks them. On `ferrovirt up` the embedded API
+//! server serves it as an aggregated API after its own authentication.
+
+pub mod lifecycle;
+mod streams;
+mod vm_verbs;
+mod vmi_verbs;
+
+use std::time::Duration;
+
+use api::kubevirt::VirtualMachineInstance;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::handler::Launchers;
+
+/// The API group.
+pub const GROUP: &str = "subresources.kubevirt.io";
+/// The versions served, preferred first.
+pub const VERSIONS: [&str; 2] = ["v1", "v1alpha3"];
+/// How long a verb waits for a launcher's control socket.
+const LAUNCHER_WAIT: Duration = Duration::from_secs(5);
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct Subresources {
+    pub client: Client,
+    pub launchers: Launchers,
+}
+
+/// The router answering every path of the group.
+pub fn router(state: Subresources) -> Router {
+    let base = "/apis/subresources.kubevirt.io/{version}";
+    let vm = format!("{base}/namespaces/{{namespace}}/virtualmachines/{{name}}");
+    let vmi = format!("{base}/namespaces/{{namespace}}/virtualmachineinstances/{{name}}");
+    Router::new()
+        .route(&format!("{base}/version"), get(version))
+        .route(&format!("{base}/healthz"), get(healthz))
+        .route(&format!("{vm}/start"), put(vm_verbs::start))
+        .route(&format!("{vm}/stop"), put(vm_verbs::stop))
+        .route(&format!("{vm}/restart"), put(vm_verbs::restart))
+        .route(&format!("{vmi}/pause"), put(vmi_verbs::pause))
+        .route(&format!("{vmi}/unpause"), put(vmi_verbs::unpause))
+        .route(&format!("{vmi}/softreboot"), put(vmi_verbs::soft_reboot))
+        .route(&format!("{vmi}/reset"), put(vmi_verbs::reset))
+        .route(&format!("{vmi}/guestosinfo"), get(vmi_verbs::guest_os_info))
+        .route(&format!("{vmi}/userlist"), get(vmi_verbs::user_list))
+        .route(
+            &format!("{vmi}/filesystemlist"),
+            get(vmi_verbs::filesystem_list),
+        )
+        .route(&format!("{vmi}/console"), get(streams::console))
+        .route(&format!("{vmi}/vnc"), get(streams::vnc))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// The APIResource entries discovery lists for each version.
+pub fn discovery_resources() -> Vec<Value> {
+    let verb = |name: &str, verbs: &[&str]| json!({"name": name, "singularName": "", "namespaced": true, "kind": "", "verbs": verbs});
+    vec![
+        verb("virtualmachines/start", &["update"]),
+        verb("virtualmachines/stop", &["update"]),
+        verb("virtualmachines/restart", &["update"]),
+        verb("virtualmachineinstances/pause", &["update"]),
+        verb("virtualmachineinstances/unpause", &["update"]),
+        verb("virtualmachineinstances/softreboot", &["update"]),
+        verb("virtualmachineinstances/reset", &["update"]),
+        verb("virtualmachineinstances/console", &["get"]),
+        verb("virtualmachineinstances/vnc", &["get"]),
+        verb("virtualmachineinstances/guestosinfo", &["get"]),
+        verb("virtualmachineinstances/userlist", &["get"]),
+        verb("virtualmachineinstances/filesystemlist", &["get"]),
+    ]
+}
+
+/// A failed request as a Kubernetes `Status`.
+#[derive(Debug)]
+pub struct StatusError {
+    code: StatusCode,
+    reason: &'static str,
+    message: String,
+    details: Value,
+}
+
+impl StatusError {
+    /// 409 worded as the API machinery words a conflict on `resource` `name`.
+    pub fn conflict(resource: &str, name: &str, cause: &str) -> Self {
+        Self {
+            code: StatusCode::CONFLICT,
+            reason: "Conflict",
+            message: format!(
+                "Operation cannot be fulfilled on {resource}.kubevirt.io \"{name}\": {cause}"
+            ),
+            details: json!({"name": name, "group": "kubevirt.io", "kind": resource}),
+        }
+    }
+
+    pub fn not_found(resource: &str, name: &str) -> Self {
+        Self {
+            code: StatusCode::NOT_FOUND,
+            reason: "NotFound",
+            message: format!("{resource}.kubevirt.io \"{name}\" not found"),
+            details: json!({"name": name, "group": "kubevirt.io", "kind": resource}),
+        }
+    }
+
+    pub fn bad_request(message: String) -> Self {
+        Self {
+            code: StatusCode::BAD_REQUEST,
+            reason: "BadRequest",
+            message,
+            details: Value::Null,
+        }
+    }
+
+    pub fn internal(message: String) -> Self {
+        Self {
+            code: StatusCode::INTERNAL_SERVER_ERROR,
+            reason: "InternalError",
+            message: format!("Internal error occurred: {message}"),
+            details: Value::Null,
+        }
+    }
+
+    fn body(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": self.message, "reason": self.reason, "code": self.code.as_u16(),
+        });
+        if !self.details.is_null() {
+            status["details"] = self.details.clone();
+        }
+        status
+    }
+}
+
+impl IntoResponse for StatusError {
+    fn into_response(self) -> Response {
+        (self.code, axum::Json(self.body())).into_response()
+    }
+}
+
+impl From<kube::Error> for StatusError {
+    fn from(err: kube::Error) -> Self {
+        match err {
+            kube::Error::Api(status) => Self {
+                code: StatusCode::from_u16(status.code)
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                reason: "InternalError",
+                message: status.message,
+                details: Value::Null,
+            },
+            other => Self::internal(other.to_string()),
+        }
+    }
+}
+
+/// The VMI, or KubeVirt's 404.
+async fn fetch_vmi(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<VirtualMachineInstance, StatusError> {
+    Api::<VirtualMachineInstance>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?
+        .ok_or_else(|| StatusError::not_found("virtualmachineinstance", name))
+}
+
+async fn version() -> axum::Json<Value> {
+    axum::Json(json!({
+        "gitVersion": concat!("v", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    }))
+}
+
+async fn healthz() -> axum::Json<Value> {
+    axum::Json(json!({"apiserver": "ok", "restful": "ok"}))
+}
+
+async fn not_found() -> StatusError {
+    StatusError {
+        code: StatusCode::NOT_FOUND,
+        reason: "NotFound",
+        message: "the server could not find the requested resource".into(),
+        details: Value::Null,
+    }
+}
