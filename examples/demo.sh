@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Ferrovirt's main job on the single-machine default: start `ferrovirt up` (unless it runs),
-# serve a disk image over HTTP on loopback, apply an upstream-style DataVolume that imports
-# it, and follow the DataVolume to Succeeded.
+# serve a guest disk image over HTTP on loopback, apply an upstream-style VirtualMachine whose
+# dataVolumeTemplate imports it, follow the VM through Provisioning to Running, and show its
+# serial console up to the login prompt.
 #
 #   examples/demo.sh [IMAGE]
 #
-# Without IMAGE, a compressed qcow2 (64 MiB virtual, 8 MiB of data) is made with qemu-img.
+# Without IMAGE, the fast test guest (Debian's kernel and a busybox initramfs, ~3 s to build
+# with fixtures/guests.sh) is the disk, as a compressed qcow2. Packages it needs (QEMU,
+# firmware, the guest's build tools) are installed by scripts/install-deps when missing.
 #
 # Environment: FERROVIRT (the binary; target/release/ferrovirt), FERROVIRT_DATA_DIR
 # (/tmp/ferrovirt), FERROVIRT_LISTEN (the API server's address; 127.0.0.1:6443),
-# DEMO_TIMEOUT (seconds; 300). The platform is left running: `ferrovirt down` stops it.
+# DEMO_TIMEOUT (seconds; 300). The platform and the VM are left running:
+# `ferrovirt console demo` attaches, `ferrovirt stop demo` stops it, `ferrovirt down` ends all.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -21,15 +25,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 [[ -x $ferrovirt ]] || { echo "demo: no $ferrovirt; run cargo build --release first" >&2; exit 1; }
+if ! command -v qemu-system-x86_64 >/dev/null || ! command -v busybox >/dev/null; then
+  echo "demo: installing QEMU and the test guest's tools (scripts/install-deps)"
+  scripts/install-deps
+fi
 if [[ $# -gt 0 ]]; then
   image=$1
   [[ -f $image ]] || { echo "demo: no image $image" >&2; exit 1; }
 else
-  image=$work/demo.qcow2
-  qemu-img create -q -f raw "$work/demo.raw" 64M
-  qemu-io -f raw -c "write -P 0x5a 1M 4M" -c "write -P 0xa5 40M 4M" "$work/demo.raw" >/dev/null
-  qemu-img convert -c -O qcow2 "$work/demo.raw" "$image"
-  rm "$work/demo.raw"
+  bash fixtures/guests.sh target/guests fast >/dev/null
+  image=$work/guest.qcow2
+  qemu-img convert -c -O qcow2 target/guests/fast/disk.img "$image"
 fi
 
 export KUBECONFIG=$data_dir/kubeconfig
@@ -46,41 +52,76 @@ trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [[ -f $work/port ]] && break; sleep 0.1; done
 url="http://127.0.0.1:$(cat "$work/port")/$(basename "$image")"
 
-kubectl delete datavolume demo --ignore-not-found --wait=true >/dev/null
+kubectl delete vm demo --ignore-not-found --wait=true >/dev/null
 kubectl apply -f - <<YAML
-apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
 metadata:
   name: demo
 spec:
-  source:
-    http:
-      url: "$url"
-  storage:
-    resources:
-      requests:
-        storage: 1Gi
+  runStrategy: Always
+  dataVolumeTemplates:
+  - metadata:
+      name: demo-root
+    spec:
+      source:
+        http:
+          url: "$url"
+      storage:
+        resources:
+          requests:
+            storage: 1Gi
+  template:
+    spec:
+      domain:
+        resources:
+          requests:
+            memory: 256Mi
+        devices:
+          disks:
+          - name: root
+            disk:
+              bus: virtio
+      volumes:
+      - name: root
+        dataVolume:
+          name: demo-root
 YAML
 
-# Follow the DataVolume as `kubectl get dv -w` would, until it succeeds or fails.
+# Follow the VM as `kubectl get vm,dv -w` would, until it runs.
 last=""
+running=""
 for _ in $(seq $((timeout * 2))); do
-  state=$(kubectl get datavolume demo -o jsonpath='{.status.phase} {.status.progress}')
-  if [[ $state != "$last" ]]; then
-    echo "datavolume/demo: $state"
-    last=$state
+  state=$(kubectl get vm demo -o jsonpath='{.status.printableStatus}')
+  dv=$(kubectl get datavolume demo-root -o jsonpath='{.status.phase} {.status.progress}' 2>/dev/null || true)
+  line="virtualmachine/demo: ${state:-<none>}   datavolume/demo-root: ${dv:-<none>}"
+  if [[ $line != "$last" ]]; then
+    echo "$line"
+    last=$line
   fi
   case $state in
-    Succeeded*)
-      kubectl get datavolume,pvc,pv
-      exit 0
-      ;;
-    Failed*)
-      kubectl get datavolume demo -o jsonpath='{range .status.conditions[*]}{.type}: {.reason} {.message}{"\n"}{end}' >&2
+    Running) running=1; break ;;
+    DataVolumeError|ErrorPvcNotFound|ErrorUnschedulable|CrashLoopBackOff)
+      kubectl get vm demo -o jsonpath='{range .status.conditions[*]}{.type}: {.reason} {.message}{"\n"}{end}' >&2
       exit 1
       ;;
   esac
   sleep 0.5
 done
-echo "demo: datavolume/demo did not succeed within ${timeout}s (see $data_dir/ferrovirt.log)" >&2
-exit 1
+[[ -n $running ]] || { echo "demo: vm/demo did not run within ${timeout}s (see $data_dir/ferrovirt.log)" >&2; exit 1; }
+kubectl get vm,vmi,datavolume,pod
+
+# The serial console, as `ferrovirt console demo` shows it, until the login prompt.
+"$ferrovirt" console demo --timeout 30 </dev/null >"$work/console" 2>/dev/null &
+console=$!
+trap 'kill $server $console 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq $((timeout * 2))); do
+  grep -q "login:" "$work/console" && break
+  sleep 0.5
+done
+echo "--- serial console of vm/demo ---"
+tail -n 8 "$work/console" | tr -d '\r'
+echo
+echo "---"
+grep -q "login:" "$work/console" || { echo "demo: no login prompt within ${timeout}s" >&2; exit 1; }
+echo "vm/demo runs: '$ferrovirt console demo' attaches (Ctrl+] leaves), '$ferrovirt stop demo' stops it."

@@ -856,14 +856,15 @@ spec:
     }
 }
 
-/// The README's first command: examples/demo.sh starts `ferrovirt up`, serves an image over
-/// HTTP and follows a DataVolume importing it to Succeeded.
+/// The README's first command: examples/demo.sh starts `ferrovirt up`, serves the fast
+/// guest's disk over HTTP, follows a VM whose dataVolumeTemplate imports it to Running and
+/// shows its console's login prompt.
 #[test]
-fn the_readme_demo_imports_a_datavolume_over_http() {
+fn the_readme_demo_boots_a_vm_from_an_imported_disk() {
     let dir = TempDir::new("dv-demo");
     let binary = env!("CARGO_BIN_EXE_ferrovirt");
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    // As the README runs it: no image given, the script makes one with qemu-img.
+    // As the README runs it: no image given, the script builds the fast guest.
     let out = std::process::Command::new("bash")
         .arg(repo.join("examples/demo.sh"))
         .env("FERROVIRT", binary)
@@ -885,9 +886,13 @@ fn the_readme_demo_imports_a_datavolume_over_http() {
         String::from_utf8_lossy(&out.stderr),
         std::fs::read_to_string(dir.join("ferrovirt.log")).unwrap_or_default()
     );
-    assert!(
-        stdout.contains("datavolume/demo: Succeeded 100.0%"),
-        "{stdout}"
-    );
+    for shown in [
+        "datavolume/demo-root: Succeeded 100.0%",
+        "virtualmachine/demo: Running",
+        "--- serial console of vm/demo ---",
+        "fastguest login:",
+    ] {
+        assert!(stdout.contains(shown), "{shown:?} not shown:\n{stdout}");
+    }
     assert!(down.status.success(), "ferrovirt down failed: {down:?}");
 }

@@ -16,6 +16,23 @@ use platform::{Platform, condition};
 use serde_json::Value;
 
 const BOOT: Duration = Duration::from_secs(180);
+/// The tests that boot guests run one at a time: TCG guests on 2 cores.
+static BOOTING: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    BOOTING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Asserts that `kubectl get KIND NAME` finds nothing (NotFound, not any other failure).
+fn assert_gone(platform: &Platform, kind: &str, name: &str) {
+    let out = platform.kubectl(&["get", kind, name], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("NotFound"),
+        "{kind} {name} is still there: {}{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
 const STOP: Duration = Duration::from_secs(60);
 
 /// The fast guest's disk as a qcow2 in the fixture directory the HTTP server serves.
@@ -109,8 +126,6 @@ fn wait_for(
                 return object;
             }
             last = object;
-        } else if done(&Value::Null) {
-            return Value::Null;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -227,6 +242,7 @@ fn qemu_processes_of(platform: &Platform) -> usize {
 
 #[test]
 fn a_vmi_on_a_data_volume_runs_pauses_and_stops_on_delete() {
+    let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("vmi-dv");
     let url = server.url(guest_qcow2());
@@ -300,7 +316,11 @@ spec:
         .iter()
         .filter_map(|t| t["phase"].as_str())
         .collect();
-    assert_eq!(&phases[..3], ["Pending", "Scheduling", "Scheduled"], "{vmi:#}");
+    assert_eq!(
+        &phases[..3],
+        ["Pending", "Scheduling", "Scheduled"],
+        "{vmi:#}"
+    );
     // The launcher pod, in KubeVirt's shape.
     let uid = vmi["metadata"]["uid"].as_str().expect("uid");
     let pods = platform
@@ -361,7 +381,7 @@ spec:
     let started = Instant::now();
     platform.ok(&["delete", "vmi", "fast", "--timeout=60s"]);
     eprintln!("VMI deleted in {:?}", started.elapsed());
-    assert!(platform.json(&["get", "vmi", "fast"]).is_none());
+    assert_gone(&platform, "vmi", "fast");
     let pods = platform.ok(&["get", "pods", "-o", "name"]);
     assert!(!pods.contains("virt-launcher-fast"), "{pods}");
     assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived its VMI");
@@ -406,6 +426,7 @@ spec:
 
 #[test]
 fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
+    let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("vm-life");
     platform.apply(&vm_yaml("web", "Always", &server.url(guest_qcow2())));
@@ -461,10 +482,7 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
         "the VM is not Stopped",
         |vm| printable(vm) == "Stopped",
     );
-    assert!(
-        platform.json(&["get", "vmi", "web"]).is_none(),
-        "the VMI is gone"
-    );
+    assert_gone(&platform, "vmi", "web");
     assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived its VMI");
     let stopped = verb(&platform, &["stop", "web"]).expect_err("stop while stopped");
     assert!(stopped.contains("VM is not running"), "{stopped}");
@@ -497,13 +515,107 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
 
     // Deleting the VM takes its instance and its DataVolume.
     platform.ok(&["delete", "vm", "web", "--timeout=90s"]);
+    let deadline = Instant::now() + STOP;
+    while platform.json(&["get", "dv", "web-root"]).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_gone(&platform, "dv", "web-root");
+    assert_gone(&platform, "vmi", "web");
+    assert_eq!(qemu_processes_of(&platform), 0);
+}
+
+/// Kills the QEMU of the VMI `name` (in namespace `default`) with SIGKILL.
+fn kill_qemu(platform: &Platform, name: &str) {
+    let data = platform.data_dir().display().to_string();
+    let out = Command::new("pgrep")
+        .args(["-f", &format!("guest=default_{name}")])
+        .output()
+        .expect("pgrep");
+    let mut killed = 0;
+    for pid in String::from_utf8_lossy(&out.stdout).lines() {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&data) {
+            let status = Command::new("kill").args(["-9", pid.trim()]).status();
+            killed += usize::from(status.is_ok_and(|s| s.success()));
+        }
+    }
+    assert_eq!(killed, 1, "one QEMU for {name}");
+}
+
+fn running_uid(platform: &Platform, name: &str) -> String {
+    let vmi = wait_for(
+        platform,
+        &["get", "vmi", name],
+        BOOT,
+        "the VMI is not Running",
+        |v| vmi_phase(v) == "Running",
+    );
+    vmi["metadata"]["uid"].as_str().expect("uid").to_owned()
+}
+
+#[test]
+fn run_strategies_decide_what_follows_an_instances_end() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vm-strategies");
+    let url = server.url(guest_qcow2());
+    for (name, strategy) in [
+        ("rerun", "RerunOnFailure"),
+        ("once", "Once"),
+        ("always", "Always"),
+    ] {
+        platform.apply(&vm_yaml(name, strategy, &url));
+    }
+    let rerun = running_uid(&platform, "rerun");
+    let once = running_uid(&platform, "once");
+    let always = running_uid(&platform, "always");
+
+    // A crash (QEMU killed): RerunOnFailure starts a new instance, Once does not.
+    kill_qemu(&platform, "rerun");
+    kill_qemu(&platform, "once");
     wait_for(
         &platform,
-        &["get", "dv", "web-root"],
-        STOP,
-        "the DataVolume stays",
-        |dv| dv.is_null(),
+        &["get", "vmi", "rerun"],
+        BOOT,
+        "no new rerun VMI",
+        |v| v["metadata"]["uid"].as_str().is_some_and(|u| u != rerun) && vmi_phase(v) == "Running",
     );
-    assert!(platform.json(&["get", "vmi", "web"]).is_none());
-    assert_eq!(qemu_processes_of(&platform), 0);
+    let failed = wait_for(
+        &platform,
+        &["get", "vmi", "once"],
+        STOP,
+        "once did not fail",
+        |v| vmi_phase(v) == "Failed",
+    );
+    assert_eq!(failed["metadata"]["uid"], once.as_str());
+    assert!(
+        failed["status"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("crashed"),
+        "{failed:#}"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let still = platform
+        .json(&["get", "vmi", "once"])
+        .expect("the failed VMI stays");
+    assert_eq!(
+        still["metadata"]["uid"],
+        once.as_str(),
+        "Once never restarts"
+    );
+    let vm = platform.json(&["get", "vm", "once"]).expect("vm");
+    assert_eq!(printable(&vm), "Stopped", "{vm:#}");
+
+    // A guest power-off: Always starts a new instance.
+    let mut console = Console::open(&platform, "always");
+    console.run("poweroff -f", "reboot: Power down");
+    drop(console);
+    wait_for(
+        &platform,
+        &["get", "vmi", "always"],
+        BOOT,
+        "no new always VMI",
+        |v| v["metadata"]["uid"].as_str().is_some_and(|u| u != always) && vmi_phase(v) == "Running",
+    );
 }

@@ -234,9 +234,11 @@ impl Shared {
         self.network.next_address()
     }
 
-    /// Tells the pod's process to stop; `false` when none runs.
+    /// Tells the pod's process to stop; `false` when none runs. The pod stays listed as
+    /// running until its task has ended and released it, so a later event for the pod
+    /// cannot release it while its process still runs.
     fn stop(&self, uid: &str) -> bool {
-        match self.running().remove(uid) {
+        match self.running().get(uid) {
             Some(running) => {
                 let _ = running.stop.send(true);
                 true

@@ -232,12 +232,10 @@ pub async fn pause(args: PauseArgs, pausing: bool) -> Result<()> {
             Some(body),
         )
         .await?;
-    let kind = match args.kind {
-        PauseKind::Vm => "VM",
-        PauseKind::Vmi => "VMI",
-    };
+    // `pause vm` acts on the VM's instance and says so, as virtctl does.
+    let _ = args.kind;
     println!(
-        "{kind} {} was scheduled to {verb}{}",
+        "VMI {} was scheduled to {verb}{}",
         session.name,
         dry_run_note(args.dry_run)
     );

@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 
 use crate::guest_agent::GuestInfo;
 use crate::launcher::control::proto::cmd_client::CmdClient;
-use crate::launcher::control::proto::{EmptyRequest, Vmi, VmiRequest};
+use crate::launcher::control::proto::{EmptyRequest, ShutdownRequest, Vmi, VmiRequest};
 pub use launchers::{LauncherLookupError, Launchers, SocketDirOf};
 use status::DomainReport;
 
@@ -33,6 +33,11 @@ const POLL: Duration = Duration::from_secs(1);
 const GUEST_INFO_EVERY: u32 = 5;
 /// How long a started launcher pod gets to open its control socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(60);
+/// The pauses between attempts to follow a VMI after an error.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// KubeVirt's default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// The handler of one node.
 pub struct Handler {
@@ -69,17 +74,14 @@ impl Handler {
             let handler = handler.clone();
             let following = following.clone();
             tokio::spawn(async move {
-                let name = format!("{}/{}", vmi.namespace().unwrap_or_default(), vmi.name_any());
-                if let Err(err) = handler.follow(vmi).await {
-                    tracing::warn!(vmi = %name, %err, "stopped following the VMI");
-                }
+                handler.follow_until_gone(vmi).await;
                 lock(&following).remove(&uid);
             });
         }
         tracing::error!("virt-handler's VMI watch ended");
     }
 
-    /// A VMI of this node that is being started or runs.
+    /// A VMI of this node that is being started, runs, or is being stopped.
     fn is_mine(&self, vmi: &VirtualMachineInstance) -> bool {
         let status = vmi.status.as_ref();
         status.and_then(|s| s.node_name.as_deref()) == Some(self.node.as_str())
@@ -87,67 +89,123 @@ impl Handler {
                 status.and_then(|s| s.phase),
                 Some(Phase::Scheduled | Phase::Running)
             )
-            && vmi.metadata.deletion_timestamp.is_none()
     }
 
-    /// Starts the VMI's domain if it is not yet, then reports on it until the VMI ends.
-    async fn follow(&self, vmi: VirtualMachineInstance) -> Result<(), HandlerError> {
+    /// Follows the VMI, starting again after an error (with a growing pause), until the
+    /// VMI is gone, replaced or no longer this node's.
+    async fn follow_until_gone(&self, vmi: VirtualMachineInstance) {
+        let name = format!("{}/{}", vmi.namespace().unwrap_or_default(), vmi.name_any());
+        let mut pause = RETRY_FIRST;
+        loop {
+            match self.follow(&vmi).await {
+                Ok(()) => return,
+                Err(err) => tracing::info!(vmi = %name, %err, "following the VMI again shortly"),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_MAX);
+        }
+    }
+
+    /// Starts the VMI's domain if it is not yet, reports on it, and shuts it down with the
+    /// VMI's current grace period once the VMI is being deleted; `Ok` when there is nothing
+    /// more to follow.
+    async fn follow(&self, first: &VirtualMachineInstance) -> Result<(), HandlerError> {
         let api = Api::<VirtualMachineInstance>::namespaced(
             self.client.clone(),
-            &vmi.namespace().unwrap_or_default(),
+            &first.namespace().unwrap_or_default(),
         );
-        let name = vmi.name_any();
+        let (name, uid) = (first.name_any(), first.uid());
+        let current =
+            |vmi: Option<VirtualMachineInstance>| vmi.filter(|v| v.uid() == uid && self.is_mine(v));
+        let Some(vmi) = current(api.get_opt(&name).await?) else {
+            return Ok(());
+        };
         let mut launcher = self.launchers.connect(&vmi, SOCKET_WAIT).await?;
+        let pod_ip = self
+            .launchers
+            .pod(&vmi)
+            .await?
+            .status
+            .and_then(|s| s.pod_ip);
         let mut tick = 0u32;
         let mut guest: Option<GuestInfo> = None;
+        let mut shutdown_sent = false;
         loop {
-            let Some(vmi) = api.get_opt(&name).await? else {
+            let Some(vmi) = current(api.get_opt(&name).await?) else {
                 return Ok(());
             };
-            if !self.is_mine(&vmi) {
-                return Ok(());
-            }
             let now = Time(k8s_openapi::jiff::Timestamp::now());
-            let phase = vmi.status.as_ref().and_then(|s| s.phase);
-            let patch = if phase == Some(Phase::Scheduled) {
-                Some(self.sync(&mut launcher, &vmi, &now).await)
+            if vmi.metadata.deletion_timestamp.is_some() {
+                if !shutdown_sent {
+                    shutdown(&mut launcher, &vmi).await?;
+                    shutdown_sent = true;
+                }
+            } else if vmi.status.as_ref().and_then(|s| s.phase) == Some(Phase::Scheduled) {
+                if let Some(patch) = self
+                    .sync(&mut launcher, &vmi, pod_ip.as_deref(), &now)
+                    .await?
+                {
+                    write_status(&api, &vmi, patch).await;
+                }
             } else {
                 let domain = domain(&mut launcher).await?;
                 if domain.guest_agent_connected && tick.is_multiple_of(GUEST_INFO_EVERY) {
                     guest = guest_info(&mut launcher).await.or(guest);
                 }
                 tick = tick.wrapping_add(1);
-                status::running(&vmi, &domain, guest.as_ref(), &now)
-            };
-            if let Some(patch) = patch {
-                write_status(&api, &vmi, patch).await;
+                if let Some(patch) =
+                    status::running(&vmi, &domain, guest.as_ref(), pod_ip.as_deref(), &now)
+                {
+                    write_status(&api, &vmi, patch).await;
+                }
             }
             tokio::time::sleep(POLL).await;
         }
     }
 
-    /// Hands the VMI to its launcher; the status to write either way.
+    /// Hands the VMI to its launcher: the status to write, the domain running or refused.
+    /// A call that did not reach the launcher is an error, tried again; only the
+    /// launcher's refusal fails the VMI.
     async fn sync(
         &self,
         launcher: &mut CmdClient<Channel>,
         vmi: &VirtualMachineInstance,
+        pod_ip: Option<&str>,
         now: &Time,
-    ) -> Value {
+    ) -> Result<Option<Value>, HandlerError> {
         let request = VmiRequest {
             vmi: Some(Vmi {
                 vmi_json: serde_json::to_vec(vmi).unwrap_or_default(),
             }),
         };
-        let answer = launcher.sync_virtual_machine(request).await;
-        match answer.map(|r| r.into_inner()) {
-            Ok(response) if response.success => {
-                tracing::info!(vmi = %vmi.name_any(), "the domain runs");
-                status::started(vmi, now)
-            }
-            Ok(response) => status::failed_to_start(vmi, &response.message, now),
-            Err(status) => status::failed_to_start(vmi, status.message(), now),
+        let response = launcher.sync_virtual_machine(request).await?.into_inner();
+        if response.success {
+            tracing::info!(vmi = %vmi.name_any(), "the domain runs");
+            Ok(Some(status::started(vmi, pod_ip, now)))
+        } else {
+            Ok(Some(status::failed_to_start(vmi, &response.message, now)))
         }
     }
+}
+
+/// Asks the launcher to shut the domain down within the VMI's grace period as it is now
+/// (`virtctl stop --force --grace-period` shortens it before the VMI is deleted).
+async fn shutdown(
+    launcher: &mut CmdClient<Channel>,
+    vmi: &VirtualMachineInstance,
+) -> Result<(), HandlerError> {
+    let grace = vmi
+        .spec
+        .termination_grace_period_seconds
+        .unwrap_or(DEFAULT_GRACE_SECONDS);
+    tracing::info!(vmi = %vmi.name_any(), grace, "shutting the domain down");
+    launcher
+        .shutdown_virtual_machine(ShutdownRequest {
+            // 0 means "the VMI's own" to the launcher; a forced stop asks for none at all.
+            grace_period_seconds: grace.max(1),
+        })
+        .await?;
+    Ok(())
 }
 
 /// Why the handler stopped following a VMI.

@@ -23,14 +23,15 @@ pub struct DomainReport {
     pub guest_agent_connected: bool,
 }
 
-/// The status patch after a successful Sync: the domain runs.
-pub fn started(vmi: &VirtualMachineInstance, now: &Time) -> Value {
+/// The status patch after a successful Sync: the domain runs. `pod_ip` is the launcher
+/// pod's address, which a masquerade interface is reached at.
+pub fn started(vmi: &VirtualMachineInstance, pod_ip: Option<&str>, now: &Time) -> Value {
     let mut conditions = conditions_of(vmi);
     set(&mut conditions, condition_types::READY, true, "", "", now);
     json!({
         "phase": "Running",
         "conditions": conditions,
-        "interfaces": spec_interfaces(vmi, None),
+        "interfaces": spec_interfaces(vmi, None, pod_ip),
     })
 }
 
@@ -53,6 +54,7 @@ pub fn running(
     vmi: &VirtualMachineInstance,
     domain: &DomainReport,
     guest: Option<&GuestInfo>,
+    pod_ip: Option<&str>,
     now: &Time,
 ) -> Option<Value> {
     let before = conditions_of(vmi);
@@ -99,7 +101,7 @@ pub fn running(
         if status.extra.get("guestOSInfo") != Some(&os) {
             patch.insert("guestOSInfo".into(), os);
         }
-        let interfaces = spec_interfaces(vmi, Some(guest));
+        let interfaces = spec_interfaces(vmi, Some(guest), pod_ip);
         if json!(status.interfaces) != interfaces {
             patch.insert("interfaces".into(), interfaces);
         }
@@ -147,10 +149,15 @@ fn set(
     }
 }
 
-/// `status.interfaces`: one entry per interface of the spec, with the guest's addresses
-/// when the agent reports an interface of the same MAC (or, with one interface, the only
-/// non-loopback one).
-fn spec_interfaces(vmi: &VirtualMachineInstance, guest: Option<&GuestInfo>) -> Value {
+/// `status.interfaces`: one entry per interface of the spec. A masquerade interface is
+/// reached at the pod's address, which is its `ipAddress` as KubeVirt reports it; the
+/// guest's own addresses come from the agent when it reports an interface of the same MAC
+/// (or, with one interface, the only non-loopback one).
+fn spec_interfaces(
+    vmi: &VirtualMachineInstance,
+    guest: Option<&GuestInfo>,
+    pod_ip: Option<&str>,
+) -> Value {
     let spec = &vmi.spec.domain.devices.interfaces;
     let count = spec.as_ref().map_or(0, Vec::len);
     let guest_nics: Vec<_> = guest
@@ -181,6 +188,10 @@ fn spec_interfaces(vmi: &VirtualMachineInstance, guest: Option<&GuestInfo>) -> V
                 entry["infoSource"] = json!("domain, guest-agent");
             } else if !mac.is_empty() {
                 entry["mac"] = json!(mac);
+            }
+            if let (Some(ip), true) = (pod_ip, iface.masquerade.is_some()) {
+                entry["ipAddress"] = json!(ip);
+                entry["ipAddresses"] = json!([ip]);
             }
             entry
         })
@@ -220,17 +231,18 @@ mod tests {
 
     #[test]
     fn a_paused_domain_sets_paused_and_resuming_clears_it() {
-        let patch = running(&vmi(), &domain("Paused", false), None, &now()).expect("a change");
+        let patch =
+            running(&vmi(), &domain("Paused", false), None, None, &now()).expect("a change");
         let paused = &patch["conditions"][1];
         assert_eq!(paused["type"], "Paused");
         assert_eq!(paused["reason"], "PausedByUser");
         let mut v = vmi();
         v.status.as_mut().unwrap().conditions =
             serde_json::from_value(patch["conditions"].clone()).unwrap();
-        let resumed = running(&v, &domain("Running", false), None, &now()).expect("a change");
+        let resumed = running(&v, &domain("Running", false), None, None, &now()).expect("a change");
         assert_eq!(resumed["conditions"].as_array().unwrap().len(), 1);
         assert_eq!(
-            running(&vmi(), &domain("Running", false), None, &now()),
+            running(&vmi(), &domain("Running", false), None, None, &now()),
             None
         );
     }
@@ -256,8 +268,8 @@ mod tests {
             ],
             ..Default::default()
         };
-        let patch =
-            running(&vmi(), &domain("Running", true), Some(&guest), &now()).expect("a change");
+        let patch = running(&vmi(), &domain("Running", true), Some(&guest), None, &now())
+            .expect("a change");
         assert_eq!(patch["guestOSInfo"]["id"], "debian");
         assert_eq!(patch["interfaces"][0]["ipAddress"], "10.0.2.2");
         assert_eq!(patch["interfaces"][0]["interfaceName"], "enp1s0");
@@ -267,6 +279,11 @@ mod tests {
     #[test]
     fn a_failed_start_says_why() {
         let patch = failed_to_start(&vmi(), "spec.domain.devices.tpm: not supported", &now());
+        let up = started(&vmi(), Some("127.1.0.5"), &now());
+        assert_eq!(
+            up["interfaces"][0]["ipAddress"], "127.1.0.5",
+            "masquerade: the pod's IP"
+        );
         assert_eq!(patch["phase"], "Failed");
         assert_eq!(patch["conditions"][1]["reason"], "SyncFailed");
     }

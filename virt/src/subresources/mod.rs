@@ -156,7 +156,12 @@ impl From<kube::Error> for StatusError {
             kube::Error::Api(status) => Self {
                 code: StatusCode::from_u16(status.code)
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                reason: "InternalError",
+                reason: match status.code {
+                    403 => "Forbidden",
+                    404 => "NotFound",
+                    409 => "Conflict",
+                    _ => "InternalError",
+                },
                 message: status.message,
                 details: Value::Null,
             },

@@ -48,15 +48,21 @@ async fn open(
     stream: Stream,
 ) -> Result<Response, StatusError> {
     let vmi = fetch_vmi(&state.client, &namespace, &name).await?;
-    if vmi.status.as_ref().and_then(|s| s.phase) != Some(VirtualMachineInstancePhase::Running) {
-        return Err(StatusError::conflict(
-            "virtualmachineinstance",
-            &name,
-            "VMI is not running",
-        ));
+    // virt-api's answers: a failed VMI is a conflict, one not running yet a bad request
+    // (which virtctl console keeps retrying until its timeout).
+    match vmi.status.as_ref().and_then(|s| s.phase) {
+        Some(VirtualMachineInstancePhase::Running) => {}
+        Some(VirtualMachineInstancePhase::Failed) => {
+            return Err(StatusError::conflict(
+                "virtualmachineinstance",
+                &name,
+                "VMI is in failed status",
+            ));
+        }
+        _ => return Err(StatusError::bad_request("VMI is not running".into())),
     }
     let socket = stream_socket(&state, &vmi, stream).await?;
-    let unix = UnixStream::connect(&socket)
+    let unix = crate::unix_path::connect(&socket)
         .await
         .map_err(|e| StatusError::internal(format!("cannot reach {}: {e}", socket.display())))?;
     Ok(upgrade

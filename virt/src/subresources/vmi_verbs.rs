@@ -135,7 +135,7 @@ fn check(vmi: &VirtualMachineInstance, command: Command) -> Result<(), StatusErr
         Command::Pause if paused => Some(VMI_ALREADY_PAUSED),
         Command::Unpause if !is_running(vmi) => Some(VMI_NOT_RUNNING),
         Command::Unpause if !paused => Some(VMI_NOT_PAUSED),
-        Command::SoftReboot | Command::Reset if !is_running(vmi) => Some(VMI_NOT_RUNNING),
+        Command::SoftReboot | Command::Reset if !is_running(vmi) => Some(VM_NOT_RUNNING),
         Command::SoftReboot if paused => Some("VMI is paused"),
         _ => None,
     };

@@ -164,11 +164,9 @@ async fn observe(
             .as_ref()
             .and_then(|p| p.spec.clone())
             .unwrap_or_default();
-        let data_volume_phase = if volume.data_volume.is_some() || pvc.is_none() {
-            dvs.get_opt(name).await?.map(|dv| data_volume_phase(&dv))
-        } else {
-            None
-        };
+        // A claim filled by a DataVolume of its name waits for it, however the volume names
+        // it: a launcher must not open a disk that is still being imported.
+        let data_volume_phase = dvs.get_opt(name).await?.map(|dv| data_volume_phase(&dv));
         claims.insert(
             name.to_owned(),
             Claim {

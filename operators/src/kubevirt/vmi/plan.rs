@@ -110,6 +110,10 @@ pub fn plan(observed: &Observed, settings: &LauncherPodSettings) -> Vec<VmiActio
         return actions;
     }
     let pod = newest(&live_pods);
+    if pod.is_none() && !observed.pods.is_empty() {
+        // A launcher is still stopping: no second one beside it.
+        return actions;
+    }
     let mut status = vmi.status.clone().unwrap_or_default();
     let mut conditions = Conditions::new(&status, &observed.now);
     match pod {
@@ -298,7 +302,10 @@ fn plan_with_pod(
             }
         }
         _ => {
-            status.phase = Some(Phase::Scheduling);
+            // Never back: a VMI already Scheduled or Running stays so until its pod ends.
+            if matches!(phase, Phase::Pending | Phase::Scheduling) {
+                status.phase = Some(Phase::Scheduling);
+            }
             let scheduled = pod_status
                 .conditions
                 .iter()

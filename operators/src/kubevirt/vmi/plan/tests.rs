@@ -329,3 +329,36 @@ fn an_unchanged_vmi_writes_nothing() {
         "{again:?}"
     );
 }
+
+#[test]
+fn no_second_launcher_while_the_first_stops() {
+    let mut stopping = pod("Running");
+    stopping.metadata.deletion_timestamp = Some(now());
+    let actions = plan(
+        &observed(
+            vmi(Some(Phase::Scheduling), true),
+            vec![stopping],
+            "Succeeded",
+        ),
+        &settings(),
+    );
+    assert!(actions.is_empty(), "{actions:?}");
+}
+
+#[test]
+fn a_running_vmi_never_goes_back_to_scheduling() {
+    let phase = plan(
+        &observed(
+            vmi(Some(Phase::Running), true),
+            vec![pod("Pending")],
+            "Succeeded",
+        ),
+        &settings(),
+    )
+    .into_iter()
+    .find_map(|a| match a {
+        VmiAction::WriteStatus(s) => Some(s.phase),
+        _ => None,
+    });
+    assert_ne!(phase, Some(Some(Phase::Scheduling)));
+}
