@@ -81,6 +81,7 @@ pub fn admit(object: &mut Value) -> Result<(), AdmissionError> {
         }
         (kubevirt::GROUP, "VirtualMachineInstance") => {
             rewrite(object, kind, |vmi: &mut VirtualMachineInstance| {
+                kubevirt::default::default_instance_spec(&mut vmi.spec);
                 kubevirt::validate::validate_virtual_machine_instance(vmi)
             })
         }
@@ -191,6 +192,30 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("spec.running:")
+        );
+    }
+
+    #[test]
+    fn instances_get_the_pod_network_and_a_disk_per_volume() {
+        let mut v = json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vmi"},
+            "spec": {"domain": {"devices": {}},
+                     "volumes": [{"name": "root", "dataVolume": {"name": "dv"}}]}
+        });
+        admit(&mut v).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            v["spec"]["networks"],
+            json!([{"name": "default", "pod": {}}])
+        );
+        assert_eq!(
+            v["spec"]["domain"]["devices"]["interfaces"],
+            json!([{"name": "default", "masquerade": {}}])
+        );
+        assert_eq!(
+            v["spec"]["domain"]["devices"]["disks"][0]["name"],
+            json!("root")
         );
     }
 

@@ -335,6 +335,12 @@ spec:
     assert_eq!(pod["metadata"]["labels"]["kubevirt.io"], "virt-launcher");
     assert_eq!(pod["metadata"]["labels"]["app"], "fast");
     assert_eq!(pod["spec"]["containers"][0]["name"], "compute");
+    // The pod network as virt-api defaults it, reached at the pod's address (masquerade).
+    assert_eq!(vmi["spec"]["networks"][0]["name"], "default");
+    assert_eq!(
+        vmi["status"]["interfaces"][0]["ipAddress"], pod["status"]["podIP"],
+        "{vmi:#}"
+    );
     assert_eq!(pod["spec"]["nodeName"], node.as_str());
     assert_eq!(
         pod["spec"]["containers"][0]["volumeMounts"][1]["mountPath"],
@@ -583,7 +589,7 @@ fn run_strategies_decide_what_follows_an_instances_end() {
     let failed = wait_for(
         &platform,
         &["get", "vmi", "once"],
-        STOP,
+        BOOT,
         "once did not fail",
         |v| vmi_phase(v) == "Failed",
     );
