@@ -212,10 +212,12 @@ fn serial_log(data_dir: &Path, pod_uid: &str) -> PathBuf {
         .join("root/var/run/kubevirt-private/launcher/virt-serial0-log")
 }
 
-/// (launcher RSS KiB, its QEMU's RSS KiB) for every launcher of this platform.
+/// (launcher RSS KiB, QEMU RSS KiB) of every launcher and every QEMU of this platform
+/// (QEMU runs under the launcher's reaper, so it is found by its command line).
 fn launchers_rss(data_dir: &Path) -> Vec<(u64, u64)> {
     let data = data_dir.display().to_string();
-    let mut out = Vec::new();
+    let mut launchers = Vec::new();
+    let mut qemus = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let pid = entry.file_name().to_string_lossy().into_owned();
         if !pid.chars().all(|c| c.is_ascii_digit()) {
@@ -223,21 +225,18 @@ fn launchers_rss(data_dir: &Path) -> Vec<(u64, u64)> {
         }
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline);
-        if !cmdline.contains("virt-launcher") || !cmdline.contains(&data) {
+        if !cmdline.contains(&data) {
             continue;
         }
-        let children =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        let qemu = children
-            .split_whitespace()
-            .map(|c| rss_kib(c).unwrap_or(0))
-            .max()
-            .unwrap_or(0);
-        if let Some(launcher) = rss_kib(&pid) {
-            out.push((launcher, qemu));
+        if cmdline.starts_with("qemu-system") || cmdline.contains("/qemu-system") {
+            qemus.extend(rss_kib(&pid));
+        } else if cmdline.contains("virt-launcher") {
+            launchers.extend(rss_kib(&pid));
         }
     }
-    out
+    launchers.sort_unstable();
+    qemus.sort_unstable();
+    launchers.into_iter().zip(qemus).collect()
 }
 
 fn rss_kib(pid: &str) -> Option<u64> {

@@ -107,6 +107,14 @@ pub async fn run(client: Client, config: Arc<ControllerConfig>) {
 }
 
 fn error_policy(vmi: Arc<VirtualMachineInstance>, err: &Error, _: Arc<Context>) -> Action {
+    // A conflict is the normal outcome of two writers (virt-handler writes the VMI too):
+    // look again at once, quietly.
+    if let Error::Kube(kube::Error::Api(status)) = err
+        && status.code == 409
+    {
+        tracing::debug!(vmi = %vmi.name_any(), "VMI changed meanwhile; reconciling again");
+        return Action::requeue(Duration::from_millis(100));
+    }
     tracing::warn!(vmi = %vmi.name_any(), namespace = ?vmi.namespace(), %err, "VMI reconcile failed");
     Action::requeue(Duration::from_secs(1))
 }
