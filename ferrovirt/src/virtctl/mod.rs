@@ -136,14 +136,18 @@ impl Session {
             .to_bytes()
             .to_vec();
         if !status.is_success() {
-            let message = serde_json::from_slice::<Value>(&body)
-                .ok()
-                .and_then(|s| s["message"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-            bail!("{message}");
+            bail!("{}", refusal(status, &body));
         }
         Ok(body)
     }
+}
+
+/// What a refused call says: the Status message, else the status and the body.
+fn refusal(status: http::StatusCode, body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|s| s["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(body)))
 }
 
 fn dry_run(on: bool) -> Value {

@@ -71,11 +71,7 @@ async fn open(session: &Session, verb: &str) -> Result<Socket> {
             .await
             .map(|b| b.to_bytes().to_vec())
             .unwrap_or_default();
-        let message = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|s| s["message"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(&body)));
-        bail!("{message}");
+        bail!("{}", super::refusal(status, &body));
     }
     let upgraded = hyper::upgrade::on(response)
         .await

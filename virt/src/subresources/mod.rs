@@ -170,6 +170,25 @@ impl From<kube::Error> for StatusError {
     }
 }
 
+/// A request's options (an empty body is none); an unreadable body is a bad request.
+fn options(body: &[u8]) -> Result<Value, StatusError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        StatusError::bad_request(format!(
+            "Can not unmarshal Request body to struct, error: {e}"
+        ))
+    })
+}
+
+/// Whether the options ask for `dryRun: ["All"]`.
+fn dry_run(options: &Value) -> bool {
+    options["dryRun"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|v| v == "All"))
+}
+
 /// The VMI, or KubeVirt's 404.
 async fn fetch_vmi(
     client: &Client,

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::lifecycle::{
     self, LifecycleChange, LifecycleError, RestartRequest, StartRequest, StopRequest, VmPatchTarget,
 };
-use super::{StatusError, Subresources};
+use super::{StatusError, Subresources, dry_run, options};
 
 type VmPath = Path<(String, String, String)>;
 
@@ -68,24 +68,6 @@ pub async fn restart(
         Ok(lifecycle::restart(&vm, vmi.as_ref(), request))
     };
     carry_out(&state.client, &ns, &name, decided.await).await
-}
-
-/// The request's options (an empty body is none).
-fn options(body: &[u8]) -> Result<Value, StatusError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Null);
-    }
-    serde_json::from_slice(body).map_err(|e| {
-        StatusError::bad_request(format!(
-            "Can not unmarshal Request body to struct, error: {e}"
-        ))
-    })
-}
-
-fn dry_run(options: &Value) -> bool {
-    options["dryRun"]
-        .as_array()
-        .is_some_and(|d| d.iter().any(|v| v == "All"))
 }
 
 async fn fetch(

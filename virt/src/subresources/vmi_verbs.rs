@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{LAUNCHER_WAIT, StatusError, Subresources, fetch_vmi};
+use super::{LAUNCHER_WAIT, StatusError, Subresources, dry_run, fetch_vmi, options};
 use crate::guest_agent::GuestInfo;
 use crate::launcher::control::proto::EmptyRequest;
 
@@ -73,7 +73,7 @@ async fn verb(
     body: &[u8],
     command: Command,
 ) -> Result<StatusCode, StatusError> {
-    let dry_run = dry_run(body)?;
+    let dry_run = dry_run(&options(body)?);
     let vmi = fetch_vmi(&state.client, namespace, name).await?;
     check(&vmi, command)?;
     if dry_run {
@@ -95,21 +95,6 @@ async fn verb(
         Ok(response) => Err(StatusError::internal(response.message)),
         Err(status) => Err(StatusError::internal(status.message().to_owned())),
     }
-}
-
-/// Whether `dryRun: ["All"]` was asked; an unreadable body is a bad request.
-fn dry_run(body: &[u8]) -> Result<bool, StatusError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(false);
-    }
-    let options: Value = serde_json::from_slice(body).map_err(|e| {
-        StatusError::bad_request(format!(
-            "Can not unmarshal Request body to struct, error: {e}"
-        ))
-    })?;
-    Ok(options["dryRun"]
-        .as_array()
-        .is_some_and(|d| d.iter().any(|v| v == "All")))
 }
 
 fn has_condition(vmi: &VirtualMachineInstance, type_: &str) -> bool {
