@@ -45,6 +45,8 @@ const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
 /// ended and its volumes are unpublished: a deleted pod stays visible (with its
 /// deletionTimestamp) until then, as a kubelet's graceful deletion keeps it.
 pub const POD_FINALIZER: &str = "ferrovirt.io/local-node-agent";
+/// How often a release races a concurrent change before it gives up.
+const RELEASE_ATTEMPTS: usize = 20;
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
@@ -291,37 +293,47 @@ pub fn pod_root(state_dir: &Path, pod_uid: &str) -> PathBuf {
     state_dir.join("pods").join(pod_uid).join("root")
 }
 
-/// Drops this agent's finalizer from `pod`, if it holds one.
+/// Drops this agent's finalizer from `pod`, if it holds one. The patch is guarded by the
+/// pod's resourceVersion, so a concurrent change (a deletion, a status write) makes it try
+/// again on the pod as it is now rather than leave the finalizer behind.
 async fn release(client: &Client, pod: &Pod) {
-    if !pod.finalizers().iter().any(|f| f == POD_FINALIZER) {
-        return;
-    }
     let api = Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-    // Re-read: the finalizers may have changed since the event.
-    let current = match api.get_opt(&pod.name_any()).await {
-        Ok(Some(current)) if current.uid() == pod.uid() => current,
-        Ok(_) => return,
-        Err(err) => {
-            tracing::warn!(pod = %pod.name_any(), %err, "cannot read the pod to release it");
+    for _ in 0..RELEASE_ATTEMPTS {
+        let current = match api.get_opt(&pod.name_any()).await {
+            Ok(Some(current)) if current.uid() == pod.uid() => current,
+            Ok(_) => return,
+            Err(err) => {
+                tracing::warn!(pod = %pod.name_any(), %err, "cannot read the pod to release it");
+                return;
+            }
+        };
+        if !current.finalizers().iter().any(|f| f == POD_FINALIZER) {
             return;
         }
-    };
-    let finalizers: Vec<&String> = current
-        .finalizers()
-        .iter()
-        .filter(|f| *f != POD_FINALIZER)
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": current.resource_version()}});
-    if let Err(err) = api
-        .patch(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        tracing::warn!(pod = %pod.name_any(), %err, "cannot release the pod");
+        let finalizers: Vec<&String> = current
+            .finalizers()
+            .iter()
+            .filter(|f| *f != POD_FINALIZER)
+            .collect();
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": current.resource_version()}});
+        match api
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(kube::Error::Api(status)) if status.code == 404 => return,
+            Err(err) => {
+                tracing::warn!(pod = %pod.name_any(), %err, "cannot release the pod");
+                return;
+            }
+        }
     }
+    tracing::warn!(pod = %pod.name_any(), "cannot release the pod: it keeps changing");
 }
 
 async fn patch_status(client: &Client, pod: &Pod, status: &Value) -> Result<(), AgentError> {
