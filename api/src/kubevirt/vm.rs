@@ -121,6 +121,27 @@ impl RunStrategy {
     }
 }
 
+impl VirtualMachine {
+    /// Whether its condition `type_` holds.
+    pub fn condition_holds(&self, type_: &str) -> bool {
+        super::vmi::condition_holds(
+            self.status.as_ref().and_then(|s| s.conditions.as_ref()),
+            type_,
+        )
+    }
+}
+
+/// The actions of `status.stateChangeRequests`, written by the start, stop and restart
+/// subresources and carried out by the VM controller.
+pub mod state_change {
+    /// Create an instance.
+    pub const START: &str = "Start";
+    /// Delete the instance with the request's UID.
+    pub const STOP: &str = "Stop";
+    /// The key and value of a start request's data asking for a paused start.
+    pub const PAUSED: (&str, &str) = ("paused", "true");
+}
+
 impl VirtualMachineSpec {
     /// The effective run strategy: `runStrategy`, else `Always`/`Halted` from `running`,
     /// else `Halted`.

@@ -839,6 +839,78 @@ pub struct VirtualMachineCondition {
     pub message: Option<String>,
 }
 
+impl VirtualMachineCondition {
+    /// A condition as of `now`; an empty reason or message is left out.
+    pub fn new(type_: &str, holds: bool, reason: &str, message: &str, now: &Time) -> Self {
+        let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Self {
+            type_: type_.to_owned(),
+            status: if holds {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
+            last_probe_time: None,
+            last_transition_time: Some(now.clone()),
+            reason: text(reason),
+            message: text(message),
+        }
+    }
+}
+
+/// Puts `condition` in place of the one of its type (or adds it). While the status holds,
+/// the earlier transition time stays, as Kubernetes' conditions keep it.
+pub fn set_condition(
+    conditions: &mut Vec<VirtualMachineCondition>,
+    mut condition: VirtualMachineCondition,
+) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => {
+            if existing.status == condition.status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            *existing = condition;
+        }
+        None => conditions.push(condition),
+    }
+}
+
+/// Whether `conditions` has a condition of `type_` that holds.
+pub fn condition_holds(conditions: Option<&Vec<VirtualMachineCondition>>, type_: &str) -> bool {
+    conditions.is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == type_ && c.status == ConditionStatus::True)
+    })
+}
+
+impl VirtualMachineInstancePhase {
+    /// Whether an instance in this phase has ended for good.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+impl VirtualMachineInstance {
+    /// `status.phase`, when there is one.
+    pub fn phase(&self) -> Option<VirtualMachineInstancePhase> {
+        self.status.as_ref().and_then(|s| s.phase)
+    }
+
+    /// Whether the instance has ended (Succeeded or Failed).
+    pub fn is_final(&self) -> bool {
+        self.phase()
+            .is_some_and(VirtualMachineInstancePhase::is_final)
+    }
+
+    /// Whether its condition `type_` holds.
+    pub fn condition_holds(&self, type_: &str) -> bool {
+        condition_holds(
+            self.status.as_ref().and_then(|s| s.conditions.as_ref()),
+            type_,
+        )
+    }
+}
+
 /// Condition types of VMs and VM instances.
 pub mod condition_types {
     /// The VM is running and ready.
@@ -879,4 +951,40 @@ pub struct VirtualMachineInstanceNetworkInterface {
     /// Fields this version does not model.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(second).expect("time"))
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let mut list = Vec::new();
+        set_condition(
+            &mut list,
+            VirtualMachineCondition::new("Ready", false, "A", "", &at(1)),
+        );
+        set_condition(
+            &mut list,
+            VirtualMachineCondition::new("Ready", false, "B", "m", &at(2)),
+        );
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].last_transition_time, Some(at(1)));
+        assert_eq!(
+            (list[0].reason.as_deref(), list[0].message.as_deref()),
+            (Some("B"), Some("m"))
+        );
+        set_condition(
+            &mut list,
+            VirtualMachineCondition::new("Ready", true, "", "", &at(3)),
+        );
+        assert_eq!(list[0].last_transition_time, Some(at(3)));
+        assert_eq!(list[0].reason, None);
+        assert!(condition_holds(Some(&list), "Ready"));
+        assert!(!condition_holds(Some(&list), "Paused"));
+    }
 }

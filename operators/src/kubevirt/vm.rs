@@ -14,8 +14,8 @@ use api::cdi::DataVolume;
 use api::cdi::datavolume::{DataVolumeConditionType, DataVolumePhase};
 use api::common::ConditionStatus;
 use api::kubevirt::keys;
-use api::kubevirt::vm::VirtualMachineStateChangeRequest;
-use api::kubevirt::vmi::{VirtualMachineCondition, condition_types};
+use api::kubevirt::vm::{VirtualMachineStateChangeRequest, state_change};
+use api::kubevirt::vmi::{VirtualMachineCondition, condition_types, set_condition};
 use api::kubevirt::{
     RunStrategy, VirtualMachine, VirtualMachineInstance, VirtualMachineInstancePhase,
     VirtualMachineInstanceTemplateSpec, VirtualMachinePrintableStatus, VirtualMachineStatus,
@@ -31,14 +31,6 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// A state change request asking for an instance to be created.
-pub const START_REQUEST: &str = "Start";
-/// A state change request asking for the instance with its `uid` to be deleted.
-pub const STOP_REQUEST: &str = "Stop";
-/// The key of a start request's data asking for the instance to start paused.
-pub const START_PAUSED_KEY: &str = "paused";
-/// Its value when the instance must start paused.
-pub const START_PAUSED_TRUE: &str = "true";
 /// A VM annotation: `"false"` defers creating DataVolumes until the VM starts.
 pub const IMMEDIATE_DATA_VOLUME_CREATION_ANNOTATION: &str =
     "kubevirt.io/immediate-data-volume-creation";
@@ -230,17 +222,6 @@ struct Decision {
     queue_start: bool,
 }
 
-fn phase(vmi: &VirtualMachineInstance) -> Option<VirtualMachineInstancePhase> {
-    vmi.status.as_ref().and_then(|s| s.phase)
-}
-
-fn is_final(vmi: &VirtualMachineInstance) -> bool {
-    matches!(
-        phase(vmi),
-        Some(VirtualMachineInstancePhase::Succeeded | VirtualMachineInstancePhase::Failed)
-    )
-}
-
 fn is_deleting(meta: &ObjectMeta) -> bool {
     meta.deletion_timestamp.is_some()
 }
@@ -274,29 +255,30 @@ fn first_request(vm: &VirtualMachine) -> Option<&VirtualMachineStateChangeReques
 }
 
 fn has_start_request(vm: &VirtualMachine) -> bool {
-    first_request(vm).is_some_and(|r| r.action == START_REQUEST)
+    first_request(vm).is_some_and(|r| r.action == state_change::START)
 }
 
 fn has_start_paused_request(vm: &VirtualMachine) -> bool {
     first_request(vm).is_some_and(|r| {
-        r.action == START_REQUEST
+        r.action == state_change::START
             && r.data
                 .as_ref()
-                .and_then(|d| d.get(START_PAUSED_KEY))
-                .is_some_and(|v| v == START_PAUSED_TRUE)
+                .and_then(|d| d.get(state_change::PAUSED.0))
+                .is_some_and(|v| v == state_change::PAUSED.1)
     })
 }
 
 fn has_stop_request_for(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> bool {
-    first_request(vm)
-        .is_some_and(|r| r.action == STOP_REQUEST && r.uid.is_some() && r.uid == vmi.metadata.uid)
+    first_request(vm).is_some_and(|r| {
+        r.action == state_change::STOP && r.uid.is_some() && r.uid == vmi.metadata.uid
+    })
 }
 
 /// Whether the instance ever reached Running: by its phase transition timestamps as
 /// upstream, or, on an instance without them, by being Running now or having ended a
 /// while after it was created.
 fn ever_ran(vmi: &VirtualMachineInstance, now: &Time) -> bool {
-    if phase(vmi) == Some(VirtualMachineInstancePhase::Running) {
+    if vmi.phase() == Some(VirtualMachineInstancePhase::Running) {
         return true;
     }
     let timestamps = vmi
@@ -331,7 +313,7 @@ fn next_start_failure(
     if ran || !restarts {
         return None;
     }
-    let Some(vmi) = vmi.filter(|v| is_final(v)) else {
+    let Some(vmi) = vmi.filter(|v| v.is_final()) else {
         return current;
     };
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
@@ -671,7 +653,7 @@ impl Facts<'_> {
     }
     fn vmi_running(&self) -> bool {
         self.vmi
-            .is_some_and(|v| phase(v) == Some(VirtualMachineInstancePhase::Running))
+            .is_some_and(|v| v.phase() == Some(VirtualMachineInstancePhase::Running))
     }
     fn paused(&self) -> bool {
         vmi_condition_is(
@@ -700,7 +682,7 @@ const PRINTABLE_STATUSES: [(VirtualMachinePrintableStatus, Predicate); 15] = [
     }),
     (VirtualMachinePrintableStatus::Stopping, |f| {
         f.vmi
-            .is_some_and(|v| !is_final(v) && (is_deleting(&v.metadata) || f.decision.delete))
+            .is_some_and(|v| !v.is_final() && (is_deleting(&v.metadata) || f.decision.delete))
     }),
     (VirtualMachinePrintableStatus::Paused, |f| {
         f.vmi_running() && f.paused()
@@ -738,7 +720,7 @@ const PRINTABLE_STATUSES: [(VirtualMachinePrintableStatus, Predicate); 15] = [
     (VirtualMachinePrintableStatus::Starting, |f| match f.vmi {
         None => f.start_expected(),
         Some(v) => matches!(
-            phase(v),
+            v.phase(),
             None | Some(
                 VirtualMachineInstancePhase::Pending
                     | VirtualMachineInstancePhase::Scheduling
@@ -747,7 +729,7 @@ const PRINTABLE_STATUSES: [(VirtualMachinePrintableStatus, Predicate); 15] = [
         ),
     }),
     (VirtualMachinePrintableStatus::CrashLoopBackOff, |f| {
-        f.vmi.is_none_or(is_final)
+        f.vmi.is_none_or(VirtualMachineInstance::is_final)
             && !f.decision.create
             && f.start_failure
                 .is_some_and(|s| s.consecutive_fail_count > 0)
@@ -757,13 +739,13 @@ const PRINTABLE_STATUSES: [(VirtualMachinePrintableStatus, Predicate); 15] = [
             )
     }),
     (VirtualMachinePrintableStatus::Stopped, |f| match f.vmi {
-        Some(v) => is_final(v),
+        Some(v) => v.is_final(),
         None => !f.start_expected(),
     }),
     (VirtualMachinePrintableStatus::WaitingForReceiver, |f| {
         f.strategy == RunStrategy::WaitAsReceiver
             && f.vmi
-                .is_none_or(|v| phase(v) == Some(VirtualMachineInstancePhase::WaitingForSync))
+                .is_none_or(|v| v.phase() == Some(VirtualMachineInstancePhase::WaitingForSync))
     }),
 ];
 
@@ -790,7 +772,7 @@ fn set_to_start(
             None => has_start_request(vm),
         },
         RunStrategy::RerunOnFailure => match vmi {
-            Some(v) => phase(v) != Some(VirtualMachineInstancePhase::Succeeded),
+            Some(v) => v.phase() != Some(VirtualMachineInstancePhase::Succeeded),
             None => rerun_should_start(vm),
         },
         RunStrategy::Once => vmi.is_none(),
@@ -802,22 +784,6 @@ fn set_to_start(
 fn rerun_should_start(vm: &VirtualMachine) -> bool {
     has_start_request(vm)
         || vm.status.as_ref().and_then(|s| s.run_strategy) != Some(RunStrategy::RerunOnFailure)
-}
-
-/// Sets a condition, keeping its transition time while its status and reason hold.
-fn put_condition(
-    conditions: &mut Vec<VirtualMachineCondition>,
-    mut condition: VirtualMachineCondition,
-) {
-    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) {
-        if existing.status == condition.status && existing.reason == condition.reason {
-            condition.last_transition_time = existing.last_transition_time.clone();
-            condition.last_probe_time = existing.last_probe_time.clone();
-        }
-        *existing = condition;
-    } else {
-        conditions.push(condition);
-    }
 }
 
 fn own_condition(
@@ -847,7 +813,7 @@ pub fn with_failure(
 ) -> VirtualMachineStatus {
     let mut status = status.clone();
     let mut conditions = status.conditions.take().unwrap_or_default();
-    put_condition(
+    set_condition(
         &mut conditions,
         own_condition(
             condition_types::FAILURE,
@@ -893,7 +859,7 @@ fn conditions(
         ),
         (Some(_), Some(c)) => c.clone(),
     };
-    put_condition(&mut conditions, ready);
+    set_condition(&mut conditions, ready);
     match failures.first() {
         Some((reason, _)) => {
             let message = failures
@@ -901,7 +867,7 @@ fn conditions(
                 .map(|(_, m)| m.as_str())
                 .collect::<Vec<_>>()
                 .join("; ");
-            put_condition(
+            set_condition(
                 &mut conditions,
                 own_condition(
                     condition_types::FAILURE,
@@ -929,11 +895,11 @@ fn conditions(
                     || mirrored.iter().any(|m| m.type_ == c.type_)
             });
             for c in mirrored {
-                put_condition(&mut conditions, c.clone());
+                set_condition(&mut conditions, c.clone());
             }
         }
         None => match volumes_ready {
-            Some((true, message)) => put_condition(
+            Some((true, message)) => set_condition(
                 &mut conditions,
                 own_condition(
                     condition_types::DATA_VOLUMES_READY,
@@ -943,7 +909,7 @@ fn conditions(
                     now,
                 ),
             ),
-            Some((false, message)) => put_condition(
+            Some((false, message)) => set_condition(
                 &mut conditions,
                 own_condition(
                     condition_types::DATA_VOLUMES_READY,
@@ -974,19 +940,19 @@ fn next_requests(
         .unwrap_or_default();
     if queue_start {
         requests.push(VirtualMachineStateChangeRequest {
-            action: START_REQUEST.to_string(),
+            action: state_change::START.to_string(),
             data: None,
             uid: None,
         });
     }
     let done = match requests.first() {
         None => false,
-        Some(r) if r.action == STOP_REQUEST => match vmi {
+        Some(r) if r.action == state_change::STOP => match vmi {
             None => true,
             Some(v) => r.uid.is_none() || r.uid != v.metadata.uid,
         },
-        Some(r) if r.action == START_REQUEST => {
-            vmi.is_some_and(|v| !is_deleting(&v.metadata) && !is_final(v))
+        Some(r) if r.action == state_change::START => {
+            vmi.is_some_and(|v| !is_deleting(&v.metadata) && !v.is_final())
         }
         // A request this controller does not know can never be done: drop it.
         Some(_) => true,
@@ -1117,11 +1083,11 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
         let mut want_start = false;
         match (strategy, vmi) {
             (RunStrategy::Always, Some(v)) => {
-                decision.delete = has_stop_request_for(vm, v) || is_final(v);
+                decision.delete = has_stop_request_for(vm, v) || v.is_final();
             }
             (RunStrategy::RerunOnFailure, Some(v)) => {
-                let failed = phase(v) == Some(VirtualMachineInstancePhase::Failed);
-                let succeeded = phase(v) == Some(VirtualMachineInstancePhase::Succeeded);
+                let failed = v.phase() == Some(VirtualMachineInstancePhase::Failed);
+                let succeeded = v.phase() == Some(VirtualMachineInstancePhase::Succeeded);
                 if !is_deleting(&v.metadata) && (has_stop_request_for(vm, v) || failed || succeeded)
                 {
                     decision.delete = true;
@@ -1285,7 +1251,7 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
     }
 
     if let Some(v) = vmi
-        && (is_final(v) || is_deleting(&v.metadata))
+        && (v.is_final() || is_deleting(&v.metadata))
         && v.finalizers()
             .iter()
             .any(|f| f == keys::VM_CONTROLLER_FINALIZER)
@@ -1996,8 +1962,11 @@ mod tests {
         let mut vm = vm(RunStrategy::Manual);
         vm.status = Some(VirtualMachineStatus {
             state_change_requests: Some(vec![VirtualMachineStateChangeRequest {
-                action: START_REQUEST.into(),
-                data: Some(BTreeMap::from([(START_PAUSED_KEY.into(), "true".into())])),
+                action: state_change::START.into(),
+                data: Some(BTreeMap::from([(
+                    state_change::PAUSED.0.into(),
+                    "true".into(),
+                )])),
                 uid: None,
             }]),
             ..Default::default()

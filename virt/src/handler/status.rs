@@ -2,9 +2,8 @@
 //! phase Running once the domain started (Failed when it could not), the conditions Paused
 //! and AgentConnected, the guest's OS and its interfaces.
 
-use api::common::ConditionStatus;
 use api::kubevirt::VirtualMachineInstance;
-use api::kubevirt::vmi::{VirtualMachineCondition, condition_types};
+use api::kubevirt::vmi::{VirtualMachineCondition, condition_types, set_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -124,29 +123,10 @@ fn set(
     message: &str,
     now: &Time,
 ) {
-    let status = if holds {
-        ConditionStatus::True
-    } else {
-        ConditionStatus::False
-    };
-    let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    let previous = conditions.iter().position(|c| c.type_ == type_);
-    let transition = match previous.map(|i| &conditions[i]) {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => Some(now.clone()),
-    };
-    let condition = VirtualMachineCondition {
-        type_: type_.to_owned(),
-        status,
-        last_probe_time: None,
-        last_transition_time: transition,
-        reason: text(reason),
-        message: text(message),
-    };
-    match previous {
-        Some(i) => conditions[i] = condition,
-        None => conditions.push(condition),
-    }
+    set_condition(
+        conditions,
+        VirtualMachineCondition::new(type_, holds, reason, message, now),
+    );
 }
 
 /// `status.interfaces`: one entry per interface of the spec. A masquerade interface is

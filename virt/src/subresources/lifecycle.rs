@@ -9,20 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use api::common::ConditionStatus;
-use api::kubevirt::vm::VirtualMachineStateChangeRequest;
+use api::kubevirt::vm::{VirtualMachineStateChangeRequest, state_change};
 use api::kubevirt::{
     RunStrategy, VirtualMachine, VirtualMachineInstance, VirtualMachineInstancePhase,
     VirtualMachineStatus,
 };
 use serde_json::{Value, json};
 
-/// A state change request asking the VM controller to create an instance.
-pub const START_REQUEST: &str = "Start";
-/// A state change request asking the VM controller to delete the instance with its UID.
-pub const STOP_REQUEST: &str = "Stop";
-/// The key of a start request's data asking for a paused start, and its value.
-pub const START_PAUSED: (&str, &str) = ("paused", "true");
 /// The VM condition set when a volume migration left volumes to be reassigned by hand.
 pub const MANUAL_RECOVERY_REQUIRED_CONDITION: &str = "ManualRecoveryRequired";
 /// The VM condition set while a volume migration is under way.
@@ -199,32 +192,15 @@ impl LifecycleError {
     }
 }
 
-fn phase(vmi: &VirtualMachineInstance) -> Option<VirtualMachineInstancePhase> {
-    vmi.status.as_ref().and_then(|s| s.phase)
-}
-
-fn is_final(vmi: &VirtualMachineInstance) -> bool {
-    matches!(
-        phase(vmi),
-        Some(VirtualMachineInstancePhase::Succeeded | VirtualMachineInstancePhase::Failed)
-    )
-}
-
-fn has_true_condition(vm: &VirtualMachine, type_: &str) -> bool {
-    vm.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == type_ && c.status == ConditionStatus::True)
-        })
-}
-
 fn request(action: &str, uid: Option<String>, paused: bool) -> VirtualMachineStateChangeRequest {
     VirtualMachineStateChangeRequest {
         action: action.to_string(),
-        data: paused
-            .then(|| BTreeMap::from([(START_PAUSED.0.to_string(), START_PAUSED.1.to_string())])),
+        data: paused.then(|| {
+            BTreeMap::from([(
+                state_change::PAUSED.0.to_string(),
+                state_change::PAUSED.1.to_string(),
+            )])
+        }),
         uid,
     }
 }
@@ -257,7 +233,7 @@ pub fn state_change_patch(
         }
         None => ops.extend(resource_version_test(vm.metadata.resource_version.as_ref())),
     }
-    let lone_stop = changes.len() == 1 && changes[0].action == STOP_REQUEST;
+    let lone_stop = changes.len() == 1 && changes[0].action == state_change::STOP;
     match current {
         None => {
             ops.push(json!({"op": "add", "path": "/status/stateChangeRequests", "value": changes}))
@@ -366,12 +342,12 @@ pub fn start(
     req: StartRequest,
 ) -> Result<LifecycleChange, LifecycleError> {
     if let Some(v) = vmi
-        && !is_final(v)
-        && !matches!(phase(v), None | Some(VirtualMachineInstancePhase::Unknown))
+        && !v.is_final()
+        && !matches!(v.phase(), None | Some(VirtualMachineInstancePhase::Unknown))
     {
         return Err(LifecycleError::Conflict(VM_ALREADY_RUNNING.to_string()));
     }
-    if has_true_condition(vm, MANUAL_RECOVERY_REQUIRED_CONDITION) {
+    if vm.condition_holds(MANUAL_RECOVERY_REQUIRED_CONDITION) {
         return Err(LifecycleError::Conflict(
             MANUAL_RECOVERY_REQUIRED.to_string(),
         ));
@@ -387,13 +363,13 @@ pub fn start(
                 .and_then(|s| s.extra.get("startStrategy"))
                 .is_some_and(|s| s == "Paused");
             if req.paused && !starts_paused {
-                status_patch(vm, &[request(START_REQUEST, None, true)])?
+                status_patch(vm, &[request(state_change::START, None, true)])?
             } else {
                 spec_patch(vm, true)
             }
         }
         RunStrategy::RerunOnFailure | RunStrategy::Manual => {
-            let vmi_phase = vmi.and_then(phase);
+            let vmi_phase = vmi.and_then(VirtualMachineInstance::phase);
             if strategy == RunStrategy::RerunOnFailure
                 && vmi_phase == Some(VirtualMachineInstancePhase::Failed)
             {
@@ -406,13 +382,16 @@ pub fn start(
                 RunStrategy::RerunOnFailure => {
                     vmi_phase == Some(VirtualMachineInstancePhase::Succeeded)
                 }
-                _ => vmi.is_some_and(is_final),
+                _ => vmi.is_some_and(VirtualMachineInstance::is_final),
             };
-            let start = request(START_REQUEST, None, req.paused);
+            let start = request(state_change::START, None, req.paused);
             match vmi.filter(|_| finished) {
                 Some(v) => status_patch(
                     vm,
-                    &[request(STOP_REQUEST, v.metadata.uid.clone(), false), start],
+                    &[
+                        request(state_change::STOP, v.metadata.uid.clone(), false),
+                        start,
+                    ],
                 )?,
                 None => status_patch(vm, &[start])?,
             }
@@ -440,13 +419,16 @@ pub fn stop(
     vmi: Option<&VirtualMachineInstance>,
     req: StopRequest,
 ) -> Result<LifecycleChange, LifecycleError> {
-    let live = vmi.filter(|v| !is_final(v));
+    let live = vmi.filter(|v| !v.is_final());
     let grace = match (live, req.grace_period) {
         (Some(v), Some(seconds)) => Some(grace_period_patch(v, seconds)),
         _ => None,
     };
     let stop_live = |v: &VirtualMachineInstance| {
-        status_patch(vm, &[request(STOP_REQUEST, v.metadata.uid.clone(), false)])
+        status_patch(
+            vm,
+            &[request(state_change::STOP, v.metadata.uid.clone(), false)],
+        )
     };
     let strategy = vm.spec.effective_run_strategy();
     let vm_patch = match strategy {
@@ -504,7 +486,7 @@ pub fn restart(
         }
         _ => {}
     }
-    if has_true_condition(vm, VOLUMES_CHANGE_CONDITION) {
+    if vm.condition_holds(VOLUMES_CHANGE_CONDITION) {
         return Err(LifecycleError::Conflict(
             MANUAL_RECOVERY_REQUIRED.to_string(),
         ));
@@ -527,8 +509,8 @@ pub fn restart(
     let vm_patch = status_patch(
         vm,
         &[
-            request(STOP_REQUEST, v.metadata.uid.clone(), false),
-            request(START_REQUEST, None, false),
+            request(state_change::STOP, v.metadata.uid.clone(), false),
+            request(state_change::START, None, false),
         ],
     )?;
     Ok(LifecycleChange {
@@ -541,6 +523,7 @@ pub fn restart(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::common::ConditionStatus;
     use api::kubevirt::vmi::VirtualMachineCondition;
     use api::kubevirt::{
         VirtualMachineInstanceSpec, VirtualMachineInstanceStatus,
@@ -959,7 +942,7 @@ mod tests {
     fn pending_requests_block_all_but_a_lone_stop() {
         let mut vm = vm(RunStrategy::Manual);
         vm.status.as_mut().unwrap().state_change_requests =
-            Some(vec![request(START_REQUEST, None, false)]);
+            Some(vec![request(state_change::START, None, false)]);
         vm.status
             .as_mut()
             .unwrap()
@@ -992,7 +975,7 @@ mod tests {
         let mut moved = vm.clone();
         moved.metadata.resource_version = Some("43".into());
         moved.status.as_mut().unwrap().state_change_requests =
-            Some(vec![request(STOP_REQUEST, Some("x".into()), false)]);
+            Some(vec![request(state_change::STOP, Some("x".into()), false)]);
         let mut doc = serde_json::to_value(&moved).unwrap();
         assert!(patch_json(&mut doc, &change.vm.unwrap().patch).is_err());
         // The spec switch tests the current value.

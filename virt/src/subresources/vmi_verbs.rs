@@ -2,7 +2,6 @@
 //! guestosinfo, userlist and filesystemlist ask its guest agent. Each first checks the VMI
 //! as virt-api does and answers KubeVirt's conflicts.
 
-use api::common::ConditionStatus;
 use api::kubevirt::vmi::condition_types;
 use api::kubevirt::{VirtualMachineInstance, VirtualMachineInstancePhase};
 use axum::Json;
@@ -97,24 +96,14 @@ async fn verb(
     }
 }
 
-fn has_condition(vmi: &VirtualMachineInstance, type_: &str) -> bool {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == type_ && c.status == ConditionStatus::True)
-        })
-}
-
 fn is_running(vmi: &VirtualMachineInstance) -> bool {
-    vmi.status.as_ref().and_then(|s| s.phase) == Some(VirtualMachineInstancePhase::Running)
+    vmi.phase() == Some(VirtualMachineInstancePhase::Running)
 }
 
 /// virt-api's checks before a verb is passed on.
 fn check(vmi: &VirtualMachineInstance, command: Command) -> Result<(), StatusError> {
     let name = vmi.metadata.name.as_deref().unwrap_or_default();
-    let paused = has_condition(vmi, condition_types::PAUSED);
+    let paused = vmi.condition_holds(condition_types::PAUSED);
     let refusal = match command {
         Command::Pause if !is_running(vmi) => Some(VM_NOT_RUNNING),
         Command::Pause if paused => Some(VMI_ALREADY_PAUSED),
@@ -140,7 +129,7 @@ async fn guest(
     if !is_running(&vmi) {
         return Err(StatusError::conflict(VMI, name, VMI_NOT_RUNNING));
     }
-    if !has_condition(&vmi, condition_types::AGENT_CONNECTED) {
+    if !vmi.condition_holds(condition_types::AGENT_CONNECTED) {
         return Err(StatusError::conflict(VMI, name, NO_GUEST_AGENT));
     }
     let mut launcher = state

@@ -9,9 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use api::common::ConditionStatus;
 use api::kubevirt::keys;
-use api::kubevirt::vmi::{VirtualMachineCondition, condition_types};
+use api::kubevirt::vmi::{VirtualMachineCondition, condition_types, set_condition};
 use api::kubevirt::{
     VirtualMachineInstance, VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
 };
@@ -95,11 +94,11 @@ pub fn plan(observed: &Observed, settings: &LauncherPodSettings) -> Vec<VmiActio
         }
         return actions;
     }
-    let phase = current_phase(vmi);
-    if !has_finalizer && !is_final(phase) {
+    let phase = vmi.phase().unwrap_or(Phase::Pending);
+    if !has_finalizer && !phase.is_final() {
         actions.push(VmiAction::AddFinalizer);
     }
-    if is_final(phase) {
+    if phase.is_final() {
         // A launcher that outlived its domain (a failed start) is stopped.
         actions.extend(
             live_pods
@@ -329,18 +328,6 @@ fn plan_with_pod(
     }
 }
 
-fn current_phase(vmi: &VirtualMachineInstance) -> Phase {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.phase)
-        .unwrap_or(Phase::Pending)
-}
-
-/// Whether the VMI has ended for good.
-pub fn is_final(phase: Phase) -> bool {
-    matches!(phase, Phase::Succeeded | Phase::Failed)
-}
-
 fn pod_finished(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -421,29 +408,8 @@ impl Conditions {
     }
 
     fn set(&mut self, type_: &str, holds: bool, reason: &str, message: &str) {
-        let status = if holds {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        };
-        let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-        let previous = self.list.iter().position(|c| c.type_ == type_);
-        let transition = match previous.map(|i| &self.list[i]) {
-            Some(c) if c.status == status => c.last_transition_time.clone(),
-            _ => Some(self.now.clone()),
-        };
-        let condition = VirtualMachineCondition {
-            type_: type_.to_owned(),
-            status,
-            last_probe_time: None,
-            last_transition_time: transition,
-            reason: text(reason),
-            message: text(message),
-        };
-        match previous {
-            Some(i) => self.list[i] = condition,
-            None => self.list.push(condition),
-        }
+        let condition = VirtualMachineCondition::new(type_, holds, reason, message, &self.now);
+        set_condition(&mut self.list, condition);
     }
 
     fn remove(&mut self, type_: &str) {

@@ -1,4 +1,5 @@
 use super::*;
+use api::common::ConditionStatus;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateTerminated, ContainerStatus, PodCondition, PodSpec, PodStatus,
 };
