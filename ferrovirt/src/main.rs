@@ -96,6 +96,11 @@ enum Command {
     Console(virtctl::ConsoleArgs),
     /// Serve a VMI's VNC display on a local port (virtctl vnc --proxy-only).
     Vnc(virtctl::VncArgs),
+    /// Forward local ports (or stdin/stdout) to a port of a VM's guest (virtctl
+    /// port-forward).
+    PortForward(virtctl::PortForwardArgs),
+    /// Log into a VM's guest with the system's ssh through port-forward (virtctl ssh).
+    Ssh(virtctl::SshArgs),
     /// The guest OS as its agent reports it (virtctl guestosinfo).
     Guestosinfo(virtctl::Target),
     /// The users logged into the guest (virtctl userlist).
@@ -113,6 +118,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // ssh hands the terminal to the system's ssh and exits with its status.
+    let command = match cli.command {
+        Command::Ssh(args) => return virtctl::ssh(args).unwrap_or_else(report),
+        command => command,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -124,7 +134,8 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
+            Command::Ssh(_) => unreachable!("run above"),
             Command::Import(args) => import::run(*args).await,
             Command::Importer => importer_pod::run().await,
             Command::CsiDriver(args) => csi_driver::run(*args).await,
@@ -147,6 +158,7 @@ fn main() -> ExitCode {
             Command::SoftReboot(target) => virtctl::soft_reboot(target).await,
             Command::Console(args) => virtctl::console(args).await,
             Command::Vnc(args) => virtctl::vnc(args).await,
+            Command::PortForward(args) => virtctl::port_forward(args).await,
             Command::Guestosinfo(target) => virtctl::guest_info(target, "guestosinfo").await,
             Command::Userlist(target) => virtctl::guest_info(target, "userlist").await,
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,
@@ -157,10 +169,12 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            // One line a person can act on: the cause chain joined with ": ".
-            eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
-            ExitCode::FAILURE
-        }
+        Err(err) => report(err),
     }
+}
+
+/// Prints `err` as one line a person can act on (the cause chain joined with ": ").
+fn report(err: anyhow::Error) -> ExitCode {
+    eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
+    ExitCode::FAILURE
 }

@@ -625,3 +625,153 @@ fn run_strategies_decide_what_follows_an_instances_end() {
         |v| v["metadata"]["uid"].as_str().is_some_and(|u| u != always) && vmi_phase(v) == "Running",
     );
 }
+
+/// `ferrovirt port-forward --stdio TARGET PORT` with stdin kept open; what it printed once
+/// `needle` shows (or the time runs out).
+fn forward_stdio(
+    platform: &Platform,
+    target: &str,
+    port: &str,
+    send: &[u8],
+    needle: &str,
+) -> String {
+    let mut child = ferrovirt(platform)
+        .args(["port-forward", "--stdio", target, port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferrovirt port-forward");
+    child
+        .stdin
+        .as_mut()
+        .expect("stdin")
+        .write_all(send)
+        .expect("write");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().expect("lock").extend_from_slice(&buf[..n]);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = || String::from_utf8_lossy(&seen.lock().expect("lock")).into_owned();
+    while !text().contains(needle) && Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("port-forward's end");
+    let out = text();
+    assert!(
+        out.contains(needle),
+        "{needle:?} not forwarded; stdout:\n{out}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+#[test]
+fn port_forward_and_ssh_reach_the_guest_through_the_api_server() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vm-forward");
+    // No ports listed on the masquerade interface: port-forward still reaches any port.
+    platform.apply(&vm_yaml("fwd", "Always", &server.url(guest_qcow2())));
+    running_uid(&platform, "fwd");
+    let key = ferrovirt_tests::TempDir::new("ssh-key");
+    let identity = key.join("id");
+    let keygen = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&identity)
+        .status()
+        .expect("ssh-keygen");
+    assert!(keygen.success());
+    let public = std::fs::read_to_string(key.join("id.pub")).expect("the public key");
+    let mut console = Console::open(&platform, "fwd");
+    console.run("httpd -p 8080 -h /www && echo HTTPD-\"UP\"", "HTTPD-UP");
+    console.send(&format!(
+        "echo '{}' > /root/.ssh/authorized_keys && dropbear -R -p 22 && echo SSHD-\"UP\"\n",
+        public.trim()
+    ));
+    console.wait_for("SSHD-UP", Duration::from_secs(30));
+    drop(console);
+
+    // stdin/stdout, to the VM and to its instance.
+    let request = b"GET /index.html HTTP/1.0\r\n\r\n";
+    for target in ["vm/fwd", "vmi/fwd/default"] {
+        let answer = forward_stdio(&platform, target, "8080", request, "ferrovirt fastguest");
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    }
+
+    // A local port: each connection is a tunnel of its own.
+    let mut listening = ferrovirt(&platform)
+        .args(["port-forward", "vmi/fwd", "0:8080"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferrovirt port-forward");
+    let mut stderr = std::io::BufReader::new(listening.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).expect("its first line");
+    let local = line
+        .strip_prefix("forwarding tcp ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    for _ in 0..2 {
+        let mut tcp = std::net::TcpStream::connect(&local).expect("the forwarded port");
+        tcp.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        tcp.write_all(request).expect("request");
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).expect("the answer");
+        assert!(answer.contains("ferrovirt fastguest"), "{answer}");
+    }
+    let _ = listening.kill();
+    let _ = listening.wait();
+
+    // ssh: the system's ssh with port-forward as its ProxyCommand.
+    let out = ferrovirt(&platform)
+        .args(["ssh", "root@vm/fwd", "-i"])
+        .arg(&identity)
+        .args([
+            "--local-ssh-opts=-oStrictHostKeyChecking=no",
+            "--local-ssh-opts=-oUserKnownHostsFile=/dev/null",
+            "--local-ssh-opts=-oBatchMode=yes",
+            "-c",
+            "echo logged-in-as-$(whoami)-on-$(hostname)",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("ferrovirt ssh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("logged-in-as-root-on-fastguest"),
+        "ssh: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Refusals name the problem.
+    let missing = verb(&platform, &["port-forward", "--stdio", "vm/nope", "80"])
+        .expect_err("a VM that does not exist");
+    assert!(missing.contains("\"nope\" not found"), "{missing}");
+    verb(&platform, &["pause", "vmi", "fwd"]).expect("pause");
+    wait_for(&platform, &["get", "vmi", "fwd"], STOP, "not Paused", |v| {
+        condition(v, "Paused").is_some_and(|c| c["status"] == "True")
+    });
+    let paused =
+        verb(&platform, &["port-forward", "--stdio", "vmi/fwd", "8080"]).expect_err("a paused VMI");
+    assert!(paused.contains("VMI is paused"), "{paused}");
+    let closed =
+        verb(&platform, &["port-forward", "--stdio", "vm/fwd", "udp/53"]).expect_err("udp");
+    assert!(closed.contains("udp is not supported"), "{closed}");
+}

@@ -1,8 +1,9 @@
 //! virtctl's verbs as `ferrovirt` subcommands: start, stop, restart, pause, unpause,
-//! softreboot, console, vnc, guestosinfo, userlist and fslist. Each is a call of the
+//! softreboot, console, vnc, port-forward, ssh, guestosinfo, userlist and fslist. Each is a call of the
 //! `subresources.kubevirt.io` API through the cluster's API server with the kubeconfig's
 //! credentials, as virtctl makes it, and prints virtctl's messages.
 
+mod port_forward;
 mod stream;
 
 use anyhow::{Context, Result, bail};
@@ -275,4 +276,5 @@ pub async fn guest_info(target: Target, verb: &str) -> Result<()> {
     Ok(())
 }
 
+pub use port_forward::{PortForwardArgs, SshArgs, port_forward, ssh};
 pub use stream::{ConsoleArgs, VncArgs, console, vnc};

@@ -46,13 +46,17 @@ pub struct VncArgs {
     address: String,
 }
 
-type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+pub(super) type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 /// Opens the WebSocket of the VMI's `verb` subresource.
 async fn open(session: &Session, verb: &str) -> Result<Socket> {
+    open_path(session, &session.path("virtualmachineinstances", verb)).await
+}
+
+/// Opens the WebSocket of the subresource at `path`.
+pub(super) async fn open_path(session: &Session, path: &str) -> Result<Socket> {
     let key = tokio_tungstenite::tungstenite::handshake::client::generate_key();
-    let path = session.path("virtualmachineinstances", verb);
-    let request = http::Request::get(&path)
+    let request = http::Request::get(path)
         .header(http::header::CONNECTION, "Upgrade")
         .header(http::header::UPGRADE, "websocket")
         .header(http::header::SEC_WEBSOCKET_VERSION, "13")
@@ -119,7 +123,7 @@ pub async fn vnc(args: VncArgs) -> Result<()> {
 
 /// Copies between the WebSocket and a local reader/writer until either side ends (or, for
 /// a console, until Ctrl+] is typed).
-async fn bridge(
+pub(super) async fn bridge(
     socket: Socket,
     mut input: impl AsyncRead + Unpin,
     mut output: impl AsyncWrite + Unpin,

@@ -28,6 +28,7 @@ use api::kubevirt::VirtualMachineInstance;
 use api::validation::{FieldPath, ValidationError};
 
 pub use facts::{Acceleration, FirmwarePaths, NodeFacts, VolumeBacking};
+pub use network::ForwardRoute;
 
 /// The QEMU invocation of a VMI.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +47,8 @@ pub struct Domain {
     pub start_paused: bool,
     /// Tap devices the launcher creates before QEMU starts and removes at the end.
     pub taps: Vec<TapDevice>,
+    /// How ports of the pod's address reach the guest (masquerade).
+    pub forward_route: Option<ForwardRoute>,
     /// Where this launcher differs from KubeVirt for this VMI, to log.
     pub warnings: Vec<String>,
 }
@@ -230,6 +233,7 @@ pub fn build(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<Domain, 
         software_emulation: machine.software_emulation,
         start_paused: machine.start_paused,
         taps: network.taps.clone(),
+        forward_route: network.forward_route.clone(),
         warnings: network.warnings.clone(),
     })
 }

@@ -24,8 +24,32 @@ const DEFAULT_VM_CIDR: &str = "10.0.2.0/24";
 pub struct NetworkPlan {
     pub nics: Vec<Nic>,
     pub taps: Vec<TapDevice>,
+    /// How the pod's address reaches the guest, when an interface is masquerade.
+    pub forward_route: Option<ForwardRoute>,
     /// Differences from KubeVirt the user should know about.
     pub warnings: Vec<String>,
+}
+
+/// The path from the pod's address to the guest on the first masquerade interface: the
+/// ports its `ports[]` lists are forwarded from the start, others (`port-forward`) are added
+/// to the running netdev the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardRoute {
+    /// The user-mode netdev's id.
+    pub netdev: String,
+    /// The pod's address as a forwarding rule writes it.
+    listen: String,
+    guest: Ipv4Addr,
+    /// `(protocol, port)` pairs forwarded at start.
+    pub listed: std::collections::BTreeSet<(&'static str, u16)>,
+}
+
+impl ForwardRoute {
+    /// QEMU's forwarding rule for `protocol` (`tcp` or `udp`) `port`, from the pod's
+    /// address to the same port of the guest.
+    pub fn rule(&self, protocol: &str, port: u16) -> String {
+        format!("{protocol}:{}:{port}-{}:{port}", self.listen, self.guest)
+    }
 }
 
 /// One guest NIC: its backend (`-netdev`) and its device.
@@ -122,11 +146,20 @@ fn backend(
             let ports = iface.ports.as_deref().unwrap_or_default();
             if ports.is_empty() {
                 plan.warnings.push(format!(
-                    "{path}: no ports listed; only listed ports are forwarded to the guest here \
-                     (KubeVirt forwards all of them)"
+                    "{path}: no ports listed; only listed ports, and those port-forward asks for, \
+                     reach the guest here (KubeVirt forwards all of them)"
                 ));
             }
-            let mut seen = std::collections::BTreeSet::new();
+            let listen = match facts.pod_ip {
+                std::net::IpAddr::V4(ip) => ip.to_string(),
+                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            };
+            let mut route = ForwardRoute {
+                netdev: id.to_owned(),
+                listen,
+                guest,
+                listed: std::collections::BTreeSet::new(),
+            };
             for (p, port) in ports.iter().enumerate() {
                 let ppath = path.child("ports").index(p);
                 let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
@@ -148,21 +181,15 @@ fn backend(
                             "must be between 1 and 65535",
                         )
                     })?;
-                if !seen.insert((protocol, number)) {
+                if !route.listed.insert((protocol, number)) {
                     return Err(DomainError::unsupported(
                         &ppath,
                         format!("{protocol} port {number} is listed twice"),
                     ));
                 }
-                let listen = match facts.pod_ip {
-                    std::net::IpAddr::V4(ip) => ip.to_string(),
-                    std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-                };
-                opts = opts.set(
-                    "hostfwd",
-                    format!("{protocol}:{listen}:{number}-{guest}:{number}"),
-                );
+                opts = opts.set("hostfwd", route.rule(protocol, number));
             }
+            plan.forward_route.get_or_insert(route);
             Ok(opts.build())
         }
         Some("bridge") => {

@@ -150,6 +150,29 @@ impl Cmd for CmdService {
         }))
     }
 
+    async fn forward_port(
+        &self,
+        request: Request<proto::ForwardPortRequest>,
+    ) -> Result<Response<proto::Response>, Status> {
+        let request = request.into_inner();
+        let protocol = match request.protocol.as_str() {
+            "tcp" => "tcp",
+            "udp" => "udp",
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "unknown protocol {other:?}: tcp or udp"
+                )));
+            }
+        };
+        let port = u16::try_from(request.port)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| {
+                Status::invalid_argument(format!("port {} is not in 1-65535", request.port))
+            })?;
+        self.simple(Action::ForwardPort { protocol, port }).await
+    }
+
     async fn ping(
         &self,
         _: Request<proto::EmptyRequest>,

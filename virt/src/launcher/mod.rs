@@ -14,6 +14,7 @@ pub mod node_facts;
 pub mod prepare;
 mod qemu;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,6 +57,11 @@ pub enum Action {
     GetDomain,
     GetGuestInfo,
     Ping,
+    /// Make the guest's `protocol` `port` reachable on the pod's address.
+    ForwardPort {
+        protocol: &'static str,
+        port: u16,
+    },
 }
 
 /// The answer to an [`Action`].
@@ -89,6 +95,12 @@ pub enum LauncherError {
     GuestAgent(String),
     #[error("the launcher has stopped")]
     Stopped,
+    #[error(
+        "the VMI has no masquerade interface on the pod network: ports are forwarded only through one"
+    )]
+    NoForwardRoute,
+    #[error("forwarding {rule}: {message}")]
+    PortForward { rule: String, message: String },
 }
 
 impl LauncherError {
@@ -105,6 +117,7 @@ impl LauncherError {
             Self::NoGuestAgent => "no_guest_agent",
             Self::GuestAgent(_) => "guest_agent",
             Self::Stopped => "stopped",
+            Self::NoForwardRoute | Self::PortForward { .. } => "port_forward",
         }
     }
 }
@@ -238,6 +251,8 @@ struct Running {
     killed: Option<Option<Duration>>,
     guest_powered_off: bool,
     panicked: bool,
+    /// `(protocol, port)` pairs forwarded from the pod's address to the guest.
+    forwarded: BTreeSet<(&'static str, u16)>,
 }
 
 struct ShutdownProgress {
@@ -400,6 +415,10 @@ async fn handle(
             r.kill(None);
             Ok(Reply::Done)
         }
+        Action::ForwardPort { protocol, port } => {
+            r.forward_port(protocol, port).await?;
+            Ok(Reply::Done)
+        }
     }
 }
 
@@ -510,6 +529,11 @@ async fn start_domain(
         .and_then(|s| u64::try_from(s).ok())
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_GRACE);
+    let forwarded = domain
+        .forward_route
+        .as_ref()
+        .map(|route| route.listed.clone())
+        .unwrap_or_default();
     Ok((
         Running {
             vmi_key: vmi_key(vmi),
@@ -527,12 +551,50 @@ async fn start_domain(
             killed: None,
             guest_powered_off: false,
             panicked: false,
+            forwarded,
         },
         events,
     ))
 }
 
 impl Running {
+    /// Forwards `protocol` `port` of the pod's address to the guest, once: QEMU's user-mode
+    /// network reaches the guest only through forwarding rules, so a port `ports[]` did not
+    /// list gets its rule when it is first asked for.
+    async fn forward_port(
+        &mut self,
+        protocol: &'static str,
+        port: u16,
+    ) -> Result<(), LauncherError> {
+        let route = self
+            .domain
+            .forward_route
+            .as_ref()
+            .ok_or(LauncherError::NoForwardRoute)?;
+        if self.forwarded.contains(&(protocol, port)) {
+            return Ok(());
+        }
+        let rule = route.rule(protocol, port);
+        // hostfwd_add is a human monitor command only: its answer is text, empty on success.
+        let command = format!("hostfwd_add {} {rule}", route.netdev);
+        let said: String = self
+            .qmp
+            .execute(
+                "human-monitor-command",
+                Some(serde_json::json!({"command-line": command})),
+            )
+            .await?;
+        if !said.trim().is_empty() {
+            return Err(LauncherError::PortForward {
+                rule,
+                message: said.trim().to_owned(),
+            });
+        }
+        tracing::info!(%rule, "port forwarded to the guest");
+        self.forwarded.insert((protocol, port));
+        Ok(())
+    }
+
     fn on_event(&mut self, event: Event) {
         tracing::debug!(?event, "QMP event");
         match event {

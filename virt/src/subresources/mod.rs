@@ -2,7 +2,7 @@
 //! router: the VM verbs start, stop and restart (decided in [`lifecycle`], carried out as
 //! patches of the VM), the VMI verbs pause, unpause, softreboot and reset (sent to the
 //! VMI's launcher), the guest agent's guestosinfo, userlist and filesystemlist, and the
-//! serial console and VNC as WebSockets (subprotocol `plain.kubevirt.io`, raw bytes in
+//! serial console, VNC and port-forward as WebSockets (subprotocol `plain.kubevirt.io`, raw bytes in
 //! binary frames), as upstream `virtctl` speaks them. On `ferrovirt up` the embedded API
 //! server serves it as an aggregated API after its own authentication.
 
@@ -60,6 +60,22 @@ pub fn router(state: Subresources) -> Router {
         )
         .route(&format!("{vmi}/console"), get(streams::console))
         .route(&format!("{vmi}/vnc"), get(streams::vnc))
+        .route(
+            &format!("{vmi}/portforward/{{port}}"),
+            get(streams::vmi_port_forward),
+        )
+        .route(
+            &format!("{vmi}/portforward/{{port}}/{{protocol}}"),
+            get(streams::vmi_port_forward),
+        )
+        .route(
+            &format!("{vm}/portforward/{{port}}"),
+            get(streams::vm_port_forward),
+        )
+        .route(
+            &format!("{vm}/portforward/{{port}}/{{protocol}}"),
+            get(streams::vm_port_forward),
+        )
         .fallback(not_found)
         .with_state(state)
 }
@@ -77,6 +93,8 @@ pub fn discovery_resources() -> Vec<Value> {
         verb("virtualmachineinstances/reset", &["update"]),
         verb("virtualmachineinstances/console", &["get"]),
         verb("virtualmachineinstances/vnc", &["get"]),
+        verb("virtualmachineinstances/portforward", &["get"]),
+        verb("virtualmachines/portforward", &["get"]),
         verb("virtualmachineinstances/guestosinfo", &["get"]),
         verb("virtualmachineinstances/userlist", &["get"]),
         verb("virtualmachineinstances/filesystemlist", &["get"]),

@@ -1,20 +1,24 @@
-//! The serial console and VNC as WebSockets: the launcher's unix socket for the stream,
-//! bridged byte for byte in binary frames under the subprotocol `plain.kubevirt.io`, which
-//! is what `virtctl console` and `virtctl vnc` speak.
+//! The serial console, VNC and port-forward as WebSockets: the launcher's unix socket for
+//! the console and VNC, a TCP connection to the VMI's address for port-forward, bridged
+//! byte for byte in binary frames under the subprotocol `plain.kubevirt.io`, which is what
+//! `virtctl console`, `virtctl vnc` and `virtctl port-forward` speak.
 
 use std::path::PathBuf;
 
-use api::kubevirt::VirtualMachineInstancePhase;
+use api::kubevirt::vmi::condition_types;
+use api::kubevirt::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstancePhase};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
+use kube::Api;
+use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use super::{LAUNCHER_WAIT, StatusError, Subresources, fetch_vmi};
-use crate::launcher::control::proto::EmptyRequest;
+use crate::launcher::control::proto::{EmptyRequest, ForwardPortRequest};
 
 /// KubeVirt's subprotocol for raw bytes.
 pub const PLAIN_PROTOCOL: &str = "plain.kubevirt.io";
@@ -98,14 +102,159 @@ async fn stream_socket(
         .ok_or_else(|| StatusError::internal(format!("the domain has no {key}")))
 }
 
+/// The path of a `portforward` request: `.../{name}/portforward/{port}[/{protocol}]`.
+#[derive(Deserialize)]
+pub struct ForwardPath {
+    namespace: String,
+    name: String,
+    port: String,
+    #[serde(default)]
+    protocol: Option<String>,
+}
+
+/// `virtualmachineinstances/{name}/portforward/{port}[/{protocol}]`.
+pub async fn vmi_port_forward(
+    State(state): State<Subresources>,
+    Path(path): Path<ForwardPath>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, StatusError> {
+    let vmi = fetch_vmi(&state.client, &path.namespace, &path.name).await?;
+    port_forward(&state, &vmi, &path, upgrade).await
+}
+
+/// `virtualmachines/{name}/portforward/...`: to the VM's instance.
+pub async fn vm_port_forward(
+    State(state): State<Subresources>,
+    Path(path): Path<ForwardPath>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, StatusError> {
+    let vm = Api::<VirtualMachine>::namespaced(state.client.clone(), &path.namespace)
+        .get_opt(&path.name)
+        .await?
+        .ok_or_else(|| StatusError::not_found("virtualmachine", &path.name))?;
+    if !vm.status.as_ref().is_some_and(|s| s.created == Some(true)) {
+        return Err(StatusError::conflict(
+            "virtualmachine",
+            &path.name,
+            "VMI is not started",
+        ));
+    }
+    let vmi = fetch_vmi(&state.client, &path.namespace, &path.name).await?;
+    port_forward(&state, &vmi, &path, upgrade).await
+}
+
+/// Connects to the port at the VMI's first address (for masquerade, the pod's, where the
+/// launcher forwards it to the guest) and bridges it to the WebSocket.
+async fn port_forward(
+    state: &Subresources,
+    vmi: &VirtualMachineInstance,
+    path: &ForwardPath,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, StatusError> {
+    let port = path
+        .port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| {
+            StatusError::bad_request(format!(
+                "port {:?} is not a port number (1-65535)",
+                path.port
+            ))
+        })?;
+    match path.protocol.as_deref().unwrap_or("tcp") {
+        "tcp" => {}
+        "udp" => {
+            return Err(StatusError::bad_request(
+                "udp port-forward is not supported by this server; use tcp".into(),
+            ));
+        }
+        other => {
+            return Err(StatusError::bad_request(format!(
+                "unknown protocol {other:?}: tcp or udp"
+            )));
+        }
+    }
+    if vmi.condition_holds(condition_types::PAUSED) {
+        return Err(StatusError::conflict(
+            "virtualmachineinstance",
+            &path.name,
+            "VMI is paused",
+        ));
+    }
+    if vmi.phase() != Some(VirtualMachineInstancePhase::Running) {
+        return Err(StatusError::bad_request("VMI is not running".into()));
+    }
+    let interface = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.interfaces.as_ref())
+        .and_then(|i| i.first())
+        .ok_or_else(|| StatusError::bad_request("no network interfaces are present".into()))?;
+    let ip = interface.ip_address.as_deref().ok_or_else(|| {
+        StatusError::bad_request("the VMI's first interface has no address yet".into())
+    })?;
+    if is_masquerade(vmi, interface.name.as_deref()) {
+        forward_on_pod_address(state, vmi, port).await?;
+    }
+    let address = match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{ip}:{port}"),
+    };
+    let tcp = TcpStream::connect(&address)
+        .await
+        .map_err(|e| StatusError::internal(format!("dialing VM: {address}: {e}")))?;
+    Ok(upgrade
+        .protocols([PLAIN_PROTOCOL])
+        .on_upgrade(move |ws| bridge(ws, tcp)))
+}
+
+/// Whether the spec interface `name` is bound with masquerade.
+fn is_masquerade(vmi: &VirtualMachineInstance, name: Option<&str>) -> bool {
+    vmi.spec
+        .domain
+        .devices
+        .interfaces
+        .iter()
+        .flatten()
+        .find(|i| Some(i.name.as_str()) == name)
+        .is_some_and(|i| i.binding_methods().first() == Some(&"masquerade"))
+}
+
+/// Asks the VMI's launcher to make the guest's `port` reachable on the pod's address.
+async fn forward_on_pod_address(
+    state: &Subresources,
+    vmi: &VirtualMachineInstance,
+    port: u16,
+) -> Result<(), StatusError> {
+    let mut launcher = state
+        .launchers
+        .connect(vmi, LAUNCHER_WAIT)
+        .await
+        .map_err(|e| StatusError::internal(e.to_string()))?;
+    let answer = launcher
+        .forward_port(ForwardPortRequest {
+            protocol: "tcp".into(),
+            port: port.into(),
+        })
+        .await
+        .map_err(|s| StatusError::internal(s.message().to_owned()))?
+        .into_inner();
+    if answer.success {
+        Ok(())
+    } else {
+        Err(StatusError::internal(answer.message))
+    }
+}
+
 /// Copies bytes both ways until either side closes.
-async fn bridge(ws: WebSocket, unix: UnixStream) {
+async fn bridge(ws: WebSocket, stream: impl AsyncRead + AsyncWrite + Send + 'static) {
     let (mut ws_out, mut ws_in) = ws.split();
-    let (mut unix_in, mut unix_out) = unix.into_split();
+    let (mut stream_in, mut stream_out) = tokio::io::split(stream);
     let to_client = async {
         let mut buf = vec![0u8; 32 * 1024];
         loop {
-            match unix_in.read(&mut buf).await {
+            match stream_in.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     let frame = Message::Binary(buf[..n].to_vec().into());
@@ -125,7 +274,7 @@ async fn bridge(ws: WebSocket, unix: UnixStream) {
                 Message::Close(_) => break,
                 Message::Ping(_) | Message::Pong(_) => continue,
             };
-            if unix_out.write_all(&bytes).await.is_err() {
+            if stream_out.write_all(&bytes).await.is_err() {
                 break;
             }
         }
