@@ -72,7 +72,7 @@ impl ForwardTarget {
         let parts: Vec<&str> = target.split('/').collect();
         let (kind, name, namespace) = match parts.as_slice() {
             [kind, name] => (*kind, *name, None),
-            [kind, name, namespace] if namespace.is_empty() => {
+            [_, _, ""] => {
                 bail!("namespace cannot be empty in {target:?}")
             }
             [kind, name, namespace] => (*kind, *name, Some((*namespace).to_owned())),

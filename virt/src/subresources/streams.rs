@@ -132,7 +132,7 @@ pub async fn vm_port_forward(
         .get_opt(&path.name)
         .await?
         .ok_or_else(|| StatusError::not_found("virtualmachine", &path.name))?;
-    if !vm.status.as_ref().is_some_and(|s| s.created == Some(true)) {
+    if vm.status.as_ref().and_then(|s| s.created) != Some(true) {
         return Err(StatusError::conflict(
             "virtualmachine",
             &path.name,
