@@ -21,7 +21,11 @@ const PID_FILE: &str = "ferrovirt.pid";
 const CDI_CONFIG: &str = "config";
 const LOG_FILE: &str = "ferrovirt.log";
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+/// The longest a pod gets to stop when the platform goes down (a guest that ignores the
+/// power button is killed then): a kubelet's shutdownGracePeriod.
+const NODE_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long `down` waits: the pods' shutdown, their volumes' unpublishing, the API server.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Args)]
 pub struct UpArgs {
@@ -175,10 +179,7 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         server.kubeconfig.display()
     );
     wait_for_stop_signal().await?;
-    control_plane
-        .node_agent
-        .shutdown(std::time::Duration::from_secs(8))
-        .await;
+    control_plane.node_agent.shutdown(NODE_SHUTDOWN_GRACE).await;
     server.stop();
     let _ = fs::remove_file(&pid_path);
     Ok(())

@@ -680,10 +680,10 @@ fn forward_stdio(
 }
 
 #[test]
-fn port_forward_and_ssh_reach_the_guest_through_the_api_server() {
+fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
     let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
-    let platform = Platform::start("vm-forward");
+    let mut platform = Platform::start("vm-forward");
     // No ports listed on the masquerade interface: port-forward still reaches any port.
     platform.apply(&vm_yaml("fwd", "Always", &server.url(guest_qcow2())));
     running_uid(&platform, "fwd");
@@ -698,6 +698,10 @@ fn port_forward_and_ssh_reach_the_guest_through_the_api_server() {
     let public = std::fs::read_to_string(key.join("id.pub")).expect("the public key");
     let mut console = Console::open(&platform, "fwd");
     console.run("httpd -p 8080 -h /www && echo HTTPD-\"UP\"", "HTTPD-UP");
+    console.send(
+        "echo FV-MARKER-2 | dd of=/dev/vda bs=512 seek=130001 conv=fsync && echo WROTE-\"OK\"\n",
+    );
+    console.wait_for("WROTE-OK", Duration::from_secs(30));
     console.send(&format!(
         "echo '{}' > /root/.ssh/authorized_keys && dropbear -R -p 22 && echo SSHD-\"UP\"\n",
         public.trim()
@@ -774,4 +778,24 @@ fn port_forward_and_ssh_reach_the_guest_through_the_api_server() {
     let closed =
         verb(&platform, &["port-forward", "--stdio", "vm/fwd", "udp/53"]).expect_err("udp");
     assert!(closed.contains("udp is not supported"), "{closed}");
+
+    // Down, with the guest paused (it cannot obey the power button): the node's shutdown
+    // grace ends it, and nothing stays mounted. Up again: Always brings the VM back with
+    // its disk as it was.
+    let before = running_uid(&platform, "fwd");
+    platform.stop();
+    assert_eq!(
+        platform.mounts(),
+        Vec::<String>::new(),
+        "mounts left after down"
+    );
+    assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived down");
+    platform.stop_and_restart();
+    let after = running_uid(&platform, "fwd");
+    assert_ne!(before, after, "a new instance after up");
+    let mut console = Console::open(&platform, "fwd");
+    console.run(
+        "dd if=/dev/vda bs=512 skip=130001 count=1 2>/dev/null | head -c 11; echo",
+        "FV-MARKER-2",
+    );
 }

@@ -41,6 +41,8 @@ pub const POD_IP_ENV: &str = "FERROVIRT_POD_IP";
 const TERMINATION_LOG: &str = "dev/termination-log";
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
+/// At shutdown, how long a stopped pod may take to unpublish its volumes.
+const UNPUBLISH_TIME: Duration = Duration::from_secs(5);
 /// Held on every pod whose process this agent runs, and released once the process has
 /// ended and its volumes are unpublished: a deleted pod stays visible (with its
 /// deletionTimestamp) until then, as a kubelet's graceful deletion keeps it.
@@ -95,6 +97,8 @@ struct Shared {
     tasks: Mutex<JoinSet<()>>,
     /// Set at shutdown: no pod starts any more.
     stopping: AtomicBool,
+    /// Set at shutdown: the longest a pod may take to stop from then on.
+    shutdown_grace: std::sync::OnceLock<Duration>,
 }
 
 /// A running node agent, to shut down.
@@ -103,14 +107,19 @@ pub struct NodeAgentHandle {
 }
 
 impl NodeAgentHandle {
-    /// Stops every pod and waits, up to `limit`, until each has unpublished its volumes (a
-    /// pod left running would leave its mounts and loop devices behind).
-    pub async fn shutdown(&self, limit: Duration) {
+    /// Stops every pod, each within its grace period but at most `grace` (as a kubelet's
+    /// graceful node shutdown caps them), and waits until each has unpublished its volumes
+    /// (a pod left running would leave its mounts and loop devices behind).
+    pub async fn shutdown(&self, grace: Duration) {
+        let _ = self.shared.shutdown_grace.set(grace);
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.stop_all_except(&[]);
         let mut tasks = std::mem::take(&mut *self.shared.tasks());
         let all_done = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(limit, all_done).await.is_err() {
+        if tokio::time::timeout(grace + UNPUBLISH_TIME, all_done)
+            .await
+            .is_err()
+        {
             tracing::warn!("pods still stopping at shutdown; their volumes may stay mounted");
         }
     }
@@ -131,6 +140,7 @@ impl LocalNodeAgent {
             network,
             tasks: Mutex::new(JoinSet::new()),
             stopping: AtomicBool::new(false),
+            shutdown_grace: std::sync::OnceLock::new(),
         });
         tokio::spawn(shared.clone().watch());
         Ok(NodeAgentHandle { shared })
@@ -417,15 +427,20 @@ impl PodRun {
         Ok(())
     }
 
-    /// The pod's `terminationGracePeriodSeconds`.
+    /// The pod's `terminationGracePeriodSeconds`, capped by the node's shutdown.
     fn stop_grace(&self) -> Duration {
-        self.pod
+        let grace = self
+            .pod
             .spec
             .as_ref()
             .and_then(|s| s.termination_grace_period_seconds)
             .and_then(|s| u64::try_from(s).ok())
             .map(Duration::from_secs)
-            .unwrap_or(DEFAULT_STOP_GRACE)
+            .unwrap_or(DEFAULT_STOP_GRACE);
+        match self.shared.shutdown_grace.get() {
+            Some(cap) => grace.min(*cap),
+            None => grace,
+        }
     }
 
     async fn supervise(

@@ -15,6 +15,8 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::{Session, Target};
 
@@ -157,7 +159,11 @@ pub(super) async fn bridge(
                 break;
             }
         }
-        let _ = to_remote.close().await;
+        let normal = CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        };
+        let _ = to_remote.send(Message::Close(Some(normal))).await;
     };
     let downstream = async {
         while let Some(Ok(message)) = from_remote.next().await {

@@ -28,6 +28,14 @@ impl Platform {
         platform
     }
 
+    /// Stops the control plane as `ferrovirt down` does and starts it again on the same
+    /// data directory.
+    pub fn stop_and_restart(&mut self) {
+        self.stop();
+        self.child = spawn_up(&self.dir);
+        self.wait_started();
+    }
+
     /// Kills the control plane with SIGKILL (its pods die with it) and starts it again on
     /// the same data directory.
     pub fn kill_and_restart(&mut self) {
@@ -248,7 +256,7 @@ impl Platform {
 }
 
 impl Platform {
-    /// Stops the control plane as `ferrovirt down` does (SIGTERM, then SIGKILL after 10 s).
+    /// Stops the control plane as `ferrovirt down` does (SIGTERM, then SIGKILL after 30 s).
     pub fn stop(&mut self) {
         if let Ok(Some(_)) = self.child.try_wait() {
             return; // Stopped already; its pid may be another process's now.
@@ -257,7 +265,7 @@ impl Platform {
         if let Some(pid) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;

@@ -227,8 +227,18 @@ async fn version() -> axum::Json<Value> {
         "buildDate": "",
         "goVersion": "",
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        // Go's names, as KubeVirt reports them.
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
     }))
+}
+
+/// The machine's architecture as Go names it (GOARCH).
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
 }
 
 async fn healthz() -> axum::Json<Value> {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use api::kubevirt::vmi::condition_types;
 use api::kubevirt::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstancePhase};
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
@@ -264,7 +264,13 @@ async fn bridge(ws: WebSocket, stream: impl AsyncRead + AsyncWrite + Send + 'sta
                 }
             }
         }
-        let _ = ws_out.close().await;
+        // A normal closure: virtctl takes it for the end of the stream, where a close
+        // without a status is an error to it.
+        let normal = CloseFrame {
+            code: close_code::NORMAL,
+            reason: "".into(),
+        };
+        let _ = ws_out.send(Message::Close(Some(normal))).await;
     };
     let to_guest = async {
         while let Some(Ok(message)) = ws_in.next().await {
