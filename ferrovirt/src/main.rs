@@ -101,6 +101,9 @@ enum Command {
     PortForward(virtctl::PortForwardArgs),
     /// Log into a VM's guest with the system's ssh through port-forward (virtctl ssh).
     Ssh(virtctl::SshArgs),
+    /// Print a manifest built from flags (virtctl create).
+    #[command(subcommand)]
+    Create(virtctl::Create),
     /// The guest OS as its agent reports it (virtctl guestosinfo).
     Guestosinfo(virtctl::Target),
     /// The users logged into the guest (virtctl userlist).
@@ -159,6 +162,7 @@ fn main() -> ExitCode {
             Command::Console(args) => virtctl::console(args).await,
             Command::Vnc(args) => virtctl::vnc(args).await,
             Command::PortForward(args) => virtctl::port_forward(args).await,
+            Command::Create(virtctl::Create::Vm(args)) => virtctl::create_vm(*args),
             Command::Guestosinfo(target) => virtctl::guest_info(target, "guestosinfo").await,
             Command::Userlist(target) => virtctl::guest_info(target, "userlist").await,
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,

@@ -799,3 +799,36 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
         "FV-MARKER-2",
     );
 }
+
+#[test]
+fn create_vm_prints_a_vm_that_imports_its_disk_and_boots() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vm-create");
+    let import = format!(
+        "--volume-import=type:http,url:{},size:128Mi,name:root,bootorder:1",
+        server.url(guest_qcow2())
+    );
+    let manifest = verb(
+        &platform,
+        &[
+            "create", "vm", "--name", "made", "--memory", "256Mi", &import,
+        ],
+    )
+    .expect("create vm");
+    platform.apply(&manifest);
+    running_uid(&platform, "made");
+    let vm = platform.json(&["get", "vm", "made"]).expect("the VM");
+    assert_eq!(
+        vm["spec"]["dataVolumeTemplates"][0]["metadata"]["name"],
+        "root"
+    );
+    let mut console = Console::open(&platform, "made");
+    console.run("echo MADE-$((40+2))", "MADE-42");
+    let refused = verb(
+        &platform,
+        &["create", "vm", "--volume-import=type:http,url:http://x"],
+    )
+    .expect_err("no size");
+    assert!(refused.contains("size must be specified"), "{refused}");
+}

@@ -1,18 +1,26 @@
 //! virtctl's verbs as `ferrovirt` subcommands: start, stop, restart, pause, unpause,
-//! softreboot, console, vnc, port-forward, ssh, guestosinfo, userlist and fslist. Each is a call of the
+//! softreboot, console, vnc, port-forward, ssh, guestosinfo, userlist, fslist and create vm. Each is a call of the
 //! `subresources.kubevirt.io` API through the cluster's API server with the kubeconfig's
 //! credentials, as virtctl makes it, and prints virtctl's messages.
 
+mod create_vm;
 mod port_forward;
 mod stream;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use http_body_util::BodyExt;
 use kube::Client;
 use serde_json::{Value, json};
 
 const SUBRESOURCES: &str = "/apis/subresources.kubevirt.io/v1";
+
+/// What `create` prints.
+#[derive(Subcommand, Debug)]
+pub enum Create {
+    /// A VirtualMachine manifest to pipe into `kubectl apply -f -` (virtctl create vm).
+    Vm(Box<CreateVmArgs>),
+}
 
 /// Where a verb goes: the namespace and the object.
 #[derive(Args, Debug, Clone)]
@@ -276,5 +284,6 @@ pub async fn guest_info(target: Target, verb: &str) -> Result<()> {
     Ok(())
 }
 
+pub use create_vm::{CreateVmArgs, create_vm};
 pub use port_forward::{PortForwardArgs, SshArgs, port_forward, ssh};
 pub use stream::{ConsoleArgs, VncArgs, console, vnc};
