@@ -832,3 +832,79 @@ fn create_vm_prints_a_vm_that_imports_its_disk_and_boots() {
     .expect_err("no size");
     assert!(refused.contains("size must be specified"), "{refused}");
 }
+
+/// `status.startFailure`'s count and how far its retry time is from now, in seconds.
+fn start_failure(vm: &Value) -> Option<(u64, i64)> {
+    let record = &vm["status"]["startFailure"];
+    let count = record["consecutiveFailCount"].as_u64()?;
+    let retry = record["retryAfterTimestamp"].as_str()?;
+    let retry: i64 = Command::new("date")
+        .args(["-d", retry, "+%s"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    Some((count, retry - now))
+}
+
+#[test]
+fn a_failed_import_shows_data_volume_error_and_failing_starts_back_off_longer_each_time() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vm-failures");
+    platform.apply(&vm_yaml(
+        "lost",
+        "Always",
+        &server.url("no-such-image.qcow2"),
+    ));
+    // A clock the launcher refuses: each instance fails at start.
+    platform.apply(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: looping
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        devices: {}
+        clock:
+          timezone: Europe/Paris
+        resources:
+          requests:
+            memory: 64Mi
+"#,
+    );
+    let lost = wait_for(
+        &platform,
+        &["get", "vm", "lost"],
+        BOOT,
+        "no DataVolumeError",
+        |vm| printable(vm) == "DataVolumeError",
+    );
+    assert!(platform.json(&["get", "vmi", "lost"]).is_none(), "{lost:#}");
+
+    let first = wait_for(
+        &platform,
+        &["get", "vm", "looping"],
+        STOP,
+        "no CrashLoopBackOff",
+        |vm| printable(vm) == "CrashLoopBackOff" && start_failure(vm).is_some_and(|f| f.0 == 1),
+    );
+    let (_, first_delay) = start_failure(&first).expect("a start failure");
+    let second = wait_for(
+        &platform,
+        &["get", "vm", "looping"],
+        STOP,
+        "no second failure",
+        |vm| start_failure(vm).is_some_and(|f| f.0 == 2),
+    );
+    let (_, second_delay) = start_failure(&second).expect("a start failure");
+    assert!(
+        (1..=20).contains(&first_delay) && second_delay > first_delay + 15,
+        "the delay does not grow: {first_delay}s then {second_delay}s\n{second:#}"
+    );
+}
