@@ -20,3 +20,14 @@ pub mod upload;
 pub mod validation;
 
 pub use validation::{FieldPath, Problem, ValidationError, ValidationResult};
+
+/// This machine as `OS/ARCH` in Go's names (GOOS/GOARCH), as Kubernetes and KubeVirt report
+/// the platform in their version documents.
+pub fn go_platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{}/{arch}", std::env::consts::OS)
+}

@@ -22,16 +22,8 @@ pub fn version() -> Value {
         "buildDate": "",
         "goVersion": "",
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+        "platform": api::go_platform(),
     })
-}
-
-fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 /// `/api`: the legacy core group's versions.

@@ -227,18 +227,8 @@ async fn version() -> axum::Json<Value> {
         "buildDate": "",
         "goVersion": "",
         "compiler": "rustc",
-        // Go's names, as KubeVirt reports them.
-        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+        "platform": api::go_platform(),
     }))
-}
-
-/// The machine's architecture as Go names it (GOARCH).
-fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 async fn healthz() -> axum::Json<Value> {
