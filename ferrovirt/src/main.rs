@@ -84,7 +84,7 @@ enum Command {
     /// (virtctl stop).
     Stop(virtctl::StopArgs),
     /// Restart a VirtualMachine with a new instance (virtctl restart).
-    Restart(virtctl::RestartArgs),
+    Restart(virtctl::StopArgs),
     /// Pause a VM's instance or a VMI (virtctl pause vm|vmi NAME).
     Pause(virtctl::PauseArgs),
     /// Resume a paused VM's instance or VMI (virtctl unpause vm|vmi NAME).
@@ -154,8 +154,8 @@ fn main() -> ExitCode {
             Command::Up(args) => up::up(args).await,
             Command::Down(args) => up::down(args).await,
             Command::Start(args) => virtctl::start(args).await,
-            Command::Stop(args) => virtctl::stop(args).await,
-            Command::Restart(args) => virtctl::restart(args).await,
+            Command::Stop(args) => virtctl::stop(args, "stop").await,
+            Command::Restart(args) => virtctl::stop(args, "restart").await,
             Command::Pause(args) => virtctl::pause(args, true).await,
             Command::Unpause(args) => virtctl::pause(args, false).await,
             Command::SoftReboot(target) => virtctl::soft_reboot(target).await,

@@ -492,6 +492,18 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
     assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived its VMI");
     let stopped = verb(&platform, &["stop", "web"]).expect_err("stop while stopped");
     assert!(stopped.contains("VM is not running"), "{stopped}");
+    let halted = verb(&platform, &["pause", "vm", "web"]).expect_err("pause while stopped");
+    assert!(
+        halted.contains(
+            "Error pausing VirtualMachineInstance web. VirtualMachine web is not set to run"
+        ),
+        "{halted}"
+    );
+    let missing = verb(&platform, &["pause", "vm", "nope"]).expect_err("pause of no VM");
+    assert!(
+        missing.contains("Error getting VirtualMachine nope"),
+        "{missing}"
+    );
     verb(&platform, &["start", "web"]).expect("start");
     wait_for(
         &platform,

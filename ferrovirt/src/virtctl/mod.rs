@@ -44,30 +44,19 @@ pub struct StartArgs {
     dry_run: bool,
 }
 
+/// `stop` and `restart`.
 #[derive(Args, Debug)]
 pub struct StopArgs {
     #[command(flatten)]
     target: Target,
-    /// Seconds the guest gets to shut down, overriding the VMI's grace period (needs --force).
+    /// Seconds the guest gets to shut down, overriding the VMI's grace period (needs
+    /// --force; 0 kills it at once).
     #[arg(long)]
     grace_period: Option<i64>,
     /// Allow a grace period shorter than the VMI's.
     #[arg(long)]
     force: bool,
     /// Check the request without carrying it out.
-    #[arg(long)]
-    dry_run: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct RestartArgs {
-    #[command(flatten)]
-    target: Target,
-    /// 0 with --force restarts at once, killing the guest.
-    #[arg(long)]
-    grace_period: Option<i64>,
-    #[arg(long)]
-    force: bool,
     #[arg(long)]
     dry_run: bool,
 }
@@ -145,127 +134,147 @@ impl Session {
             .to_bytes()
             .to_vec();
         if !status.is_success() {
-            bail!("{}", refusal(status, &body));
+            return Err(Refused::new(status, &body).into());
         }
         Ok(body)
     }
 }
 
-/// What a refused call says: the Status message, else the status and the body.
-fn refusal(status: http::StatusCode, body: &[u8]) -> String {
-    serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|s| s["message"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(body)))
+/// A call the server refused: its status and what its Status said (else the body).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct Refused {
+    status: http::StatusCode,
+    message: String,
+}
+
+impl Refused {
+    fn new(status: http::StatusCode, body: &[u8]) -> Self {
+        let message = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|s| s["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(body)));
+        Self { status, message }
+    }
 }
 
 fn dry_run(on: bool) -> Value {
     if on { json!(["All"]) } else { json!([]) }
 }
 
-fn dry_run_note(on: bool) -> &'static str {
-    if on { " (dry run)" } else { "" }
+/// What a verb acts on.
+#[derive(Clone, Copy)]
+enum Kind {
+    Vm,
+    Vmi,
+}
+
+impl Kind {
+    fn resource(self) -> &'static str {
+        match self {
+            Self::Vm => "virtualmachines",
+            Self::Vmi => "virtualmachineinstances",
+        }
+    }
+
+    fn short(self) -> &'static str {
+        match self {
+            Self::Vm => "VM",
+            Self::Vmi => "VMI",
+        }
+    }
+}
+
+/// PUTs the object's `verb` subresource and prints virtctl's message.
+async fn put(session: &Session, kind: Kind, verb: &str, body: Value, dry: bool) -> Result<()> {
+    session
+        .call(
+            http::Method::PUT,
+            &session.path(kind.resource(), verb),
+            Some(body),
+        )
+        .await?;
+    let note = if dry { " (dry run)" } else { "" };
+    println!(
+        "{} {} was scheduled to {verb}{note}",
+        kind.short(),
+        session.name
+    );
+    Ok(())
 }
 
 pub async fn start(args: StartArgs) -> Result<()> {
     let session = Session::open(&args.target).await?;
     let body = json!({"paused": args.paused, "dryRun": dry_run(args.dry_run)});
-    session
-        .call(
-            http::Method::PUT,
-            &session.path("virtualmachines", "start"),
-            Some(body),
-        )
-        .await?;
-    println!(
-        "VM {} was scheduled to start{}",
-        session.name,
-        dry_run_note(args.dry_run)
-    );
-    Ok(())
+    put(&session, Kind::Vm, "start", body, args.dry_run).await
 }
 
-pub async fn stop(args: StopArgs) -> Result<()> {
+/// `stop` or `restart` (`verb`): KubeVirt names the grace period differently in each.
+pub async fn stop(args: StopArgs, verb: &str) -> Result<()> {
     if args.grace_period.is_some() && !args.force {
         bail!("Can not set gracePeriod without --force=true");
     }
     let session = Session::open(&args.target).await?;
     let mut body = json!({"dryRun": dry_run(args.dry_run)});
     if let Some(grace) = args.grace_period {
-        body["gracePeriod"] = json!(grace);
+        let key = if verb == "restart" {
+            "gracePeriodSeconds"
+        } else {
+            "gracePeriod"
+        };
+        body[key] = json!(grace);
     }
-    session
-        .call(
-            http::Method::PUT,
-            &session.path("virtualmachines", "stop"),
-            Some(body),
-        )
-        .await?;
-    println!(
-        "VM {} was scheduled to stop{}",
-        session.name,
-        dry_run_note(args.dry_run)
-    );
-    Ok(())
+    put(&session, Kind::Vm, verb, body, args.dry_run).await
 }
 
-pub async fn restart(args: RestartArgs) -> Result<()> {
-    if args.grace_period.is_some() && !args.force {
-        bail!("Can not set gracePeriod without --force=true");
-    }
-    let session = Session::open(&args.target).await?;
-    let mut body = json!({"dryRun": dry_run(args.dry_run)});
-    if let Some(grace) = args.grace_period {
-        body["gracePeriodSeconds"] = json!(grace);
-    }
-    session
-        .call(
-            http::Method::PUT,
-            &session.path("virtualmachines", "restart"),
-            Some(body),
-        )
-        .await?;
-    println!(
-        "VM {} was scheduled to restart{}",
-        session.name,
-        dry_run_note(args.dry_run)
-    );
-    Ok(())
-}
-
-/// `pause` (`pausing` true) or `unpause`: both act on the instance.
+/// `pause` (`pausing` true) or `unpause`: both act on the instance; `pause vm` checks the
+/// VM first and says why it has no instance, as virtctl does.
 pub async fn pause(args: PauseArgs, pausing: bool) -> Result<()> {
     let session = Session::open(&args.target).await?;
     let verb = if pausing { "pause" } else { "unpause" };
     let body = json!({"dryRun": dry_run(args.dry_run)});
-    session
-        .call(
-            http::Method::PUT,
-            &session.path("virtualmachineinstances", verb),
-            Some(body),
+    let PauseKind::Vm = args.kind else {
+        return put(&session, Kind::Vmi, verb, body, args.dry_run).await;
+    };
+    let vm: Value = serde_json::from_slice(
+        &session
+            .call(
+                http::Method::GET,
+                &format!(
+                    "/apis/kubevirt.io/v1/namespaces/{}/virtualmachines/{}",
+                    session.namespace, session.name
+                ),
+                None,
+            )
+            .await
+            .with_context(|| format!("Error getting VirtualMachine {}", session.name))?,
+    )
+    .context("the VirtualMachine is not JSON")?;
+    let pausing_word = if pausing { "pausing" } else { "unpausing" };
+    let result = put(&session, Kind::Vmi, verb, body, args.dry_run).await;
+    let vmi_missing = result
+        .as_ref()
+        .err()
+        .and_then(|e| e.downcast_ref::<Refused>())
+        .is_some_and(|r| r.status == http::StatusCode::NOT_FOUND);
+    if !vmi_missing {
+        return result;
+    }
+    if vm["spec"]["runStrategy"] == "Halted" || vm["spec"]["running"] == false {
+        bail!(
+            "Error {pausing_word} VirtualMachineInstance {0}. VirtualMachine {0} is not set to run",
+            session.name
         )
-        .await?;
-    // `pause vm` acts on the VM's instance and says so, as virtctl does.
-    let _ = args.kind;
-    println!(
-        "VMI {} was scheduled to {verb}{}",
-        session.name,
-        dry_run_note(args.dry_run)
-    );
-    Ok(())
+    }
+    bail!(
+        "Error {pausing_word} VirtualMachineInstance {}, it was not found",
+        session.name
+    )
 }
 
 pub async fn soft_reboot(target: Target) -> Result<()> {
     let session = Session::open(&target).await?;
-    session
-        .call(
-            http::Method::PUT,
-            &session.path("virtualmachineinstances", "softreboot"),
-            None,
-        )
-        .await?;
-    println!("VMI {} was scheduled to softreboot", session.name);
-    Ok(())
+    put(&session, Kind::Vmi, "softreboot", json!({}), false).await
 }
 
 /// What the guest agent reports: `guestosinfo`, `userlist` or `filesystemlist`, printed

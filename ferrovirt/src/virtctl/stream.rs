@@ -77,7 +77,7 @@ pub(super) async fn open_path(session: &Session, path: &str) -> Result<Socket> {
             .await
             .map(|b| b.to_bytes().to_vec())
             .unwrap_or_default();
-        bail!("{}", super::refusal(status, &body));
+        return Err(super::Refused::new(status, &body).into());
     }
     let upgraded = hyper::upgrade::on(response)
         .await

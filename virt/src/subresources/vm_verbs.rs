@@ -19,53 +19,55 @@ use super::{StatusError, Subresources, dry_run, options};
 
 type VmPath = Path<(String, String, String)>;
 
-pub async fn start(
-    State(state): State<Subresources>,
-    Path((_, ns, name)): VmPath,
-    body: Bytes,
-) -> Response {
-    let decided = async {
-        let options = options(&body)?;
+pub async fn start(state: State<Subresources>, path: VmPath, body: Bytes) -> Response {
+    verb(state, path, &body, |options, vm, vmi| {
         let request = StartRequest {
             paused: options["paused"].as_bool().unwrap_or(false),
-            dry_run: dry_run(&options),
+            dry_run: dry_run(options),
         };
-        let (vm, vmi) = fetch(&state.client, &ns, &name).await?;
-        Ok(lifecycle::start(&vm, vmi.as_ref(), request))
-    };
-    carry_out(&state.client, &ns, &name, decided.await).await
+        lifecycle::start(vm, vmi, request)
+    })
+    .await
 }
 
-pub async fn stop(
-    State(state): State<Subresources>,
-    Path((_, ns, name)): VmPath,
-    body: Bytes,
-) -> Response {
-    let decided = async {
-        let options = options(&body)?;
+pub async fn stop(state: State<Subresources>, path: VmPath, body: Bytes) -> Response {
+    verb(state, path, &body, |options, vm, vmi| {
         let request = StopRequest {
             grace_period: options["gracePeriod"].as_i64(),
-            dry_run: dry_run(&options),
+            dry_run: dry_run(options),
         };
-        let (vm, vmi) = fetch(&state.client, &ns, &name).await?;
-        Ok(lifecycle::stop(&vm, vmi.as_ref(), request))
-    };
-    carry_out(&state.client, &ns, &name, decided.await).await
+        lifecycle::stop(vm, vmi, request)
+    })
+    .await
 }
 
-pub async fn restart(
-    State(state): State<Subresources>,
-    Path((_, ns, name)): VmPath,
-    body: Bytes,
-) -> Response {
-    let decided = async {
-        let options = options(&body)?;
+pub async fn restart(state: State<Subresources>, path: VmPath, body: Bytes) -> Response {
+    verb(state, path, &body, |options, vm, vmi| {
         let request = RestartRequest {
             grace_period_seconds: options["gracePeriodSeconds"].as_i64(),
-            dry_run: dry_run(&options),
+            dry_run: dry_run(options),
         };
+        lifecycle::restart(vm, vmi, request)
+    })
+    .await
+}
+
+/// Reads the options, fetches the VM and its instance, lets `decide` choose the change
+/// and carries it out.
+async fn verb(
+    State(state): State<Subresources>,
+    Path((_, ns, name)): VmPath,
+    body: &[u8],
+    decide: impl FnOnce(
+        &Value,
+        &VirtualMachine,
+        Option<&VirtualMachineInstance>,
+    ) -> Result<LifecycleChange, LifecycleError>,
+) -> Response {
+    let decided = async {
+        let options = options(body)?;
         let (vm, vmi) = fetch(&state.client, &ns, &name).await?;
-        Ok(lifecycle::restart(&vm, vmi.as_ref(), request))
+        Ok(decide(&options, &vm, vmi.as_ref()))
     };
     carry_out(&state.client, &ns, &name, decided.await).await
 }
