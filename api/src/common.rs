@@ -105,3 +105,15 @@ pub fn preserve_unknown_object_list(_: &mut SchemaGenerator) -> Schema {
 /// Unknown fields of a partly typed object, kept as they came so nothing is lost when the
 /// object is read and written back.
 pub type Extra = BTreeMap<String, serde_json::Value>;
+
+/// Five characters as Kubernetes appends them to a `generateName` (consonants and digits
+/// that cannot spell words).
+pub fn random_name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}

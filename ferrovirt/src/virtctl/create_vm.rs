@@ -5,7 +5,6 @@
 //! from `--cloud-init-user-data` or is written from `--user`, `--password-file` and
 //! `--ssh-key`. Instancetypes and preferences are not supported here, so nothing is inferred.
 
-use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -68,7 +67,7 @@ pub struct CreateVmArgs {
 }
 
 pub fn create_vm(args: CreateVmArgs) -> Result<()> {
-    let vm = manifest(&args, &mut random_suffix)?;
+    let vm = manifest(&args, &mut api::common::random_name_suffix)?;
     print!(
         "{}",
         serde_saphyr::to_string(&vm).context("writing the manifest")?
@@ -76,24 +75,15 @@ pub fn create_vm(args: CreateVmArgs) -> Result<()> {
     Ok(())
 }
 
-/// Five characters from the alphabet Kubernetes' generated names use.
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    // RandomState is seeded from the OS's randomness: enough for a name suffix.
-    let mut bits = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    (0..5)
-        .map(|_| {
-            let c = ALPHABET[(bits % ALPHABET.len() as u64) as usize] as char;
-            bits /= ALPHABET.len() as u64;
-            c
-        })
-        .collect()
-}
-
 /// The manifest; `suffix` makes the generated names' random part.
 fn manifest(args: &CreateVmArgs, suffix: &mut dyn FnMut() -> String) -> Result<Value> {
+    if api::kubevirt::RunStrategy::parse(&args.run_strategy).is_none() {
+        bail!(
+            "--run-strategy: {:?} is not one of {}",
+            args.run_strategy,
+            api::kubevirt::RunStrategy::ALL.join(", ")
+        );
+    }
     if api::quantity::parse_quantity(&args.memory).is_none() {
         bail!("--memory: {:?} is not a quantity", args.memory);
     }
@@ -537,6 +527,7 @@ mod tests {
     fn given_user_data_goes_base64_into_the_chosen_source() {
         let vm = build(CreateVmArgs {
             name: Some("b".into()),
+            run_strategy: "Manual".into(),
             memory: "512Mi".into(),
             cloud_init: Some("configdrive".into()),
             cloud_init_user_data: Some("I2Nsb3VkLWNvbmZpZwo=".into()),
@@ -553,6 +544,7 @@ mod tests {
     fn bad_flags_are_refused_by_name() {
         let base = || CreateVmArgs {
             name: Some("c".into()),
+            run_strategy: "Always".into(),
             memory: "512Mi".into(),
             ..Default::default()
         };
@@ -651,7 +643,7 @@ mod tests {
 
     #[test]
     fn random_suffixes_are_names() {
-        let suffix = random_suffix();
+        let suffix = api::common::random_name_suffix();
         assert_eq!(suffix.len(), 5);
         check_dns_label("test", &format!("vm-{suffix}")).unwrap();
     }

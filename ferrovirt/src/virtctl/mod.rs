@@ -236,7 +236,7 @@ pub async fn pause(args: PauseArgs, pausing: bool) -> Result<()> {
     let PauseKind::Vm = args.kind else {
         return put(&session, Kind::Vmi, verb, body, args.dry_run).await;
     };
-    let vm: Value = serde_json::from_slice(
+    let vm: api::kubevirt::VirtualMachine = serde_json::from_slice(
         &session
             .call(
                 http::Method::GET,
@@ -249,7 +249,7 @@ pub async fn pause(args: PauseArgs, pausing: bool) -> Result<()> {
             .await
             .with_context(|| format!("Error getting VirtualMachine {}", session.name))?,
     )
-    .context("the VirtualMachine is not JSON")?;
+    .context("the VirtualMachine is not readable")?;
     let pausing_word = if pausing { "pausing" } else { "unpausing" };
     let result = put(&session, Kind::Vmi, verb, body, args.dry_run).await;
     let vmi_missing = result
@@ -260,7 +260,7 @@ pub async fn pause(args: PauseArgs, pausing: bool) -> Result<()> {
     if !vmi_missing {
         return result;
     }
-    if vm["spec"]["runStrategy"] == "Halted" || vm["spec"]["running"] == false {
+    if vm.spec.effective_run_strategy() == api::kubevirt::RunStrategy::Halted {
         bail!(
             "Error {pausing_word} VirtualMachineInstance {0}. VirtualMachine {0} is not set to run",
             session.name

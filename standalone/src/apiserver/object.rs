@@ -92,7 +92,9 @@ pub fn prepare_create(
     let name = match meta.get("name").and_then(Value::as_str) {
         Some(name) if !name.is_empty() => name.to_string(),
         _ => match meta.get("generateName").and_then(Value::as_str) {
-            Some(prefix) if !prefix.is_empty() => format!("{prefix}{}", random_suffix()),
+            Some(prefix) if !prefix.is_empty() => {
+                format!("{prefix}{}", api::common::random_name_suffix())
+            }
             _ => {
                 return Err(ApiError::Invalid {
                     kind: rt.kind.clone(),
@@ -183,16 +185,6 @@ fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
             ),
         })
     }
-}
-
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    uuid::Uuid::new_v4()
-        .as_bytes()
-        .iter()
-        .take(5)
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
 }
 
 /// The status a built-in kind starts with, as its registry strategy sets it.
