@@ -531,6 +531,40 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
     );
     assert_ne!(after["metadata"]["uid"], first["metadata"]["uid"]);
 
+    // A dry run changes nothing; a guest that ignores the power button keeps a stop waiting
+    // for its grace period (20 s) until a forced stop with none ends it at once.
+    assert_eq!(
+        verb(&platform, &["stop", "web", "--dry-run"]),
+        Ok("VM web was scheduled to stop (dry run)\n".into())
+    );
+    let mut console = Console::open(&platform, "web");
+    console.run("killall acpid && echo ACPI-\"OFF\"", "ACPI-OFF");
+    drop(console);
+    assert_eq!(
+        vmi_phase(&platform.json(&["get", "vmi", "web"]).expect("the VMI")),
+        "Running"
+    );
+    verb(&platform, &["stop", "web"]).expect("stop");
+    std::thread::sleep(Duration::from_secs(2));
+    let forced = Instant::now();
+    verb(
+        &platform,
+        &["stop", "web", "--grace-period", "0", "--force"],
+    )
+    .expect("forced stop");
+    wait_for(
+        &platform,
+        &["get", "vm", "web"],
+        STOP,
+        "the VM is not Stopped",
+        |vm| printable(vm) == "Stopped",
+    );
+    assert!(
+        forced.elapsed() < Duration::from_secs(12),
+        "a forced stop took {:?}",
+        forced.elapsed()
+    );
+
     // Deleting the VM takes its instance and its DataVolume.
     platform.ok(&["delete", "vm", "web", "--timeout=90s"]);
     let deadline = Instant::now() + STOP;
@@ -753,6 +787,32 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
     }
     let _ = listening.kill();
     let _ = listening.wait();
+
+    // vnc --proxy-only: a local port speaking the display's RFB.
+    let mut vnc = ferrovirt(&platform)
+        .args(["vnc", "fwd", "--proxy-only"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ferrovirt vnc");
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(vnc.stdout.take().expect("stdout")),
+        &mut first_line,
+    )
+    .expect("its port");
+    let port: Value = serde_json::from_str(&first_line).expect("{\"port\": N}");
+    let mut display =
+        std::net::TcpStream::connect(("127.0.0.1", port["port"].as_u64().expect("port") as u16))
+            .expect("the VNC port");
+    display
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut banner = [0u8; 12];
+    display.read_exact(&mut banner).expect("the RFB banner");
+    assert_eq!(&banner, b"RFB 003.008\n");
+    let _ = vnc.kill();
+    let _ = vnc.wait();
 
     // ssh: the system's ssh with port-forward as its ProxyCommand.
     let out = ferrovirt(&platform)

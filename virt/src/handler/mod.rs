@@ -129,16 +129,22 @@ impl Handler {
             .and_then(|s| s.pod_ip);
         let mut tick = 0u32;
         let mut guest: Option<GuestInfo> = None;
-        let mut shutdown_sent = false;
+        // The grace period the launcher was last asked to shut down within.
+        let mut shutdown_sent: Option<i64> = None;
         loop {
             let Some(vmi) = current(api.get_opt(&name).await?) else {
                 return Ok(());
             };
             let now = Time(k8s_openapi::jiff::Timestamp::now());
             if vmi.metadata.deletion_timestamp.is_some() {
-                if !shutdown_sent {
-                    shutdown(&mut launcher, &vmi).await?;
-                    shutdown_sent = true;
+                let grace = vmi
+                    .spec
+                    .termination_grace_period_seconds
+                    .unwrap_or(DEFAULT_GRACE_SECONDS);
+                // Again when a forced stop shortened the grace period meanwhile.
+                if shutdown_sent.is_none_or(|sent| grace < sent) {
+                    shutdown(&mut launcher, &vmi, grace).await?;
+                    shutdown_sent = Some(grace);
                 }
             } else if vmi.status.as_ref().and_then(|s| s.phase) == Some(Phase::Scheduled) {
                 if let Some(patch) = self
@@ -188,23 +194,24 @@ impl Handler {
     }
 }
 
-/// Asks the launcher to shut the domain down within the VMI's grace period as it is now
-/// (`virtctl stop --force --grace-period` shortens it before the VMI is deleted).
+/// Asks the launcher to shut the domain down within `grace` seconds, the VMI's grace period
+/// as it is now (`virtctl stop --force --grace-period` shortens it before the VMI is
+/// deleted); 0 kills it at once.
 async fn shutdown(
     launcher: &mut CmdClient<Channel>,
     vmi: &VirtualMachineInstance,
+    grace: i64,
 ) -> Result<(), HandlerError> {
-    let grace = vmi
-        .spec
-        .termination_grace_period_seconds
-        .unwrap_or(DEFAULT_GRACE_SECONDS);
     tracing::info!(vmi = %vmi.name_any(), grace, "shutting the domain down");
-    launcher
-        .shutdown_virtual_machine(ShutdownRequest {
-            // 0 means "the VMI's own" to the launcher; a forced stop asks for none at all.
-            grace_period_seconds: grace.max(1),
-        })
-        .await?;
+    if grace <= 0 {
+        launcher.kill_virtual_machine(EmptyRequest {}).await?;
+    } else {
+        launcher
+            .shutdown_virtual_machine(ShutdownRequest {
+                grace_period_seconds: grace,
+            })
+            .await?;
+    }
     Ok(())
 }
 

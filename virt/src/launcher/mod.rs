@@ -636,10 +636,16 @@ impl Running {
     }
 
     async fn begin_shutdown(&mut self, grace: Duration) {
-        if self.shutdown.is_some() {
+        let now = Instant::now();
+        if let Some(progress) = &mut self.shutdown {
+            // Asked again with a shorter grace period (a forced stop): the earlier end wins.
+            if now + grace < progress.deadline {
+                tracing::info!(grace_s = grace.as_secs(), "grace period shortened");
+                progress.grace = grace;
+                progress.deadline = now + grace;
+            }
             return;
         }
-        let now = Instant::now();
         tracing::info!(grace_s = grace.as_secs(), "shutting the guest down");
         self.shutdown = Some(ShutdownProgress {
             grace,

@@ -5,7 +5,7 @@
 //!
 //! Every patch carries a `test` operation on the value it replaces (or on the object's
 //! `resourceVersion` where there is no value yet), so a concurrent change makes the patch
-//! fail instead of being lost; answer such a failure with [`LifecycleError::from_failed_test`].
+//! fail instead of being lost; answer such a failure with [`LifecycleError::from_failed_patch`].
 
 use std::collections::BTreeMap;
 
@@ -29,8 +29,6 @@ pub const VM_NOT_RUNNING: &str = "VM is not running";
 pub const VM_ALREADY_RUNNING: &str = "VM is already running";
 /// Upstream's answer to a request while another start or stop is pending.
 pub const REQUEST_UNDERWAY: &str = "unable to complete request: stop/start already underway";
-/// The error text of a JSON patch whose `test` failed (as client-go reports it).
-pub const JSON_PATCH_TEST_ERROR: &str = "jsonpatch test operation does not apply";
 
 /// The body of `PUT .../virtualmachines/{name}/start`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,8 +84,6 @@ pub struct VmiGracePeriodPatch {
     pub patch: Value,
     /// Puts the previous one back; apply it when the VM patch then fails (restart does).
     pub rollback: Value,
-    /// The grace period before this patch (0 when unset).
-    pub previous: i64,
 }
 
 /// What a request does, once accepted.
@@ -176,19 +172,15 @@ impl LifecycleError {
         status
     }
 
-    /// The answer to a patch the API server refused: a failed `test` (someone else changed
-    /// the VM meanwhile) is a conflict, anything else an internal error.
-    pub fn from_failed_patch(error: &str) -> Self {
-        if error.contains(JSON_PATCH_TEST_ERROR) {
-            Self::Conflict(error.to_string())
-        } else {
-            Self::Internal(error.to_string())
+    /// The answer to a patch the API server refused with `code`: a failed `test` (someone
+    /// else changed the VM meanwhile; 422, as the API server answers a patch that does not
+    /// apply) or a resourceVersion conflict (409) is a conflict, anything else an internal
+    /// error.
+    pub fn from_failed_patch(code: u16, message: &str) -> Self {
+        match code {
+            409 | 422 => Self::Conflict(message.to_owned()),
+            _ => Self::Internal(message.to_owned()),
         }
-    }
-
-    /// The answer to a patch whose `test` failed.
-    pub fn from_failed_test() -> Self {
-        Self::Conflict(JSON_PATCH_TEST_ERROR.to_string())
     }
 }
 
@@ -308,11 +300,7 @@ pub fn grace_period_patch(vmi: &VirtualMachineInstance, seconds: i64) -> VmiGrac
             )
         }
     };
-    VmiGracePeriodPatch {
-        patch,
-        rollback,
-        previous: previous.unwrap_or(0),
-    }
+    VmiGracePeriodPatch { patch, rollback }
 }
 
 fn status_patch(
@@ -835,7 +823,11 @@ mod tests {
         let vm_halted = vm(RunStrategy::Halted);
         let change = stop(&vm_halted, Some(&live), req).unwrap();
         let grace = change.vmi.clone().unwrap();
-        assert_eq!(grace.previous, 180);
+        // The patch tests the grace period it replaces.
+        assert_eq!(
+            grace.patch[0],
+            json!({"op": "test", "path": "/spec/terminationGracePeriodSeconds", "value": 180})
+        );
         let mut doc = serde_json::to_value(&live).unwrap();
         patch_json(&mut doc, &grace.patch.clone()).unwrap();
         assert_eq!(doc["spec"]["terminationGracePeriodSeconds"], 0);
@@ -984,9 +976,14 @@ mod tests {
         let mut doc = serde_json::to_value(vm_with(RunStrategy::Manual)).unwrap();
         assert!(patch_json(&mut doc, &change.vm.unwrap().patch).is_err());
         assert_eq!(
-            LifecycleError::from_failed_patch("jsonpatch test operation does not apply").code(),
+            LifecycleError::from_failed_patch(422, "JSON patch failed: test").code(),
             409
         );
+        assert_eq!(
+            LifecycleError::from_failed_patch(409, "changed").code(),
+            409
+        );
+        assert_eq!(LifecycleError::from_failed_patch(500, "broken").code(), 500);
     }
 
     fn vm_with(strategy: RunStrategy) -> VirtualMachine {

@@ -21,7 +21,10 @@ use axum::routing::{get, put};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::handler::Launchers;
+use tonic::transport::Channel;
+
+use crate::handler::{LauncherLookupError, Launchers};
+use crate::launcher::control::proto::cmd_client::CmdClient;
 
 /// The API group.
 pub const GROUP: &str = "subresources.kubevirt.io";
@@ -217,6 +220,24 @@ async fn fetch_vmi(
         .get_opt(name)
         .await?
         .ok_or_else(|| StatusError::not_found("virtualmachineinstance", name))
+}
+
+/// A client of the VMI's launcher. A VMI whose launcher pod is gone (it is stopping) is not
+/// running: KubeVirt's 409, not an internal error.
+async fn launcher(
+    state: &Subresources,
+    vmi: &VirtualMachineInstance,
+) -> Result<CmdClient<Channel>, StatusError> {
+    state
+        .launchers
+        .connect(vmi, LAUNCHER_WAIT)
+        .await
+        .map_err(|e| match e {
+            LauncherLookupError::NoLauncher(name) => {
+                StatusError::conflict("virtualmachineinstance", &name, "VMI is not running")
+            }
+            other => StatusError::internal(other.to_string()),
+        })
 }
 
 async fn version() -> axum::Json<Value> {

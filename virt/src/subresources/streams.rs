@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{LAUNCHER_WAIT, StatusError, Subresources, fetch_vmi};
+use super::{StatusError, Subresources, fetch_vmi, launcher};
 use crate::launcher::control::proto::{EmptyRequest, ForwardPortRequest};
 
 /// KubeVirt's subprotocol for raw bytes.
@@ -80,11 +80,7 @@ async fn stream_socket(
     vmi: &api::kubevirt::VirtualMachineInstance,
     stream: Stream,
 ) -> Result<PathBuf, StatusError> {
-    let mut launcher = state
-        .launchers
-        .connect(vmi, LAUNCHER_WAIT)
-        .await
-        .map_err(|e| StatusError::internal(e.to_string()))?;
+    let mut launcher = launcher(state, vmi).await?;
     let domain = launcher
         .get_domain(EmptyRequest {})
         .await
@@ -227,11 +223,7 @@ async fn forward_on_pod_address(
     vmi: &VirtualMachineInstance,
     port: u16,
 ) -> Result<(), StatusError> {
-    let mut launcher = state
-        .launchers
-        .connect(vmi, LAUNCHER_WAIT)
-        .await
-        .map_err(|e| StatusError::internal(e.to_string()))?;
+    let mut launcher = launcher(state, vmi).await?;
     let answer = launcher
         .forward_port(ForwardPortRequest {
             protocol: "tcp".into(),

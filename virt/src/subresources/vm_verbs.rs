@@ -115,10 +115,12 @@ async fn apply(
     name: &str,
     change: &LifecycleChange,
 ) -> Result<(), LifecycleError> {
-    let params = PatchParams {
-        dry_run: change.dry_run,
-        ..Default::default()
-    };
+    // A dry run stops at the decision: the embedded API server does not dry-run patches,
+    // and the decision has already made every check that could refuse the request.
+    if change.dry_run {
+        return Ok(());
+    }
+    let params = PatchParams::default();
     let vms = Api::<VirtualMachine>::namespaced(client.clone(), namespace);
     let vmis = Api::<VirtualMachineInstance>::namespaced(client.clone(), namespace);
     if let Some(grace) = &change.vmi {
@@ -156,7 +158,8 @@ where
     } else {
         api.patch(name, params, &patch).await
     };
-    result
-        .map(|_| ())
-        .map_err(|e| LifecycleError::from_failed_patch(&e.to_string()))
+    result.map(|_| ()).map_err(|e| match e {
+        kube::Error::Api(status) => LifecycleError::from_failed_patch(status.code, &status.message),
+        other => LifecycleError::Internal(other.to_string()),
+    })
 }

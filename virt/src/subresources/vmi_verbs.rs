@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{LAUNCHER_WAIT, StatusError, Subresources, dry_run, fetch_vmi, options};
+use super::{StatusError, Subresources, dry_run, fetch_vmi, launcher, options};
 use crate::guest_agent::GuestInfo;
 use crate::launcher::control::proto::EmptyRequest;
 
@@ -78,11 +78,7 @@ async fn verb(
     if dry_run {
         return Ok(StatusCode::OK);
     }
-    let mut launcher = state
-        .launchers
-        .connect(&vmi, LAUNCHER_WAIT)
-        .await
-        .map_err(|e| StatusError::internal(e.to_string()))?;
+    let mut launcher = launcher(&state, &vmi).await?;
     let answer = match command {
         Command::Pause => launcher.pause_virtual_machine(EmptyRequest {}).await,
         Command::Unpause => launcher.unpause_virtual_machine(EmptyRequest {}).await,
@@ -132,11 +128,7 @@ async fn guest(
     if !vmi.condition_holds(condition_types::AGENT_CONNECTED) {
         return Err(StatusError::conflict(VMI, name, NO_GUEST_AGENT));
     }
-    let mut launcher = state
-        .launchers
-        .connect(&vmi, LAUNCHER_WAIT)
-        .await
-        .map_err(|e| StatusError::internal(e.to_string()))?;
+    let mut launcher = launcher(state, &vmi).await?;
     let answer = launcher
         .get_guest_info(EmptyRequest {})
         .await
