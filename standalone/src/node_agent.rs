@@ -303,29 +303,44 @@ pub fn pod_root(state_dir: &Path, pod_uid: &str) -> PathBuf {
     state_dir.join("pods").join(pod_uid).join("root")
 }
 
-/// Drops this agent's finalizer from `pod`, if it holds one. The patch is guarded by the
-/// pod's resourceVersion, so a concurrent change (a deletion, a status write) makes it try
-/// again on the pod as it is now rather than leave the finalizer behind.
+/// Drops this agent's finalizer from `pod`, if it holds one.
 async fn release(client: &Client, pod: &Pod) {
-    let api = Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-    for _ in 0..RELEASE_ATTEMPTS {
-        let current = match api.get_opt(&pod.name_any()).await {
-            Ok(Some(current)) if current.uid() == pod.uid() => current,
-            Ok(_) => return,
-            Err(err) => {
-                tracing::warn!(pod = %pod.name_any(), %err, "cannot read the pod to release it");
-                return;
-            }
-        };
+    let result = patch_guarded(client, pod, |current| {
         if !current.finalizers().iter().any(|f| f == POD_FINALIZER) {
-            return;
+            return None;
         }
         let finalizers: Vec<&String> = current
             .finalizers()
             .iter()
             .filter(|f| *f != POD_FINALIZER)
             .collect();
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": current.resource_version()}});
+        Some(json!({"metadata": {"finalizers": finalizers}}))
+    })
+    .await;
+    if let Err(err) = result {
+        tracing::warn!(pod = %pod.name_any(), %err, "cannot release the pod");
+    }
+}
+
+/// Merges the patch `change` makes of the pod as it is now (nothing when it makes none),
+/// guarded by that resourceVersion: a concurrent change (a deletion, a status write, another
+/// finalizer) makes it read the pod again and retry rather than overwrite it. The pod as
+/// patched, or `None` when it is gone (or another pod of that name) or needs no change.
+async fn patch_guarded(
+    client: &Client,
+    pod: &Pod,
+    change: impl Fn(&Pod) -> Option<Value>,
+) -> Result<Option<Pod>, kube::Error> {
+    let api = Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    for _ in 0..RELEASE_ATTEMPTS {
+        let current = match api.get_opt(&pod.name_any()).await? {
+            Some(current) if current.uid() == pod.uid() => current,
+            _ => return Ok(None),
+        };
+        let Some(mut patch) = change(&current) else {
+            return Ok(Some(current));
+        };
+        patch["metadata"]["resourceVersion"] = json!(current.resource_version());
         match api
             .patch(
                 &pod.name_any(),
@@ -334,16 +349,20 @@ async fn release(client: &Client, pod: &Pod) {
             )
             .await
         {
-            Ok(_) => return,
+            Ok(patched) => return Ok(Some(patched)),
             Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            Err(kube::Error::Api(status)) if status.code == 404 => return,
-            Err(err) => {
-                tracing::warn!(pod = %pod.name_any(), %err, "cannot release the pod");
-                return;
-            }
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+            Err(err) => return Err(err),
         }
     }
-    tracing::warn!(pod = %pod.name_any(), "cannot release the pod: it keeps changing");
+    Err(kube::Error::Api(
+        kube::core::Status::failure(
+            &format!("pod {} keeps changing", pod.name_any()),
+            "Conflict",
+        )
+        .with_code(409)
+        .boxed(),
+    ))
 }
 
 async fn patch_status(client: &Client, pod: &Pod, status: &Value) -> Result<(), AgentError> {
@@ -404,26 +423,29 @@ impl PodRun {
     /// Takes the pod onto this node: its finalizer, so a deletion waits for the process to
     /// end, and `spec.nodeName`, as the scheduler would set it.
     async fn claim(&mut self) -> Result<(), AgentError> {
-        let api = Api::<Pod>::namespaced(
-            self.agent().client.clone(),
-            &self.pod.namespace().unwrap_or_default(),
-        );
-        let mut finalizers = self.pod.finalizers().to_vec();
-        if !finalizers.iter().any(|f| f == POD_FINALIZER) {
-            finalizers.push(POD_FINALIZER.into());
-        }
-        let mut patch = json!({"metadata": {"finalizers": finalizers}});
-        let node = self.pod.spec.as_ref().and_then(|s| s.node_name.clone());
-        if node.is_none() {
-            patch["spec"] = json!({"nodeName": self.agent().node});
-        }
-        self.pod = api
-            .patch(
-                &self.pod.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        let node = self.agent().node.clone();
+        let claimed = patch_guarded(&self.agent().client, &self.pod, |current| {
+            let mut patch = json!({"metadata": {}});
+            if !current.finalizers().iter().any(|f| f == POD_FINALIZER) {
+                let mut finalizers = current.finalizers().to_vec();
+                finalizers.push(POD_FINALIZER.into());
+                patch["metadata"]["finalizers"] = json!(finalizers);
+            }
+            if current
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_none()
+            {
+                patch["spec"] = json!({"nodeName": node});
+            }
+            (patch != json!({"metadata": {}})).then_some(patch)
+        })
+        .await?;
+        self.pod = claimed.ok_or_else(|| AgentError::Pod {
+            pod: self.pod.name_any(),
+            message: "deleted before it could be claimed".into(),
+        })?;
         Ok(())
     }
 
