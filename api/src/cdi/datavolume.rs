@@ -479,6 +479,15 @@ pub enum DataVolumePhase {
 }
 
 impl DataVolumePhase {
+    /// Whether a consumer (a VM's instance) may use the claim now: the data is there, or
+    /// the claim waits for its first consumer to be bound or populated.
+    pub fn usable_by_consumer(self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded | Self::WaitForFirstConsumer | Self::PendingPopulation
+        )
+    }
+
     /// The value as written in YAML.
     pub fn as_str(self) -> &'static str {
         match self {

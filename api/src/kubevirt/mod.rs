@@ -33,14 +33,11 @@ pub mod keys {
     /// On a launcher pod: the UID of the VMI it runs; on a DataVolume or VMI: the UID of
     /// the VM that created it.
     pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
-    /// On a launcher pod: the VMI's name.
-    pub const DOMAIN_LABEL: &str = "kubevirt.io/domain";
     /// On a VMI: the node that runs it.
     pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
-    /// On a VMI created from a VM: the VM's name.
+    /// On a VMI created from a VM: the VM's name; on a launcher pod: the VMI's name, for
+    /// services selecting VMs.
     pub const VM_NAME_LABEL: &str = "vm.kubevirt.io/name";
-    /// On a launcher pod: the VMI's name, for services selecting VMs.
-    pub const VMI_NAME_LABEL: &str = "vm.kubevirt.io/name";
     /// On a launcher pod: the VMI's name (an annotation, as upstream).
     pub const DOMAIN_ANNOTATION: &str = "kubevirt.io/domain";
     /// The VMI finalizer virt-api adds: the VMI goes away only once its domain is gone.

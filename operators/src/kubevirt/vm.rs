@@ -214,8 +214,6 @@ struct Decision {
     delete: bool,
     /// A start is wanted but waits for DataVolumes.
     waiting_for_volumes: bool,
-    /// A start is wanted but waits for the crash-loop back-off.
-    backing_off: bool,
     /// The spec is switched to `Always` (a paused start of a halted VM).
     switch_to_always: bool,
     /// A start request is queued (RerunOnFailure after a failure).
@@ -306,11 +304,7 @@ fn next_start_failure(
     now: &Time,
 ) -> Option<StartFailure> {
     let ran = vmi.is_some_and(|v| ever_ran(v, now));
-    let restarts = matches!(
-        strategy,
-        RunStrategy::Always | RunStrategy::RerunOnFailure | RunStrategy::Once
-    );
-    if ran || !restarts {
+    if ran || !counts_start_failures(strategy) {
         return None;
     }
     let Some(vmi) = vmi.filter(|v| v.is_final()) else {
@@ -415,14 +409,7 @@ fn dv_condition_is(
 /// A DataVolume a start may go on with: filled, or waiting for its first consumer (the
 /// launcher pod is that consumer).
 fn dv_usable(dv: &DataVolume) -> bool {
-    matches!(
-        dv_phase(dv),
-        Some(
-            DataVolumePhase::Succeeded
-                | DataVolumePhase::WaitForFirstConsumer
-                | DataVolumePhase::PendingPopulation
-        )
-    )
+    dv_phase(dv).is_some_and(DataVolumePhase::usable_by_consumer)
 }
 
 /// Why a DataVolume is in error, as upstream sees it: failed, or its worker stopped on an
@@ -656,12 +643,8 @@ impl Facts<'_> {
             .is_some_and(|v| v.phase() == Some(VirtualMachineInstancePhase::Running))
     }
     fn paused(&self) -> bool {
-        vmi_condition_is(
-            self.vmi,
-            condition_types::PAUSED,
-            ConditionStatus::True,
-            None,
-        )
+        self.vmi
+            .is_some_and(|v| v.condition_holds(condition_types::PAUSED))
     }
     fn synchronized_false(&self, reason: &str) -> bool {
         vmi_condition_is(
@@ -733,10 +716,7 @@ const PRINTABLE_STATUSES: [(VirtualMachinePrintableStatus, Predicate); 15] = [
             && !f.decision.create
             && f.start_failure
                 .is_some_and(|s| s.consecutive_fail_count > 0)
-            && matches!(
-                f.strategy,
-                RunStrategy::Always | RunStrategy::RerunOnFailure | RunStrategy::Once
-            )
+            && counts_start_failures(f.strategy)
     }),
     (VirtualMachinePrintableStatus::Stopped, |f| match f.vmi {
         Some(v) => v.is_final(),
@@ -786,23 +766,6 @@ fn rerun_should_start(vm: &VirtualMachine) -> bool {
         || vm.status.as_ref().and_then(|s| s.run_strategy) != Some(RunStrategy::RerunOnFailure)
 }
 
-fn own_condition(
-    type_: &str,
-    status: ConditionStatus,
-    reason: &str,
-    message: String,
-    now: &Time,
-) -> VirtualMachineCondition {
-    VirtualMachineCondition {
-        type_: type_.to_string(),
-        status,
-        last_probe_time: None,
-        last_transition_time: Some(now.clone()),
-        reason: Some(reason.to_string()),
-        message: Some(message),
-    }
-}
-
 /// The status with a Failure condition for `reason`/`message` (the runner's, when an
 /// action failed).
 pub fn with_failure(
@@ -815,13 +778,7 @@ pub fn with_failure(
     let mut conditions = status.conditions.take().unwrap_or_default();
     set_condition(
         &mut conditions,
-        own_condition(
-            condition_types::FAILURE,
-            ConditionStatus::True,
-            reason,
-            message,
-            now,
-        ),
+        VirtualMachineCondition::new(condition_types::FAILURE, true, reason, &message, now),
     );
     status.conditions = Some(conditions);
     status
@@ -843,18 +800,18 @@ fn conditions(
     ];
     let mut conditions = previous.cloned().unwrap_or_default();
     let ready = match (vmi, vmi_condition(vmi, condition_types::READY)) {
-        (None, _) => own_condition(
+        (None, _) => VirtualMachineCondition::new(
             condition_types::READY,
-            ConditionStatus::False,
+            false,
             reasons::VMI_NOT_EXISTS,
-            "VMI does not exist".to_string(),
+            "VMI does not exist",
             now,
         ),
-        (Some(_), None) => own_condition(
+        (Some(_), None) => VirtualMachineCondition::new(
             condition_types::READY,
-            ConditionStatus::False,
+            false,
             reasons::VMI_CONDITION_MISSING,
-            "VMI is missing the Ready condition".to_string(),
+            "VMI is missing the Ready condition",
             now,
         ),
         (Some(_), Some(c)) => c.clone(),
@@ -869,13 +826,7 @@ fn conditions(
                 .join("; ");
             set_condition(
                 &mut conditions,
-                own_condition(
-                    condition_types::FAILURE,
-                    ConditionStatus::True,
-                    reason,
-                    message,
-                    now,
-                ),
+                VirtualMachineCondition::new(condition_types::FAILURE, true, reason, &message, now),
             );
         }
         None => conditions.retain(|c| c.type_ != condition_types::FAILURE),
@@ -899,26 +850,23 @@ fn conditions(
             }
         }
         None => match volumes_ready {
-            Some((true, message)) => set_condition(
-                &mut conditions,
-                own_condition(
-                    condition_types::DATA_VOLUMES_READY,
-                    ConditionStatus::True,
-                    reasons::ALL_DVS_READY,
-                    message,
-                    now,
-                ),
-            ),
-            Some((false, message)) => set_condition(
-                &mut conditions,
-                own_condition(
-                    condition_types::DATA_VOLUMES_READY,
-                    ConditionStatus::False,
-                    reasons::NOT_ALL_DVS_READY,
-                    message,
-                    now,
-                ),
-            ),
+            Some((ready, message)) => {
+                let reason = if ready {
+                    reasons::ALL_DVS_READY
+                } else {
+                    reasons::NOT_ALL_DVS_READY
+                };
+                set_condition(
+                    &mut conditions,
+                    VirtualMachineCondition::new(
+                        condition_types::DATA_VOLUMES_READY,
+                        ready,
+                        reason,
+                        &message,
+                        now,
+                    ),
+                );
+            }
             None => conditions.retain(|c| c.type_ != condition_types::DATA_VOLUMES_READY),
         },
     }
@@ -1024,13 +972,7 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
 
     if deleting {
         if let Some(v) = vmi {
-            let orphaning = vm
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .any(|f| f == ORPHAN_FINALIZER);
-            if !orphaning && !is_deleting(&v.metadata) {
+            if !decision_orphans(vm) && !is_deleting(&v.metadata) {
                 decision.delete = true;
             }
         }
@@ -1111,7 +1053,6 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
                 .then(|| backoff_left(current_failure.as_ref(), now))
                 .flatten();
             if let Some(left) = backoff {
-                decision.backing_off = true;
                 requeue = Some(left);
             } else if !template_ok {
             } else if !dvs_ready {
@@ -1208,12 +1149,7 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
     let next_failure = next_start_failure(current_failure.clone(), strategy, vmi, now);
     let mut status = vm.status.clone().unwrap_or_default();
     status.created = Some(vmi.is_some());
-    status.ready = Some(vmi_condition_is(
-        vmi,
-        condition_types::READY,
-        ConditionStatus::True,
-        None,
-    ));
+    status.ready = Some(vmi.is_some_and(|v| v.condition_holds(condition_types::READY)));
     if status.run_strategy.is_some() || vmi.is_some() {
         status.run_strategy = Some(strategy);
     }
@@ -1267,6 +1203,15 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
         actions.push(VmAction::RequeueAfter(VOLUME_RECHECK));
     }
     actions
+}
+
+/// The strategies that start instances by themselves, so that failing starts are counted
+/// (and shown as CrashLoopBackOff).
+fn counts_start_failures(strategy: RunStrategy) -> bool {
+    matches!(
+        strategy,
+        RunStrategy::Always | RunStrategy::RerunOnFailure | RunStrategy::Once
+    )
 }
 
 fn decision_orphans(vm: &VirtualMachine) -> bool {
@@ -1468,8 +1413,13 @@ async fn apply(
                     Ok(true)
                 }
                 Err(e) if is_status(&e, 404) => Ok(false),
-                // The test on the resourceVersion failed: someone wrote the VM meanwhile.
-                Err(e) if is_status(&e, 409) || is_status(&e, 422) => Err(Error::Stale),
+                // The test on the resourceVersion failed (422, as the API server answers a
+                // patch that does not apply; 409 on a conflict): someone wrote the VM
+                // meanwhile. Said, as a schema's refusal is a 422 too and would repeat.
+                Err(e) if is_status(&e, 409) || is_status(&e, 422) => {
+                    tracing::info!(vm = %name, error = %e, "status not written; reading the VM again");
+                    Err(Error::Stale)
+                }
                 Err(e) => Err(e.into()),
             }
         }
@@ -1532,13 +1482,16 @@ async fn reconcile(object: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Act
                     let base = planned.or_else(|| before.clone()).unwrap_or_default();
                     let failed = with_failure(&base, reason, message.clone(), &now);
                     if before.as_ref() != Some(&failed) {
-                        let _ = vms
+                        if let Err(err) = vms
                             .patch_status(
                                 &vm.name_any(),
                                 &PatchParams::default(),
                                 &status_patch(&vm, &failed)?,
                             )
-                            .await;
+                            .await
+                        {
+                            tracing::warn!(vm = %vm.name_any(), %err, "cannot write the Failure condition");
+                        }
                     }
                     return Err(Error::Action { reason, message });
                 }
@@ -1640,22 +1593,22 @@ mod tests {
     }
 
     /// A VMI that reached Running at some point, as its timestamps record.
-    fn ran(mut vmi: VirtualMachineInstance) -> VirtualMachineInstance {
-        let status = vmi.status.as_mut().unwrap();
-        status.extra.insert(
-            "phaseTransitionTimestamps".into(),
-            json!([{"phase": "Pending"}, {"phase": "Running"}]),
-        );
-        vmi
+    fn ran(vmi: VirtualMachineInstance) -> VirtualMachineInstance {
+        with_phases(vmi, &["Pending", "Running"])
     }
 
     /// A VMI whose timestamps show it never reached Running.
-    fn never_ran(mut vmi: VirtualMachineInstance) -> VirtualMachineInstance {
+    fn never_ran(vmi: VirtualMachineInstance) -> VirtualMachineInstance {
+        with_phases(vmi, &["Pending", "Failed"])
+    }
+
+    /// A VMI whose phaseTransitionTimestamps list `phases`.
+    fn with_phases(mut vmi: VirtualMachineInstance, phases: &[&str]) -> VirtualMachineInstance {
+        let transitions: Vec<Value> = phases.iter().map(|p| json!({"phase": p})).collect();
         let status = vmi.status.as_mut().unwrap();
-        status.extra.insert(
-            "phaseTransitionTimestamps".into(),
-            json!([{"phase": "Pending"}, {"phase": "Failed"}]),
-        );
+        status
+            .extra
+            .insert("phaseTransitionTimestamps".into(), json!(transitions));
         vmi
     }
 

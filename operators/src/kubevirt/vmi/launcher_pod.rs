@@ -76,7 +76,7 @@ pub fn launcher_pod(
     let mut labels = vmi.labels().clone();
     labels.insert(keys::APP_LABEL.into(), keys::LAUNCHER_APP.into());
     labels.insert(keys::CREATED_BY_LABEL.into(), uid);
-    labels.insert(keys::VMI_NAME_LABEL.into(), name.clone());
+    labels.insert(keys::VM_NAME_LABEL.into(), name.clone());
     let annotations = BTreeMap::from([(keys::DOMAIN_ANNOTATION.to_owned(), name.clone())]);
     let (volumes, mounts, devices) = pod_volumes(vmi, block);
     let grace = vmi

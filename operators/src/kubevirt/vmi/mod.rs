@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::cdi::DataVolume;
+use api::cdi::{DataVolume, DataVolumePhase};
 use api::kubevirt::{VirtualMachineInstance, keys};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -261,9 +261,9 @@ async fn apply(
 
 /// A DataVolume's phase as written in its status ("" before it has one).
 fn data_volume_phase(dv: &DataVolume) -> String {
-    let phase = dv.status.as_ref().and_then(|s| s.phase);
-    match serde_json::to_value(phase) {
-        Ok(serde_json::Value::String(phase)) => phase,
-        _ => String::new(),
-    }
+    dv.status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .map_or("", DataVolumePhase::as_str)
+        .to_owned()
 }

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use api::cdi::DataVolumePhase;
 use api::kubevirt::keys;
 use api::kubevirt::vmi::{VirtualMachineCondition, condition_types, set_condition};
 use api::kubevirt::{
@@ -31,9 +32,6 @@ const OWN_CONDITIONS: [&str; 4] = [
 const POD_SCHEDULED: &str = "PodScheduled";
 /// DataVolume phases in which a launcher pod may start: done, or waiting for the pod itself
 /// to pick the node.
-const USABLE_DATA_VOLUME_PHASES: [&str; 3] =
-    ["Succeeded", "WaitForFirstConsumer", "PendingPopulation"];
-
 /// What is known of one claim a VMI uses.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Claim {
@@ -195,7 +193,9 @@ fn plan_without_pod(
         .iter()
         .filter_map(|(claim, state)| {
             let phase = state.data_volume_phase.as_deref()?;
-            (!USABLE_DATA_VOLUME_PHASES.contains(&phase)).then(|| format!("{claim} ({phase})"))
+            let usable = serde_json::from_value::<DataVolumePhase>(phase.into())
+                .is_ok_and(DataVolumePhase::usable_by_consumer);
+            (!usable).then(|| format!("{claim} ({phase})"))
         })
         .collect();
     let has_data_volumes = observed
