@@ -72,11 +72,29 @@ impl AggregatedApi {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        // A clone of the service per request.
+        let service: AggregatedService = Arc::new(move |request| {
+            let mut service = service.clone();
+            Box::pin(async move {
+                // The service's error type need not be Send: it becomes a BoxError at once.
+                let ready: Result<(), BoxError> = std::future::poll_fn(|cx| service.poll_ready(cx))
+                    .await
+                    .map_err(Into::into);
+                let answered = match ready {
+                    Ok(()) => service.call(request).await.map_err(Into::into),
+                    Err(err) => Err(err),
+                };
+                match answered {
+                    Ok(response) => response.map(|body| body.map_err(Into::into).boxed_unsync()),
+                    Err(err) => unavailable(err),
+                }
+            })
+        });
         AggregatedApi {
             group: group.into(),
             versions,
             resources,
-            service: service_from_tower(service),
+            service,
         }
     }
 
@@ -110,38 +128,6 @@ impl fmt::Debug for AggregatedApi {
             .field("resources", &self.resources.len())
             .finish_non_exhaustive()
     }
-}
-
-/// An [`AggregatedService`] calling a tower service (a clone of it per request).
-pub fn service_from_tower<S, B>(service: S) -> AggregatedService
-where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    Arc::new(move |request| {
-        let mut service = service.clone();
-        Box::pin(async move {
-            // The service's error type need not be Send: it becomes a BoxError at once.
-            let ready: Result<(), BoxError> = std::future::poll_fn(|cx| service.poll_ready(cx))
-                .await
-                .map_err(Into::into);
-            let answered = match ready {
-                Ok(()) => service.call(request).await.map_err(Into::into),
-                Err(err) => Err(err),
-            };
-            match answered {
-                Ok(response) => response.map(|body| body.map_err(Into::into).boxed_unsync()),
-                Err(err) => unavailable(err),
-            }
-        })
-    })
 }
 
 /// What kube-aggregator answers when the API's service fails: 503 with a Status.

@@ -28,9 +28,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-pub use aggregated::{
-    AggregatedApi, AggregatedBody, AggregatedService, BoxError, service_from_tower,
-};
+pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
 pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
