@@ -22,10 +22,10 @@ use serde_json::{Value, json};
 use tonic::transport::Channel;
 
 use crate::guest_agent::GuestInfo;
+use crate::launcher::DomainStatus;
 use crate::launcher::control::proto::cmd_client::CmdClient;
 use crate::launcher::control::proto::{EmptyRequest, ShutdownRequest, Vmi, VmiRequest};
 pub use launchers::{LauncherLookupError, Launchers, SocketDirOf};
-use status::DomainReport;
 
 /// How often a running domain is looked at.
 const POLL: Duration = Duration::from_secs(1);
@@ -226,7 +226,7 @@ pub enum HandlerError {
     Launcher(#[from] tonic::Status),
 }
 
-async fn domain(launcher: &mut CmdClient<Channel>) -> Result<DomainReport, HandlerError> {
+async fn domain(launcher: &mut CmdClient<Channel>) -> Result<DomainStatus, HandlerError> {
     let answer = launcher.get_domain(EmptyRequest {}).await?.into_inner();
     Ok(serde_json::from_str(&answer.domain).unwrap_or_default())
 }

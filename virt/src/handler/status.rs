@@ -5,22 +5,10 @@
 use api::kubevirt::VirtualMachineInstance;
 use api::kubevirt::vmi::{VirtualMachineCondition, condition_types, set_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::guest_agent::GuestInfo;
-
-/// The part of the launcher's `GetDomain` answer the handler reads.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DomainReport {
-    /// `Running`, `Paused`, `ShuttingDown`, `Shutoff`, `Crashed`, `NoState`.
-    pub state: String,
-    #[serde(default)]
-    pub reason: String,
-    #[serde(default)]
-    pub guest_agent_connected: bool,
-}
+use crate::launcher::{DomainStatus, LifeCycle};
 
 /// The status patch after a successful Sync: the domain runs. `pod_ip` is the launcher
 /// pod's address, which a masquerade interface is reached at.
@@ -51,14 +39,14 @@ pub fn failed_to_start(vmi: &VirtualMachineInstance, message: &str, now: &Time) 
 /// The status patch for a running domain, `None` when nothing changed.
 pub fn running(
     vmi: &VirtualMachineInstance,
-    domain: &DomainReport,
+    domain: &DomainStatus,
     guest: Option<&GuestInfo>,
     pod_ip: Option<&str>,
     now: &Time,
 ) -> Option<Value> {
     let before = conditions_of(vmi);
     let mut conditions = before.clone();
-    if domain.state == "Paused" {
+    if domain.state == LifeCycle::Paused {
         let (reason, message) = match domain.reason.as_str() {
             "User" | "" => ("PausedByUser", "VMI was paused by user"),
             "IOError" => (
@@ -201,28 +189,41 @@ mod tests {
         Time(k8s_openapi::jiff::Timestamp::from_second(1_790_000_000).expect("time"))
     }
 
-    fn domain(state: &str, agent: bool) -> DomainReport {
-        DomainReport {
-            state: state.into(),
-            reason: String::new(),
+    fn domain(state: LifeCycle, agent: bool) -> DomainStatus {
+        DomainStatus {
+            state,
             guest_agent_connected: agent,
+            ..Default::default()
         }
     }
 
     #[test]
     fn a_paused_domain_sets_paused_and_resuming_clears_it() {
-        let patch =
-            running(&vmi(), &domain("Paused", false), None, None, &now()).expect("a change");
+        let patch = running(
+            &vmi(),
+            &domain(LifeCycle::Paused, false),
+            None,
+            None,
+            &now(),
+        )
+        .expect("a change");
         let paused = &patch["conditions"][1];
         assert_eq!(paused["type"], "Paused");
         assert_eq!(paused["reason"], "PausedByUser");
         let mut v = vmi();
         v.status.as_mut().unwrap().conditions =
             serde_json::from_value(patch["conditions"].clone()).unwrap();
-        let resumed = running(&v, &domain("Running", false), None, None, &now()).expect("a change");
+        let resumed =
+            running(&v, &domain(LifeCycle::Running, false), None, None, &now()).expect("a change");
         assert_eq!(resumed["conditions"].as_array().unwrap().len(), 1);
         assert_eq!(
-            running(&vmi(), &domain("Running", false), None, None, &now()),
+            running(
+                &vmi(),
+                &domain(LifeCycle::Running, false),
+                None,
+                None,
+                &now()
+            ),
             None
         );
     }
@@ -248,8 +249,14 @@ mod tests {
             ],
             ..Default::default()
         };
-        let patch = running(&vmi(), &domain("Running", true), Some(&guest), None, &now())
-            .expect("a change");
+        let patch = running(
+            &vmi(),
+            &domain(LifeCycle::Running, true),
+            Some(&guest),
+            None,
+            &now(),
+        )
+        .expect("a change");
         assert_eq!(patch["guestOSInfo"]["id"], "debian");
         assert_eq!(patch["interfaces"][0]["ipAddress"], "10.0.2.2");
         assert_eq!(patch["interfaces"][0]["interfaceName"], "enp1s0");

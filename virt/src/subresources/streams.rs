@@ -13,11 +13,11 @@ use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use kube::Api;
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{StatusError, Subresources, fetch_vmi, launcher};
+use crate::launcher::DomainStatus;
 use crate::launcher::control::proto::{EmptyRequest, ForwardPortRequest};
 
 /// KubeVirt's subprotocol for raw bytes.
@@ -87,15 +87,13 @@ async fn stream_socket(
         .map_err(|s| StatusError::internal(s.message().to_owned()))?
         .into_inner()
         .domain;
-    let domain: Value = serde_json::from_str(&domain).unwrap_or_default();
-    let key = match stream {
-        Stream::Console => "consoleSocket",
-        Stream::Vnc => "vncSocket",
+    let domain: DomainStatus = serde_json::from_str(&domain)
+        .map_err(|e| StatusError::internal(format!("the launcher's domain report: {e}")))?;
+    let (socket, what) = match stream {
+        Stream::Console => (domain.console_socket, "serial console"),
+        Stream::Vnc => (domain.vnc_socket, "VNC display"),
     };
-    domain[key]
-        .as_str()
-        .map(PathBuf::from)
-        .ok_or_else(|| StatusError::internal(format!("the domain has no {key}")))
+    socket.ok_or_else(|| StatusError::bad_request(format!("the VMI has no {what}")))
 }
 
 /// The path of a `portforward` request: `.../{name}/portforward/{port}[/{protocol}]`.
