@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferrovirt_tests::{HttpServer, HttpServerOptions, fixtures, guest};
+use ferrovirt_tests::{HttpServer, HttpServerOptions, fast_guest_qcow2};
 use platform::{Platform, condition};
 use serde_json::Value;
 
@@ -34,24 +34,6 @@ fn assert_gone(platform: &Platform, kind: &str, name: &str) {
     );
 }
 const STOP: Duration = Duration::from_secs(60);
-
-/// The fast guest's disk as a qcow2 in the fixture directory the HTTP server serves.
-fn guest_qcow2() -> &'static str {
-    const NAME: &str = "guest-fast.qcow2";
-    let target = fixtures().join(NAME);
-    if !target.exists() {
-        let partial = fixtures().join(format!("{NAME}.{}", std::process::id()));
-        let status = Command::new("qemu-img")
-            .args(["convert", "-O", "qcow2"])
-            .arg(guest("fast").join("disk.img"))
-            .arg(&partial)
-            .status()
-            .expect("qemu-img");
-        assert!(status.success(), "qemu-img convert failed");
-        std::fs::rename(&partial, &target).expect("placing the qcow2");
-    }
-    NAME
-}
 
 fn vm_yaml(name: &str, strategy: &str, url: &str) -> String {
     format!(
@@ -245,7 +227,7 @@ fn a_vmi_on_a_data_volume_runs_pauses_and_stops_on_delete() {
     let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("vmi-dv");
-    let url = server.url(guest_qcow2());
+    let url = server.url(fast_guest_qcow2());
     platform.apply(&format!(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
 kind: DataVolume
@@ -435,7 +417,7 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
     let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("vm-life");
-    platform.apply(&vm_yaml("web", "Always", &server.url(guest_qcow2())));
+    platform.apply(&vm_yaml("web", "Always", &server.url(fast_guest_qcow2())));
     // Never Stopped while it comes up: Provisioning, Starting, then Running.
     let mut seen = Vec::new();
     let vm = wait_for(
@@ -610,7 +592,7 @@ fn run_strategies_decide_what_follows_an_instances_end() {
     let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("vm-strategies");
-    let url = server.url(guest_qcow2());
+    let url = server.url(fast_guest_qcow2());
     for (name, strategy) in [
         ("rerun", "RerunOnFailure"),
         ("once", "Once"),
@@ -731,7 +713,7 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
     let server = HttpServer::start(HttpServerOptions::default());
     let mut platform = Platform::start("vm-forward");
     // No ports listed on the masquerade interface: port-forward still reaches any port.
-    platform.apply(&vm_yaml("fwd", "Always", &server.url(guest_qcow2())));
+    platform.apply(&vm_yaml("fwd", "Always", &server.url(fast_guest_qcow2())));
     running_uid(&platform, "fwd");
     let key = ferrovirt_tests::TempDir::new("ssh-key");
     let identity = key.join("id");
@@ -836,6 +818,22 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // soft-reboot with no guest agent: the power button, and the machine reset when the
+    // guest has powered off; the same instance boots again.
+    let uid = running_uid(&platform, "fwd");
+    let mut console = Console::open(&platform, "fwd");
+    assert_eq!(
+        verb(&platform, &["soft-reboot", "fwd"]),
+        Ok("VMI fwd was scheduled to softreboot\n".into())
+    );
+    console.wait_for("FERROVIRT-GUEST-READY", BOOT);
+    drop(console);
+    assert_eq!(
+        running_uid(&platform, "fwd"),
+        uid,
+        "a reboot keeps the instance"
+    );
+
     // Refusals name the problem.
     let missing = verb(&platform, &["port-forward", "--stdio", "vm/nope", "80"])
         .expect_err("a VM that does not exist");
@@ -879,7 +877,7 @@ fn create_vm_prints_a_vm_that_imports_its_disk_and_boots() {
     let platform = Platform::start("vm-create");
     let import = format!(
         "--volume-import=type:http,url:{},size:128Mi,name:root,bootorder:1",
-        server.url(guest_qcow2())
+        server.url(fast_guest_qcow2())
     );
     let manifest = verb(
         &platform,

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::kubevirt::VirtualMachineInstance;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::domain::{self, Domain, DomainError};
@@ -52,7 +52,8 @@ pub enum Action {
     Kill,
     /// Reset the machine.
     Reset,
-    /// Ask the guest agent to reboot the guest.
+    /// Ask the guest to reboot: through its agent, else through the power button with
+    /// the machine reset when the guest has powered off (libvirt's ACPI reboot).
     SoftReboot,
     GetDomain,
     GetGuestInfo,
@@ -95,6 +96,8 @@ pub enum LauncherError {
     GuestAgent(String),
     #[error("the launcher has stopped")]
     Stopped,
+    #[error("the guest is being shut down")]
+    ShuttingDown,
     #[error(
         "the VMI has no masquerade interface on the pod network: ports are forwarded only through one"
     )]
@@ -117,14 +120,16 @@ impl LauncherError {
             Self::NoGuestAgent => "no_guest_agent",
             Self::GuestAgent(_) => "guest_agent",
             Self::Stopped => "stopped",
+            Self::ShuttingDown => "shutting_down",
             Self::NoForwardRoute | Self::PortForward { .. } => "port_forward",
         }
     }
 }
 
 /// The domain's life-cycle state, in KubeVirt's (libvirt's) terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LifeCycle {
+    #[default]
     NoState,
     Running,
     Paused,
@@ -133,9 +138,9 @@ pub enum LifeCycle {
     Crashed,
 }
 
-/// What `GetDomain` reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// What `GetDomain` reports (as JSON, read back by virt-handler and virt-api).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct DomainStatus {
     /// `namespace_name`.
     pub name: String,
@@ -253,6 +258,18 @@ struct Running {
     panicked: bool,
     /// `(protocol, port)` pairs forwarded from the pod's address to the guest.
     forwarded: BTreeSet<(&'static str, u16)>,
+    /// A reboot through the power button is under way: the guest's power-off pauses QEMU
+    /// (QMP `set-action`) and is turned into a reset.
+    acpi_reboot: AcpiReboot,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AcpiReboot {
+    None,
+    /// The power button was pressed; the guest has not powered off yet.
+    Pressed,
+    /// The guest powered off: reset the machine and let it run.
+    ResetDue,
 }
 
 struct ShutdownProgress {
@@ -296,6 +313,9 @@ async fn run(settings: LauncherSettings, mut requests: mpsc::Receiver<Request>) 
             Some(event) = next_event(&mut events) => {
                 if let Some(r) = running.as_mut() {
                     r.on_event(event);
+                    if r.acpi_reboot == AcpiReboot::ResetDue {
+                        r.finish_acpi_reboot().await;
+                    }
                 }
             }
             _ = exited(&mut running) => {
@@ -400,11 +420,16 @@ async fn handle(
         Action::SoftReboot => {
             // QEMU serves the agent's channel to one client: use the poller's session.
             let mut session = r.agent_session.lock().await;
-            let agent = session.as_mut().ok_or(LauncherError::NoGuestAgent)?;
-            agent
-                .shutdown("reboot")
-                .await
-                .map_err(|e| LauncherError::GuestAgent(e.to_string()))?;
+            match session.as_mut() {
+                Some(agent) => agent
+                    .shutdown("reboot")
+                    .await
+                    .map_err(|e| LauncherError::GuestAgent(e.to_string()))?,
+                None => {
+                    drop(session);
+                    r.begin_acpi_reboot().await?;
+                }
+            }
             Ok(Reply::Done)
         }
         Action::Shutdown(grace) => {
@@ -552,6 +577,7 @@ async fn start_domain(
             guest_powered_off: false,
             panicked: false,
             forwarded,
+            acpi_reboot: AcpiReboot::None,
         },
         events,
     ))
@@ -598,6 +624,11 @@ impl Running {
     fn on_event(&mut self, event: Event) {
         tracing::debug!(?event, "QMP event");
         match event {
+            // The power-off of a reboot through the power button: QEMU paused, not ended.
+            Event::Shutdown { guest: true, .. } if self.acpi_reboot == AcpiReboot::Pressed => {
+                self.acpi_reboot = AcpiReboot::ResetDue;
+            }
+            Event::Stop if self.acpi_reboot == AcpiReboot::ResetDue => {}
             Event::Shutdown { guest, .. } => {
                 self.guest_powered_off |= guest;
                 self.state = LifeCycle::Shutoff;
@@ -635,8 +666,56 @@ impl Running {
         }
     }
 
+    /// Presses the power button with QEMU set to pause, not end, when the guest powers off.
+    async fn begin_acpi_reboot(&mut self) -> Result<(), LauncherError> {
+        if self.shutdown.is_some() {
+            return Err(LauncherError::ShuttingDown);
+        }
+        self.set_shutdown_action("pause").await?;
+        self.acpi_reboot = AcpiReboot::Pressed;
+        tracing::info!("rebooting the guest through the power button");
+        self.qmp.system_powerdown().await?;
+        Ok(())
+    }
+
+    /// Resets the machine the guest powered off, runs it again and lets a power-off end
+    /// QEMU again.
+    async fn finish_acpi_reboot(&mut self) {
+        self.acpi_reboot = AcpiReboot::None;
+        let steps = async {
+            self.qmp.system_reset().await?;
+            self.qmp.cont().await?;
+            self.set_shutdown_action("poweroff").await
+        };
+        match steps.await {
+            Ok(()) => tracing::info!("the guest powered off and was started again"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot restart the guest after its power-off; ending it");
+                self.kill(None);
+            }
+        }
+    }
+
+    /// What QEMU does when the guest powers off: `poweroff` (end) or `pause`.
+    async fn set_shutdown_action(&self, action: &str) -> Result<(), QmpError> {
+        self.qmp
+            .execute::<serde_json::Value>(
+                "set-action",
+                Some(serde_json::json!({"shutdown": action})),
+            )
+            .await
+            .map(|_| ())
+    }
+
     async fn begin_shutdown(&mut self, grace: Duration) {
         let now = Instant::now();
+        if self.acpi_reboot != AcpiReboot::None {
+            // A stop wins over a reboot under way: the next power-off ends QEMU.
+            self.acpi_reboot = AcpiReboot::None;
+            if let Err(e) = self.set_shutdown_action("poweroff").await {
+                tracing::warn!(error = %e, "cannot undo the reboot's shutdown action");
+            }
+        }
         if let Some(progress) = &mut self.shutdown {
             // Asked again with a shorter grace period (a forced stop): the earlier end wins.
             if now + grace < progress.deadline {
