@@ -7,14 +7,16 @@
 
 #[allow(dead_code)]
 mod common;
+#[path = "../tests/platform/mod.rs"]
+mod platform;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{loadavg, workspace_root};
-use ferrovirt_tests::{HttpServer, HttpServerOptions, fixtures};
-use serde_json::Value;
+use ferrovirt_tests::{HttpServer, HttpServerOptions, fast_guest_qcow2};
+use platform::Platform;
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -23,93 +25,6 @@ fn env_count(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-struct Platform {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Platform {
-    fn start(root: &Path) -> Platform {
-        let dir = tempfile::Builder::new()
-            .prefix("bench-vm-")
-            .tempdir_in(root.join("target"))
-            .expect("data dir");
-        let log = std::fs::File::create(dir.path().join("up.log")).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
-            .args([
-                "up",
-                "--foreground",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
-            .arg(dir.path())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("ferrovirt up");
-        let platform = Platform { child, dir };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !platform.dir.path().join("ferrovirt.pid").exists() {
-            assert!(Instant::now() < deadline, "ferrovirt up did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        platform
-    }
-
-    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> String {
-        use std::io::Write;
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl");
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(text.as_bytes())
-                .expect("write");
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.kubectl(&all, None)).expect("JSON")
-    }
-}
-
-impl Drop for Platform {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn vm(name: &str) -> String {
@@ -151,7 +66,7 @@ struct Start {
 fn start_vms(platform: &Platform, names: &[String]) -> (Vec<Start>, Vec<(u64, u64)>) {
     let manifests: Vec<String> = names.iter().map(|n| vm(n)).collect();
     let created = Instant::now();
-    platform.kubectl(&["create", "-f", "-"], Some(&manifests.join("---\n")));
+    platform.apply(&manifests.join("---\n"));
     let mut starts = vec![Start::default(); names.len()];
     let mut logs: Vec<Option<PathBuf>> = vec![None; names.len()];
     let deadline = created + LIMIT;
@@ -160,8 +75,8 @@ fn start_vms(platform: &Platform, names: &[String]) -> (Vec<Start>, Vec<(u64, u6
         .any(|s| s.running.is_none() || s.first_byte.is_none())
     {
         assert!(Instant::now() < deadline, "VMs did not start: {starts:?}");
-        let vmis = platform.json(&["get", "vmi"]);
-        let pods = platform.json(&["get", "pods"]);
+        let vmis = platform.json(&["get", "vmi"]).expect("VMIs");
+        let pods = platform.json(&["get", "pods"]).expect("pods");
         for (i, name) in names.iter().enumerate() {
             let vmi = vmis["items"]
                 .as_array()
@@ -181,7 +96,7 @@ fn start_vms(platform: &Platform, names: &[String]) -> (Vec<Start>, Vec<(u64, u6
                     .flatten()
                     .find(|p| p["metadata"]["labels"]["kubevirt.io/created-by"] == uid)
                     .and_then(|p| p["metadata"]["uid"].as_str())
-                    .map(|pod| serial_log(platform.dir.path(), pod));
+                    .map(|pod| serial_log(platform.data_dir(), pod));
             }
         }
         // The serial logs are polled more often than the API.
@@ -200,8 +115,8 @@ fn start_vms(platform: &Platform, names: &[String]) -> (Vec<Start>, Vec<(u64, u6
         }
     }
     std::thread::sleep(Duration::from_secs(2));
-    let rss = launchers_rss(platform.dir.path());
-    platform.kubectl(&["delete", "vm", "--all", "--wait=true"], None);
+    let rss = launchers_rss(platform.data_dir());
+    platform.ok(&["delete", "vm", "--all", "--wait=true"]);
     (starts, rss)
 }
 
@@ -333,25 +248,11 @@ fn main() {
         .expect("fixtures/guests.sh");
     assert!(status.success());
     let disk = root.join("target/guests/fast/disk.img");
-    let platform = Platform::start(&root);
+    let platform = Platform::start("bench-vm");
     // The shared disk: the guest's image imported once into the claim `base`.
     let server = HttpServer::start(HttpServerOptions::default());
-    let image = fixtures().join("guest-fast.qcow2");
-    if !image.exists() {
-        let partial = fixtures().join(format!("guest-fast.qcow2.{}", std::process::id()));
-        let status = Command::new("qemu-img")
-            .args(["convert", "-O", "qcow2"])
-            .arg(&disk)
-            .arg(&partial)
-            .status()
-            .expect("qemu-img");
-        assert!(status.success());
-        std::fs::rename(&partial, &image).expect("the qcow2");
-    }
-    platform.kubectl(
-        &["create", "-f", "-"],
-        Some(&format!(
-            "apiVersion: cdi.kubevirt.io/v1beta1
+    platform.apply(&format!(
+        "apiVersion: cdi.kubevirt.io/v1beta1
 kind: DataVolume
 metadata:
   name: base
@@ -364,11 +265,13 @@ spec:
       requests:
         storage: 128Mi
 ",
-            server.url("guest-fast.qcow2")
-        )),
-    );
+        server.url(fast_guest_qcow2())
+    ));
     let deadline = Instant::now() + LIMIT;
-    while platform.json(&["get", "dv", "base"])["status"]["phase"] != "Succeeded" {
+    while platform
+        .json(&["get", "dv", "base"])
+        .is_none_or(|dv| dv["status"]["phase"] != "Succeeded")
+    {
         assert!(Instant::now() < deadline, "the base disk was not imported");
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -394,10 +297,10 @@ spec:
             )
         })
         .collect();
-    platform.kubectl(&["create", "-f", "-"], Some(&clones.join("---\n")));
+    platform.apply(&clones.join("---\n"));
     let deadline = Instant::now() + LIMIT;
     loop {
-        let dvs = platform.json(&["get", "dv"]);
+        let dvs = platform.json(&["get", "dv"]).expect("DataVolumes");
         let done = dvs["items"]
             .as_array()
             .into_iter()
@@ -412,7 +315,7 @@ spec:
     }
     let load_before = loadavg();
     let hand: Vec<f64> = (0..5)
-        .map(|_| by_hand(&disk, platform.dir.path()).as_secs_f64())
+        .map(|_| by_hand(&disk, platform.data_dir()).as_secs_f64())
         .collect();
     let mut one_at_a_time = Vec::new();
     let mut rss = Vec::new();

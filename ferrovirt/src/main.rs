@@ -126,6 +126,10 @@ fn main() -> ExitCode {
         Command::Ssh(args) => return virtctl::ssh(args).unwrap_or_else(report),
         command => command,
     };
+    let streams_stdin = matches!(
+        command,
+        Command::Console(_) | Command::Vnc(_) | Command::PortForward(_)
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -168,9 +172,14 @@ fn main() -> ExitCode {
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,
         }
     });
-    // Whatever still runs (a blocking read, a task that never yields) must not keep the
-    // process alive once its command is done.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    // Whatever still runs (a task that never yields) must not keep the process alive once
+    // its command is done; the streaming verbs leave a blocking read of stdin behind, which
+    // must not delay their exit either.
+    if streams_stdin {
+        runtime.shutdown_background();
+    } else {
+        runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => report(err),

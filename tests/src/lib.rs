@@ -54,6 +54,25 @@ pub fn guest(kind: &str) -> PathBuf {
     out.join(kind)
 }
 
+/// The fast test guest's disk as qcow2, made once in the fixture directory (which
+/// [`HttpServer`] serves): its file name there.
+pub fn fast_guest_qcow2() -> &'static str {
+    const NAME: &str = "guest-fast.qcow2";
+    let target = fixtures().join(NAME);
+    if !target.exists() {
+        let partial = fixtures().join(format!("{NAME}.{}", std::process::id()));
+        let status = Command::new("qemu-img")
+            .args(["convert", "-O", "qcow2"])
+            .arg(guest("fast").join("disk.img"))
+            .arg(&partial)
+            .status()
+            .expect("qemu-img");
+        assert!(status.success(), "qemu-img convert failed");
+        fs::rename(&partial, &target).expect("placing the qcow2");
+    }
+    NAME
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
 }
