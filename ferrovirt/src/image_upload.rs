@@ -162,15 +162,7 @@ impl Target {
 pub async fn run(args: ImageUploadArgs) -> anyhow::Result<()> {
     let image = Image::open(&args.image_path).await?;
     check_args(&args)?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = kube::Config::infer()
-        .await
-        .context("loading the cluster configuration (KUBECONFIG or ~/.kube/config)")?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let (client, namespace) = crate::cluster::client_in(args.namespace.as_deref()).await?;
     let dv_resource = ApiResource::erase::<api::cdi::DataVolume>(&());
     let target = Target {
         kind: args.kind,

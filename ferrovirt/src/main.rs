@@ -2,6 +2,7 @@
 
 mod clone_auth;
 mod clone_source;
+mod cluster;
 mod controller;
 mod csi_driver;
 mod image_upload;

@@ -4,7 +4,6 @@
 //! down gracefully (a second one kills it), and the exit status says how the domain ended.
 
 use std::net::IpAddr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -12,9 +11,6 @@ use clap::{Args, Subcommand};
 use virt::launcher::control;
 
 use crate::virt_launcher::{NodeArgs, drive, read_vmi};
-
-/// Linux's limit on a unix socket path, with its terminating NUL.
-const MAX_SOCKET_PATH: usize = 107;
 
 #[derive(Args, Debug)]
 pub struct VmiArgs {
@@ -57,15 +53,6 @@ async fn run_vmi(args: VmiRunArgs) -> Result<()> {
     let name = vmi.metadata.name.clone().unwrap_or_default();
     let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
     let run_dir = state_dir.join("vmis").join(format!("{namespace}_{name}"));
-    let longest = run_dir.join("guest-agent.qemu");
-    if longest.as_os_str().as_bytes().len() > MAX_SOCKET_PATH {
-        bail!(
-            "the state directory {} is too deep for unix sockets ({} is longer than {MAX_SOCKET_PATH} bytes); \
-             choose a shorter one with --state-dir",
-            state_dir.display(),
-            longest.display()
-        );
-    }
     std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
     let lock_path = state_dir
         .join("vmis")

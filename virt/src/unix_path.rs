@@ -15,6 +15,14 @@ pub const MAX_SOCKET_PATH: usize = 107;
 /// The longest socket name QEMU's sockets use (`guest-agent.qemu`), with its slash.
 const LONGEST_QEMU_SOCKET: usize = 17;
 
+/// Where short socket directories are made, in order of preference.
+fn short_bases() -> [PathBuf; 2] {
+    [
+        PathBuf::from("/run/ferrovirt/sockets"),
+        std::env::temp_dir().join("ferrovirt-sockets"),
+    ]
+}
+
 /// Where the sockets of the VMI whose private directory is `run_dir` go: `run_dir` when
 /// they fit, else `/run/ferrovirt/sockets/<hash of run_dir>` (the temp directory when /run
 /// is not writable), created private to this user.
@@ -25,10 +33,7 @@ pub fn socket_dir(run_dir: &Path) -> io::Result<PathBuf> {
     let digest = Sha256::digest(run_dir.as_os_str().as_encoded_bytes());
     let name = hex::encode(&digest[..8]);
     let mut last = None;
-    for base in [
-        PathBuf::from("/run/ferrovirt/sockets"),
-        std::env::temp_dir().join("ferrovirt-sockets"),
-    ] {
+    for base in short_bases() {
         let dir = base.join(&name);
         match std::fs::create_dir_all(&dir) {
             Ok(()) => {
@@ -40,6 +45,17 @@ pub fn socket_dir(run_dir: &Path) -> io::Result<PathBuf> {
         }
     }
     Err(last.unwrap_or_else(|| io::Error::other("no directory for sockets")))
+}
+
+/// Removes a socket directory [`socket_dir`] made outside the run directory, once its
+/// sockets are no longer needed (nothing else would: /run outlives the pod).
+pub fn remove_socket_dir(dir: &Path) {
+    let made_here = short_bases()
+        .iter()
+        .any(|base| dir.parent() == Some(base.as_path()));
+    if made_here && let Err(err) = std::fs::remove_dir_all(dir) {
+        tracing::warn!(dir = %dir.display(), %err, "cannot remove the socket directory");
+    }
 }
 
 /// A path to `path` short enough for a socket address, and the directory handle that keeps
@@ -111,5 +127,7 @@ mod tests {
             dir,
             "the same VMI gets the same directory"
         );
+        remove_socket_dir(&dir);
+        assert!(!dir.exists(), "removed at the end");
     }
 }

@@ -87,15 +87,7 @@ struct Session {
 
 impl Session {
     async fn open(target: &Target) -> Result<Self> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = kube::Config::infer()
-            .await
-            .context("loading the cluster configuration (KUBECONFIG or ~/.kube/config)")?;
-        let namespace = target
-            .namespace
-            .clone()
-            .unwrap_or_else(|| config.default_namespace.clone());
-        let client = Client::try_from(config).context("building the Kubernetes client")?;
+        let (client, namespace) = crate::cluster::client_in(target.namespace.as_deref()).await?;
         Ok(Self {
             client,
             namespace,

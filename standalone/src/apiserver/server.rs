@@ -753,7 +753,7 @@ impl Handler {
 
 /// A boolean query parameter as Go's `strconv.ParseBool` reads it (the API server's parser):
 /// Python's client sends `watch=True`.
-fn is_true(value: Option<&String>) -> bool {
+pub(super) fn is_true(value: Option<&String>) -> bool {
     matches!(
         value.map(String::as_str),
         Some("1" | "t" | "T" | "true" | "True" | "TRUE")

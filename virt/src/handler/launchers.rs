@@ -63,22 +63,25 @@ impl Launchers {
             .ok_or_else(|| LauncherLookupError::NoLauncher(vmi.name_any()))
     }
 
-    /// The control socket of the VMI's launcher.
-    pub async fn socket(
-        &self,
-        vmi: &VirtualMachineInstance,
-    ) -> Result<PathBuf, LauncherLookupError> {
-        let pod = self.pod(vmi).await?;
-        Ok((self.socket_dir)(&pod).join(control::SOCKET_NAME))
-    }
-
     /// A client of the VMI's launcher, waiting up to `wait` for its socket to appear.
     pub async fn connect(
         &self,
         vmi: &VirtualMachineInstance,
         wait: Duration,
     ) -> Result<CmdClient<Channel>, LauncherLookupError> {
-        let socket = self.socket(vmi).await?;
+        let pod = self.pod(vmi).await?;
+        self.connect_to(vmi, &pod, wait).await
+    }
+
+    /// A client of the launcher in `pod` (the VMI's, found already), waiting up to `wait`
+    /// for its socket to appear.
+    pub async fn connect_to(
+        &self,
+        vmi: &VirtualMachineInstance,
+        pod: &Pod,
+        wait: Duration,
+    ) -> Result<CmdClient<Channel>, LauncherLookupError> {
+        let socket = (self.socket_dir)(pod).join(control::SOCKET_NAME);
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             match control::connect(socket.clone()).await {

@@ -120,13 +120,9 @@ impl Handler {
         let Some(vmi) = current(api.get_opt(&name).await?) else {
             return Ok(());
         };
-        let mut launcher = self.launchers.connect(&vmi, SOCKET_WAIT).await?;
-        let pod_ip = self
-            .launchers
-            .pod(&vmi)
-            .await?
-            .status
-            .and_then(|s| s.pod_ip);
+        let pod = self.launchers.pod(&vmi).await?;
+        let mut launcher = self.launchers.connect_to(&vmi, &pod, SOCKET_WAIT).await?;
+        let pod_ip = pod.status.and_then(|s| s.pod_ip);
         let mut tick = 0u32;
         let mut guest: Option<GuestInfo> = None;
         // The grace period the launcher was last asked to shut down within.

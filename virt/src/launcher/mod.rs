@@ -807,6 +807,9 @@ async fn finish(mut r: Running) -> Outcome {
     for tap in &r.domain.taps {
         prepare::remove_tap(tap).await;
     }
+    if let Some(dir) = r.domain.sockets.qmp.parent() {
+        crate::unix_path::remove_socket_dir(dir);
+    }
     let outcome = if let Some(after_grace) = r.killed {
         if r.guest_powered_off {
             Outcome::ShutDown
