@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferrovirt_tests::{HttpServer, HttpServerOptions, fast_guest_qcow2};
+use ferrovirt_tests::{HttpServer, HttpServerOptions, debian_guest_qcow2, fast_guest_qcow2};
 use platform::{Platform, condition};
 use serde_json::Value;
 
@@ -977,4 +977,100 @@ spec:
         (1..=20).contains(&first_delay) && second_delay > first_delay + 15,
         "the delay does not grow: {first_delay}s then {second_delay}s\n{second:#}"
     );
+}
+
+/// The guest agent through the platform: a Debian guest whose disk a DataVolume imports
+/// applies its cloud-init user data; virt-handler reports the agent (AgentConnected, the
+/// OS on the VMI) and guestosinfo, userlist and fslist answer from it.
+#[test]
+fn a_debian_vm_applies_cloud_init_and_its_guest_agent_answers_the_verbs() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("vm-agent");
+    platform.apply(&format!(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: deb
+spec:
+  runStrategy: Always
+  dataVolumeTemplates:
+  - metadata:
+      name: deb-root
+    spec:
+      source:
+        http:
+          url: "{}"
+      storage:
+        resources:
+          requests:
+            storage: 3Gi
+  template:
+    spec:
+      domain:
+        cpu:
+          cores: 2
+        resources:
+          requests:
+            memory: 1Gi
+        devices:
+          disks:
+          - name: root
+            disk:
+              bus: virtio
+          - name: cloudinit
+            disk:
+              bus: virtio
+      volumes:
+      - name: root
+        dataVolume:
+          name: deb-root
+      - name: cloudinit
+        cloudInitNoCloud:
+          userData: |
+            #cloud-config
+            hostname: deb-on-platform
+"#,
+        server.url(debian_guest_qcow2())
+    ));
+    let vmi = wait_for(
+        &platform,
+        &["get", "vmi", "deb"],
+        Duration::from_secs(420),
+        "the guest agent never connected",
+        |v| condition(v, "AgentConnected").is_some_and(|c| c["status"] == "True"),
+    );
+    let info = wait_for(
+        &platform,
+        &["get", "vmi", "deb"],
+        Duration::from_secs(60),
+        "no guestOSInfo on the VMI",
+        |v| v["status"]["guestOSInfo"]["id"] == "debian",
+    );
+    eprintln!(
+        "agent connected; VMI status: {:#}",
+        info["status"]["guestOSInfo"]
+    );
+    assert_eq!(vmi_phase(&vmi), "Running");
+
+    let os: Value =
+        serde_json::from_str(&verb(&platform, &["guestosinfo", "deb"]).expect("guestosinfo"))
+            .expect("JSON");
+    assert_eq!(os["os"]["id"], "debian", "{os:#}");
+    assert_eq!(
+        os["hostname"], "deb-on-platform",
+        "cloud-init set the host name: {os:#}"
+    );
+    let filesystems: Value =
+        serde_json::from_str(&verb(&platform, &["fslist", "deb"]).expect("fslist")).expect("JSON");
+    assert!(
+        filesystems["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|f| f["mountPoint"] == "/")),
+        "{filesystems:#}"
+    );
+    let users: Value =
+        serde_json::from_str(&verb(&platform, &["userlist", "deb"]).expect("userlist"))
+            .expect("JSON");
+    assert!(users["items"].is_array(), "{users:#}");
 }

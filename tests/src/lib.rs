@@ -57,20 +57,29 @@ pub fn guest(kind: &str) -> PathBuf {
 /// The fast test guest's disk as qcow2, made once in the fixture directory (which
 /// [`HttpServer`] serves): its file name there.
 pub fn fast_guest_qcow2() -> &'static str {
-    const NAME: &str = "guest-fast.qcow2";
-    let target = fixtures().join(NAME);
+    guest_qcow2("fast", "guest-fast.qcow2")
+}
+
+/// The Debian test guest's disk (cloud-init, qemu-guest-agent) as qcow2, as
+/// [`fast_guest_qcow2`].
+pub fn debian_guest_qcow2() -> &'static str {
+    guest_qcow2("debian", "guest-debian.qcow2")
+}
+
+fn guest_qcow2(kind: &str, name: &'static str) -> &'static str {
+    let target = fixtures().join(name);
     if !target.exists() {
-        let partial = fixtures().join(format!("{NAME}.{}", std::process::id()));
+        let partial = fixtures().join(format!("{name}.{}", std::process::id()));
         let status = Command::new("qemu-img")
             .args(["convert", "-O", "qcow2"])
-            .arg(guest("fast").join("disk.img"))
+            .arg(guest(kind).join("disk.img"))
             .arg(&partial)
             .status()
             .expect("qemu-img");
         assert!(status.success(), "qemu-img convert failed");
         fs::rename(&partial, &target).expect("placing the qcow2");
     }
-    NAME
+    name
 }
 
 pub fn fixture(name: &str) -> PathBuf {
