@@ -354,27 +354,16 @@ fn template_data_volumes(template: Option<&VirtualMachineInstanceTemplateSpec>) 
 
 /// The names of the claims the template's volumes use (a DataVolume's claim has its name).
 pub fn template_claims(vm: &VirtualMachine) -> Vec<String> {
-    let volumes = vm
-        .spec
+    vm.spec
         .template
         .as_ref()
         .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.volumes.as_ref());
-    let mut names = Vec::new();
-    for v in volumes.into_iter().flatten() {
-        if let Some(c) = &v.persistent_volume_claim {
-            names.push(c.claim_name.clone());
-        } else if let Some(d) = &v.data_volume {
-            names.push(d.name.clone());
-        } else if let Some(c) = v
-            .ephemeral
-            .as_ref()
-            .and_then(|e| e.persistent_volume_claim.as_ref())
-        {
-            names.push(c.claim_name.clone());
-        }
-    }
-    names
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(super::vmi::launcher_pod::claim_of)
+        .map(|(claim, _)| claim.to_owned())
+        .collect()
 }
 
 /// The names of every DataVolume [`plan`] wants to see: the templates' and the volumes'.
