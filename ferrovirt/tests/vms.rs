@@ -409,6 +409,15 @@ spec:
         pods.trim().is_empty(),
         "no launcher pod without its claim: {pods}"
     );
+    // The console waits for a VMI that is not running yet, not for one that does not exist.
+    let asked = Instant::now();
+    let missing = verb(&platform, &["console", "nope", "--timeout", "30"]).expect_err("no VMI");
+    assert!(missing.contains("\"nope\" not found"), "{missing}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
     platform.ok(&["delete", "vmi", "orphan", "--timeout=30s"]);
 }
 

@@ -88,11 +88,19 @@ pub(super) async fn open_path(session: &Session, path: &str) -> Result<Socket> {
 pub async fn console(args: ConsoleArgs) -> Result<()> {
     let session = Session::open(&args.target).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    // Only "not running yet" (400) is worth waiting out; a missing VMI or a refusal is final.
     let socket = loop {
         match open(&session, "console").await {
             Ok(socket) => break socket,
-            Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            Err(err)
+                if tokio::time::Instant::now() < deadline
+                    && err
+                        .downcast_ref::<super::Refused>()
+                        .is_some_and(|r| r.status == http::StatusCode::BAD_REQUEST) =>
+            {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
+            Err(err) => return Err(err),
         }
     };
     eprintln!(
