@@ -11,7 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferrovirt_tests::{HttpServer, HttpServerOptions, debian_guest_qcow2, fast_guest_qcow2};
+use ferrovirt_tests::registry::{
+    ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
+};
+use ferrovirt_tests::{HttpServer, HttpServerOptions, debian_guest_qcow2, fast_guest_qcow2, guest};
 use platform::{Platform, condition};
 use serde_json::Value;
 
@@ -1082,4 +1085,52 @@ spec:
         serde_json::from_str(&verb(&platform, &["userlist", "deb"]).expect("userlist"))
             .expect("JSON");
     assert!(users["items"].is_array(), "{users:#}");
+}
+
+/// `ferrovirt up --insecure-registry HOST`: a containerDisk pulled over plain HTTP from a
+/// local registry boots.
+#[test]
+fn a_container_disk_from_an_insecure_registry_boots_on_up() {
+    let _booting = one_at_a_time();
+    let registry = RegistryServer::start(RegistryServerOptions::default());
+    let layout = OciLayout::image(&ImageSpec::new(
+        "linux/amd64",
+        vec![LayerSpec::disk_file(
+            LayerCompression::Gzip,
+            &guest("fast").join("disk.img"),
+        )],
+    ));
+    registry.push(&layout, "disks/fast:v1");
+    let host = registry.host();
+    let platform = Platform::start_with("vm-registry", &["--insecure-registry", &host]);
+    platform.apply(&format!(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: cdisk
+spec:
+  domain:
+    resources:
+      requests:
+        memory: 256Mi
+    devices:
+      disks:
+      - name: root
+        disk:
+          bus: virtio
+  volumes:
+  - name: root
+    containerDisk:
+      image: {host}/disks/fast:v1
+"#
+    ));
+    wait_for(
+        &platform,
+        &["get", "vmi", "cdisk"],
+        BOOT,
+        "the containerDisk VMI is not Running",
+        |v| vmi_phase(v) == "Running",
+    );
+    let mut console = Console::open(&platform, "cdisk");
+    console.run("echo CDISK-$((40+2))", "CDISK-42");
 }

@@ -17,13 +17,21 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Platform {
     child: Child,
     dir: TempDir,
+    /// More arguments of `ferrovirt up`, kept for restarts.
+    args: Vec<String>,
 }
 
 impl Platform {
     pub fn start(label: &str) -> Platform {
+        Self::start_with(label, &[])
+    }
+
+    /// `ferrovirt up` with more arguments.
+    pub fn start_with(label: &str, args: &[&str]) -> Platform {
         let dir = TempDir::new(label);
-        let child = spawn_up(&dir);
-        let mut platform = Platform { child, dir };
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let child = spawn_up(&dir, &args);
+        let mut platform = Platform { child, dir, args };
         platform.wait_started();
         platform
     }
@@ -32,7 +40,7 @@ impl Platform {
     /// data directory.
     pub fn stop_and_restart(&mut self) {
         self.stop();
-        self.child = spawn_up(&self.dir);
+        self.child = spawn_up(&self.dir, &self.args);
         self.wait_started();
     }
 
@@ -42,7 +50,7 @@ impl Platform {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(self.dir.join("ferrovirt.pid"));
-        self.child = spawn_up(&self.dir);
+        self.child = spawn_up(&self.dir, &self.args);
         self.wait_started();
     }
 
@@ -296,7 +304,7 @@ impl Drop for Platform {
 }
 
 /// `ferrovirt up --foreground` on `dir`, logging to `dir/up.log` (appended across restarts).
-fn spawn_up(dir: &TempDir) -> Child {
+fn spawn_up(dir: &TempDir, args: &[String]) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -311,6 +319,7 @@ fn spawn_up(dir: &TempDir) -> Child {
             "--data-dir",
         ])
         .arg(dir.path())
+        .args(args)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
