@@ -463,21 +463,29 @@ async fn start(
 ) -> Result<(Running, mpsc::UnboundedReceiver<Event>), LauncherError> {
     let began = Instant::now();
     let facts = node_facts::gather(vmi, &settings.node).await?;
-    let domain = domain::build(vmi, &facts)?;
-    for warning in &domain.warnings {
-        tracing::warn!("{warning}");
-    }
-    prepare::prepare(&domain.prepare).await?;
-    let prepared = began.elapsed();
-    match start_domain(vmi, settings, domain, began, prepared).await {
-        Ok(started) => Ok(started),
-        Err((domain, e)) => {
-            for tap in &domain.taps {
-                prepare::remove_tap(tap).await;
+    let started = async {
+        let domain = domain::build(vmi, &facts)?;
+        for warning in &domain.warnings {
+            tracing::warn!("{warning}");
+        }
+        prepare::prepare(&domain.prepare).await?;
+        let prepared = began.elapsed();
+        match start_domain(vmi, settings, domain, began, prepared).await {
+            Ok(started) => Ok(started),
+            Err((domain, e)) => {
+                for tap in &domain.taps {
+                    prepare::remove_tap(tap).await;
+                }
+                Err(e)
             }
-            Err(e)
         }
     }
+    .await;
+    if started.is_err() {
+        // No domain will use its sockets.
+        crate::unix_path::remove_socket_dir(&facts.socket_dir);
+    }
+    started
 }
 
 /// Creates the taps and starts QEMU; on failure, hands the domain back so its taps can be
