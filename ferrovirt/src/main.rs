@@ -16,6 +16,10 @@ mod upload_proxy;
 mod upload_resolver;
 mod upload_server;
 mod upload_tokens;
+mod virt_api;
+mod virt_certs;
+mod virt_controller;
+mod virt_handler;
 mod virt_launcher;
 mod virtctl;
 mod vmi_run;
@@ -69,6 +73,15 @@ enum Command {
     /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, and the
     /// clone permission check that issues clone tokens.
     Webhook(webhook::WebhookArgs),
+    /// virt-controller on a cluster: the VirtualMachine and VirtualMachineInstance
+    /// controllers.
+    VirtController(virt_controller::VirtControllerArgs),
+    /// virt-handler on a cluster node: follows the node's VMIs through their launchers and
+    /// serves the subresources only the node can answer, for virt-api.
+    VirtHandler(Box<virt_handler::VirtHandlerArgs>),
+    /// virt-api on a cluster: the subresource API behind its APIService, and the VM and
+    /// VMI admission webhooks.
+    VirtApi(Box<virt_api::VirtApiArgs>),
     /// The compute container of a VMI's launcher pod: starts QEMU for the VMI virt-handler
     /// syncs over the control socket and owns it until the domain ends.
     VirtLauncher(Box<virt_launcher::VirtLauncherArgs>),
@@ -154,6 +167,9 @@ fn main() -> ExitCode {
             Command::ImageUpload(args) => image_upload::run(*args).await,
             Command::Controller(args) => controller::run(args).await,
             Command::Webhook(args) => webhook::run(args).await,
+            Command::VirtController(args) => virt_controller::run(args).await,
+            Command::VirtHandler(args) => virt_handler::run(*args).await,
+            Command::VirtApi(args) => virt_api::run(*args).await,
             Command::VirtLauncher(args) => virt_launcher::run(*args).await,
             Command::Vmi(args) => vmi_run::run(*args).await,
             Command::Up(args) => up::up(args).await,

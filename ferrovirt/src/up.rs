@@ -46,6 +46,11 @@ pub struct UpArgs {
     /// unverified TLS; repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST")]
     insecure_registries: Vec<String>,
+    /// Leave out virt-controller, virt-handler and virt-api, to run them as separate
+    /// processes as on a cluster (`ferrovirt virt-controller`, `virt-handler`, `virt-api`
+    /// with the manifests of deploy/virt/).
+    #[arg(long)]
+    no_virt: bool,
 }
 
 #[derive(Args)]
@@ -118,6 +123,7 @@ fn start_detached(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
                 .iter()
                 .flat_map(|r| ["--insecure-registry", r.as_str()]),
         )
+        .args(args.no_virt.then_some("--no-virt"))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -168,7 +174,9 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         .await
         .context("starting the control plane")?;
     start_controllers(&control_plane, dir, args, &token_issuer).await?;
-    start_handler(&control_plane, dir);
+    if !args.no_virt {
+        start_handler(&control_plane, dir);
+    }
     let server = &control_plane.api_server;
     let pid_path = dir.join(PID_FILE);
     fs::write(&pid_path, std::process::id().to_string())
@@ -210,8 +218,20 @@ async fn start_controllers(
         launcher_args: launcher_args(dir, args),
         ..Default::default()
     };
+    let virt = !args.no_virt;
     tokio::spawn(async move {
-        if let Err(err) = operators::run(client, config).await {
+        let virt_controllers = async {
+            if virt {
+                operators::run_virt(client.clone(), config.clone()).await
+            } else {
+                std::future::pending().await
+            }
+        };
+        let stopped = tokio::select! {
+            result = operators::run(client.clone(), config.clone()) => result,
+            result = virt_controllers => result,
+        };
+        if let Err(err) = stopped {
             tracing::error!(%err, "the controllers stopped");
         }
     });

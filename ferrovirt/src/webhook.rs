@@ -9,6 +9,7 @@
 //! certificate from a CA it makes at start, whose bundle it writes into its
 //! MutatingWebhookConfiguration. One replica: a second would write its own CA.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -21,7 +22,6 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes as SarAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -75,34 +75,17 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
 
 /// The signing key from its Secret, made and stored there the first time.
 async fn signing_key(client: &Client, namespace: &str) -> anyhow::Result<UploadTokenIssuer> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    if let Some(secret) = secrets.get_opt(SIGNING_KEY_SECRET).await? {
-        let pem = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(PRIVATE_KEY))
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .with_context(|| {
-                format!("Secret {namespace}/{SIGNING_KEY_SECRET} has no {PRIVATE_KEY}")
-            })?;
-        return UploadTokenIssuer::from_pem(&pem).context("reading the signing key");
-    }
-    let issuer = UploadTokenIssuer::generate()?;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": SIGNING_KEY_SECRET, "namespace": namespace},
-        "stringData": {
-            PRIVATE_KEY: issuer.private_key_pem(),
-            PUBLIC_KEY: issuer.public_key_pem(),
-        },
-    }))?;
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(issuer),
-        // Another start won the race: use its key.
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            Box::pin(signing_key(client, namespace)).await
-        }
-        Err(err) => Err(err).context("storing the signing key"),
-    }
+    let data = crate::cluster::shared_secret(client, namespace, SIGNING_KEY_SECRET, || {
+        let issuer = UploadTokenIssuer::generate()?;
+        Ok(BTreeMap::from([
+            (PRIVATE_KEY.to_owned(), issuer.private_key_pem()),
+            (PUBLIC_KEY.to_owned(), issuer.public_key_pem().to_owned()),
+        ]))
+    })
+    .await?;
+    let secret = format!("{namespace}/{SIGNING_KEY_SECRET}");
+    let pem = crate::cluster::secret_key(&data, &secret, PRIVATE_KEY)?;
+    UploadTokenIssuer::from_pem(pem).context("reading the signing key")
 }
 
 /// A serving certificate for the Service from a fresh CA, whose bundle goes into every
@@ -163,59 +146,25 @@ impl Reviewer {
         if request.uri().path() != MUTATE_PATH || request.method() != hyper::Method::POST {
             return respond(StatusCode::NOT_FOUND, &json!({"error": "not found"}));
         }
-        let body = match Limited::new(request.into_body(), MAX_REVIEW)
-            .collect()
-            .await
-        {
-            Ok(body) => body.to_bytes(),
-            Err(err) => {
-                let message = format!("reading the AdmissionReview: {err}");
-                return respond(StatusCode::BAD_REQUEST, &json!({"error": message}));
-            }
-        };
-        let review: Value = match serde_json::from_slice(&body) {
+        let review = match read_review(request).await {
             Ok(review) => review,
-            Err(err) => {
-                let message = format!("the body is not an AdmissionReview: {err}");
-                return respond(StatusCode::BAD_REQUEST, &json!({"error": message}));
-            }
+            Err(refused) => return refused,
         };
-        let request = &review["request"];
-        let answer = match self.review(request).await {
-            Ok(patch) => allowed(patch),
-            Err((code, message)) => {
-                json!({"allowed": false, "status": {"code": code, "message": message}})
-            }
-        };
-        let mut response = answer;
-        response["uid"] = request["uid"].clone();
-        respond(
-            StatusCode::OK,
-            &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
-        )
+        let verdict = self.review(&review["request"]).await;
+        answer_review(&review, verdict)
     }
 
     /// The JSON patch that admits the request's object, or why it is refused.
-    async fn review(&self, request: &Value) -> Result<Option<Value>, (u16, String)> {
-        let operation = request["operation"].as_str().unwrap_or_default();
-        if operation != "CREATE" && operation != "UPDATE" {
+    async fn review(&self, request: &Value) -> Verdict {
+        let Some((original, mut object)) = admit_request(request)? else {
             return Ok(None);
-        }
-        let original = request["object"].clone();
-        let mut object = original.clone();
-        api::admission::admit(&mut object).map_err(|err| (422, err.to_string()))?;
+        };
         let is_dv =
             request["kind"]["group"] == CDI_GROUP && request["kind"]["kind"] == "DataVolume";
-        if is_dv && operation == "CREATE" {
+        if is_dv && request["operation"] == "CREATE" {
             self.authorize_clone(request, &mut object).await?;
         }
-        let patch = json_patch::diff(&original, &object);
-        if patch.0.is_empty() {
-            return Ok(None);
-        }
-        serde_json::to_value(patch)
-            .map(Some)
-            .map_err(|err| (500, err.to_string()))
+        patch_between(&original, &object)
     }
 
     async fn authorize_clone(&self, request: &Value, dv: &mut Value) -> Result<(), (u16, String)> {
@@ -295,6 +244,67 @@ impl Reviewer {
     }
 }
 
+/// What an admission review decides: the JSON patch that admits the object (none when it
+/// needs no change), or the HTTP code and message that refuse it.
+pub type Verdict = Result<Option<Value>, (u16, String)>;
+
+/// The AdmissionReview in `request`'s body, or the answer that refuses the body.
+pub async fn read_review(request: Request<Incoming>) -> Result<Value, Response<Full<Bytes>>> {
+    let body = match Limited::new(request.into_body(), MAX_REVIEW)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(err) => {
+            let message = format!("reading the AdmissionReview: {err}");
+            return Err(respond(StatusCode::BAD_REQUEST, &json!({"error": message})));
+        }
+    };
+    serde_json::from_slice(&body).map_err(|err| {
+        let message = format!("the body is not an AdmissionReview: {err}");
+        respond(StatusCode::BAD_REQUEST, &json!({"error": message}))
+    })
+}
+
+/// The request's object and what `api::admission` makes of it (defaulted and validated),
+/// or `None` for an operation other than CREATE and UPDATE.
+pub fn admit_request(request: &Value) -> Result<Option<(Value, Value)>, (u16, String)> {
+    let operation = request["operation"].as_str().unwrap_or_default();
+    if operation != "CREATE" && operation != "UPDATE" {
+        return Ok(None);
+    }
+    let original = request["object"].clone();
+    let mut object = original.clone();
+    api::admission::admit(&mut object).map_err(|err| (422, err.to_string()))?;
+    Ok(Some((original, object)))
+}
+
+/// The JSON patch from `original` to `admitted`, none when they are equal.
+pub fn patch_between(original: &Value, admitted: &Value) -> Verdict {
+    let patch = json_patch::diff(original, admitted);
+    if patch.0.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_value(patch)
+        .map(Some)
+        .map_err(|err| (500, err.to_string()))
+}
+
+/// The AdmissionReview answering `review` with `verdict`.
+pub fn answer_review(review: &Value, verdict: Verdict) -> Response<Full<Bytes>> {
+    let mut response = match verdict {
+        Ok(patch) => allowed(patch),
+        Err((code, message)) => {
+            json!({"allowed": false, "status": {"code": code, "message": message}})
+        }
+    };
+    response["uid"] = review["request"]["uid"].clone();
+    respond(
+        StatusCode::OK,
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+    )
+}
+
 fn allowed(patch: Option<Value>) -> Value {
     let mut response = json!({"allowed": true});
     if let Some(patch) = patch {
@@ -305,7 +315,7 @@ fn allowed(patch: Option<Value>) -> Value {
     response
 }
 
-fn respond(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+pub fn respond(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = status;
     response.headers_mut().insert(

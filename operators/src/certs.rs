@@ -58,7 +58,7 @@ impl CertificateAuthority {
             move |source| CertError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        write_private(&key_path, &ca.issuer.key().serialize_pem()).map_err(io(&key_path))?;
+        write_private(&key_path, &ca.key_pem()).map_err(io(&key_path))?;
         std::fs::write(&cert_path, &ca.cert_pem).map_err(io(&cert_path))?;
         Ok(ca)
     }
@@ -88,6 +88,11 @@ impl CertificateAuthority {
     /// The CA certificate (what peers trust).
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
+    }
+
+    /// The CA's private key (PKCS#8 PEM), for storing it where its other users read it.
+    pub fn key_pem(&self) -> String {
+        self.issuer.key().serialize_pem()
     }
 
     /// A serving certificate for `names` (DNS names or IP addresses).

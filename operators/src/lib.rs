@@ -90,17 +90,27 @@ pub enum Error {
     Config(String),
 }
 
-/// Runs every controller against `client` until one of them stops.
+/// Runs CDI's controllers (DataVolume, StorageProfile, DataSource, DataImportCron) against
+/// `client` until one of them stops: `ferrovirt controller` on a cluster.
 pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
-    tracing::info!(image = %config.image, "starting the CDI and VirtualMachine controllers");
+    tracing::info!(image = %config.image, "starting the CDI controllers");
     tokio::select! {
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
         () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
-        () = dataimportcron::run(client.clone()) => Err(Error::Stopped("DataImportCron")),
+        () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),
+    }
+}
+
+/// Runs virt-controller's controllers (VirtualMachine, VirtualMachineInstance) against
+/// `client` until one of them stops: `ferrovirt virt-controller` on a cluster.
+pub async fn run_virt(client: Client, config: ControllerConfig) -> Result<(), Error> {
+    let config = Arc::new(config);
+    tracing::info!(image = %config.image, "starting the VirtualMachine controllers");
+    tokio::select! {
         () = kubevirt::vmi::run(client.clone(), config.clone()) => Err(Error::Stopped("VirtualMachineInstance")),
-        () = kubevirt::vm::run(client, config.clone()) => Err(Error::Stopped("VirtualMachine")),
+        () = kubevirt::vm::run(client, config) => Err(Error::Stopped("VirtualMachine")),
     }
 }
 

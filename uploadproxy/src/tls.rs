@@ -120,17 +120,48 @@ pub fn server_config(
     identity: &Identity,
     client_ca: Option<RootCertStore>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    let client_certs = match client_ca {
+        Some(roots) => ClientCerts::Required(roots),
+        None => ClientCerts::None,
+    };
+    server_config_with(identity, client_certs)
+}
+
+/// What an HTTPS endpoint asks of its clients' certificates.
+pub enum ClientCerts {
+    /// Nothing.
+    None,
+    /// One issued by these CAs.
+    Required(RootCertStore),
+    /// One issued by these CAs when the client presents one (an extension API server:
+    /// kube-aggregator presents its front-proxy certificate, webhook callers none).
+    Optional(RootCertStore),
+}
+
+/// The configuration of an HTTPS endpoint with `identity` and `client_certs`.
+pub fn server_config_with(
+    identity: &Identity,
+    client_certs: ClientCerts,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    let builder = match client_ca {
-        Some(roots) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+    let verifier = |roots: RootCertStore| {
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+    };
+    let builder = match client_certs {
+        ClientCerts::None => builder.with_no_client_auth(),
+        ClientCerts::Required(roots) => builder.with_client_cert_verifier(
+            verifier(roots)
                 .build()
-                .map_err(|e| TlsError::Config(e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
-        }
-        None => builder.with_no_client_auth(),
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+        ),
+        ClientCerts::Optional(roots) => builder.with_client_cert_verifier(
+            verifier(roots)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+        ),
     };
     let mut config = builder
         .with_single_cert(identity.cert_chain.clone(), identity.key.clone_key())
@@ -235,6 +266,8 @@ where
                 });
                 if let Err(err) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(tls), service)
+                    // WebSockets (virt-handler's console) take the connection over.
+                    .with_upgrades()
                     .await
                 {
                     tracing::debug!(%addr, %err, "connection ended with an error");

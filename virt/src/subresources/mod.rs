@@ -8,6 +8,7 @@
 
 pub mod lifecycle;
 mod streams;
+pub mod to_handler;
 mod vm_verbs;
 mod vmi_verbs;
 
@@ -40,17 +41,48 @@ pub struct Subresources {
     pub launchers: Launchers,
 }
 
-/// The router answering every path of the group.
+/// The prefix of every path of the group, `{version}` a path parameter.
+const BASE: &str = "/apis/subresources.kubevirt.io/{version}";
+
+/// The router answering every path of the group where virt-api and the launchers share a
+/// machine (`ferrovirt up`).
 pub fn router(state: Subresources) -> Router {
-    let base = "/apis/subresources.kubevirt.io/{version}";
-    let vm = format!("{base}/namespaces/{{namespace}}/virtualmachines/{{name}}");
-    let vmi = format!("{base}/namespaces/{{namespace}}/virtualmachineinstances/{{name}}");
+    api_routes()
+        .with_state(state.client.clone())
+        .merge(launcher_routes().with_state(state))
+        .fallback(not_found)
+}
+
+/// virt-handler's share on a cluster: the paths answered by a VMI's launcher, which only
+/// the VMI's node reaches. virt-api forwards them there.
+pub fn node_router(state: Subresources) -> Router {
+    launcher_routes().with_state(state).fallback(not_found)
+}
+
+/// virt-api's own share on a cluster: the group's version and health and the VM verbs,
+/// which need the API alone; every other path goes to `launcher_paths`.
+pub fn api_router(client: Client, launcher_paths: Router) -> Router {
+    api_routes()
+        .with_state(client)
+        .fallback_service(launcher_paths)
+}
+
+/// The paths answered with the API alone.
+fn api_routes() -> Router<Client> {
+    let vm = format!("{BASE}/namespaces/{{namespace}}/virtualmachines/{{name}}");
     Router::new()
-        .route(&format!("{base}/version"), get(version))
-        .route(&format!("{base}/healthz"), get(healthz))
+        .route(&format!("{BASE}/version"), get(version))
+        .route(&format!("{BASE}/healthz"), get(healthz))
         .route(&format!("{vm}/start"), put(vm_verbs::start))
         .route(&format!("{vm}/stop"), put(vm_verbs::stop))
         .route(&format!("{vm}/restart"), put(vm_verbs::restart))
+}
+
+/// The paths answered by a VMI's launcher.
+fn launcher_routes() -> Router<Subresources> {
+    let vm = format!("{BASE}/namespaces/{{namespace}}/virtualmachines/{{name}}");
+    let vmi = format!("{BASE}/namespaces/{{namespace}}/virtualmachineinstances/{{name}}");
+    Router::new()
         .route(&format!("{vmi}/pause"), put(vmi_verbs::pause))
         .route(&format!("{vmi}/unpause"), put(vmi_verbs::unpause))
         .route(&format!("{vmi}/softreboot"), put(vmi_verbs::soft_reboot))
@@ -79,8 +111,6 @@ pub fn router(state: Subresources) -> Router {
             &format!("{vm}/portforward/{{port}}/{{protocol}}"),
             get(streams::vm_port_forward),
         )
-        .fallback(not_found)
-        .with_state(state)
 }
 
 /// The APIResource entries discovery lists for each version.

@@ -15,11 +15,11 @@ use serde_json::Value;
 use super::lifecycle::{
     self, LifecycleChange, LifecycleError, RestartRequest, StartRequest, StopRequest, VmPatchTarget,
 };
-use super::{StatusError, Subresources, dry_run, options};
+use super::{StatusError, dry_run, options};
 
 type VmPath = Path<(String, String, String)>;
 
-pub async fn start(state: State<Subresources>, path: VmPath, body: Bytes) -> Response {
+pub async fn start(state: State<Client>, path: VmPath, body: Bytes) -> Response {
     verb(state, path, &body, |options, vm, vmi| {
         let request = StartRequest {
             paused: options["paused"].as_bool().unwrap_or(false),
@@ -30,7 +30,7 @@ pub async fn start(state: State<Subresources>, path: VmPath, body: Bytes) -> Res
     .await
 }
 
-pub async fn stop(state: State<Subresources>, path: VmPath, body: Bytes) -> Response {
+pub async fn stop(state: State<Client>, path: VmPath, body: Bytes) -> Response {
     verb(state, path, &body, |options, vm, vmi| {
         let request = StopRequest {
             grace_period: options["gracePeriod"].as_i64(),
@@ -41,7 +41,7 @@ pub async fn stop(state: State<Subresources>, path: VmPath, body: Bytes) -> Resp
     .await
 }
 
-pub async fn restart(state: State<Subresources>, path: VmPath, body: Bytes) -> Response {
+pub async fn restart(state: State<Client>, path: VmPath, body: Bytes) -> Response {
     verb(state, path, &body, |options, vm, vmi| {
         let request = RestartRequest {
             grace_period_seconds: options["gracePeriodSeconds"].as_i64(),
@@ -55,7 +55,7 @@ pub async fn restart(state: State<Subresources>, path: VmPath, body: Bytes) -> R
 /// Reads the options, fetches the VM and its instance, lets `decide` choose the change
 /// and carries it out.
 async fn verb(
-    State(state): State<Subresources>,
+    State(client): State<Client>,
     Path((_, ns, name)): VmPath,
     body: &[u8],
     decide: impl FnOnce(
@@ -66,10 +66,10 @@ async fn verb(
 ) -> Response {
     let decided = async {
         let options = options(body)?;
-        let (vm, vmi) = fetch(&state.client, &ns, &name).await?;
+        let (vm, vmi) = fetch(&client, &ns, &name).await?;
         Ok(decide(&options, &vm, vmi.as_ref()))
     };
-    carry_out(&state.client, &ns, &name, decided.await).await
+    carry_out(&client, &ns, &name, decided.await).await
 }
 
 async fn fetch(

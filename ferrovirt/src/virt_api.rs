@@ -1,0 +1,493 @@
+//! `ferrovirt virt-api`: KubeVirt's virt-api on a cluster, as the Deployment in
+//! `deploy/virt/` runs it. One HTTPS server for
+//!
+//! - the subresource API `subresources.kubevirt.io`, registered with kube-aggregator by
+//!   the APIServices of `deploy/virt/`: requests come from the aggregator, which proves
+//!   itself with a client certificate from the request-header CA of ConfigMap
+//!   `kube-system/extension-apiserver-authentication` and names the user in headers;
+//!   each is then authorized with a SubjectAccessReview, as KubeVirt's virt-api does.
+//!   The VM verbs are answered here, the rest forwarded to the VMI node's virt-handler;
+//! - the mutating admission webhooks of VirtualMachines and VirtualMachineInstances
+//!   (`api::admission`'s defaulting and validation).
+//!
+//! At start it writes the bundle of its serving CA into those APIServices and webhooks.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use uploadproxy::tls::{ClientCerts, Peer};
+use virt::subresources::to_handler::ToHandler;
+
+use crate::{virt_certs, webhook};
+
+/// The webhook paths, one per kind (both run the same admission).
+pub const MUTATE_PATHS: [&str; 2] = ["/virtualmachines-mutate", "/virtualmachineinstances-mutate"];
+const AUTHENTICATION_CONFIG_MAP: (&str, &str) =
+    ("kube-system", "extension-apiserver-authentication");
+
+#[derive(clap::Args)]
+pub struct VirtApiArgs {
+    /// Address to serve HTTPS on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// The namespace of virt-api's Service and of the CA Secret shared with virt-handler.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kubevirt")]
+    namespace: String,
+    /// The Service in front of this server (its certificate names it).
+    #[arg(long, default_value = "virt-api")]
+    service: String,
+    /// The MutatingWebhookConfiguration whose caBundle this server keeps.
+    #[arg(long, default_value = "virt-api-mutator")]
+    webhook_configuration: String,
+}
+
+pub async fn run(args: VirtApiArgs) -> anyhow::Result<()> {
+    let client = operators::client_from_environment()
+        .await
+        .context("connecting to the cluster")?;
+    let ca = virt_certs::shared_ca(&client, &args.namespace).await?;
+    let (service, namespace) = (&args.service, &args.namespace);
+    let names = vec![
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}"),
+        service.clone(),
+    ];
+    let identity = virt_certs::server_identity(&ca, &names)?;
+    let front_proxy = FrontProxy::read(&client).await?;
+    let tls = uploadproxy::tls::server_config_with(
+        &identity,
+        ClientCerts::Optional(front_proxy.roots.clone()),
+    )?;
+    let to_handler_tls = uploadproxy::tls::client_config(
+        virt_certs::trusting(&ca)?,
+        &virt_certs::client_identity(&ca, virt_certs::API_CLIENT_NAME)?,
+    )?;
+    let to_handler = ToHandler::new(client.clone(), Arc::new(to_handler_tls));
+    let server = Arc::new(VirtApi {
+        router: virt::subresources::api_router(client.clone(), to_handler.router()),
+        client: client.clone(),
+        front_proxy,
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let serving = uploadproxy::tls::serve(listener, tls, move |request, peer| {
+        server.clone().handle(request, peer)
+    });
+    publish_ca_bundle(&client, ca.cert_pem(), &args.webhook_configuration).await?;
+    eprintln!("virt-api on https://{}", args.listen);
+    serving.await.context("the virt-api server stopped")?;
+    Ok(())
+}
+
+/// How kube-aggregator identifies itself and the user it forwards, from ConfigMap
+/// `kube-system/extension-apiserver-authentication` as kube-apiserver publishes it.
+#[derive(Debug)]
+struct FrontProxy {
+    roots: rustls::RootCertStore,
+    /// The common names its client certificate may have (any, when empty).
+    allowed_names: Vec<String>,
+    username_headers: Vec<String>,
+    group_headers: Vec<String>,
+    extra_prefixes: Vec<String>,
+}
+
+impl FrontProxy {
+    async fn read(client: &Client) -> anyhow::Result<FrontProxy> {
+        let (namespace, name) = AUTHENTICATION_CONFIG_MAP;
+        let map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+            .get(name)
+            .await
+            .with_context(|| format!("reading ConfigMap {namespace}/{name}"))?;
+        Self::from_data(&map.data.unwrap_or_default())
+            .with_context(|| format!("ConfigMap {namespace}/{name}"))
+    }
+
+    fn from_data(data: &BTreeMap<String, String>) -> anyhow::Result<FrontProxy> {
+        let ca = data
+            .get("requestheader-client-ca-file")
+            .context("no requestheader-client-ca-file: the API server has no front proxy")?;
+        let list = |key: &str| -> anyhow::Result<Vec<String>> {
+            match data.get(key) {
+                Some(text) => {
+                    serde_json::from_str(text).with_context(|| format!("{key}: {text:?}"))
+                }
+                None => Ok(Vec::new()),
+            }
+        };
+        Ok(FrontProxy {
+            roots: uploadproxy::tls::roots_from_pem(ca.as_bytes())?,
+            allowed_names: list("requestheader-allowed-names")?,
+            username_headers: list("requestheader-username-headers")?,
+            group_headers: list("requestheader-group-headers")?,
+            extra_prefixes: list("requestheader-extra-headers-prefix")?,
+        })
+    }
+
+    /// The user a request speaks for, when it came from the front proxy.
+    fn user(&self, peer: &Peer, headers: &hyper::HeaderMap) -> Option<RemoteUser> {
+        let name = peer.common_name.as_ref()?;
+        if !self.allowed_names.is_empty() && !self.allowed_names.contains(name) {
+            return None;
+        }
+        let values = |header: &String| {
+            headers
+                .get_all(header.as_str())
+                .iter()
+                .filter_map(|v| v.to_str().ok().map(str::to_owned))
+                .collect::<Vec<_>>()
+        };
+        let username = self
+            .username_headers
+            .iter()
+            .find_map(|h| values(h).into_iter().next())?;
+        let groups = self.group_headers.iter().flat_map(values).collect();
+        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (header, value) in headers {
+            let header = header.as_str();
+            let key = self.extra_prefixes.iter().find_map(|prefix| {
+                header
+                    .get(..prefix.len())
+                    .filter(|p| p.eq_ignore_ascii_case(prefix))
+                    .map(|_| &header[prefix.len()..])
+            });
+            if let (Some(key), Ok(value)) = (key, value.to_str()) {
+                extra
+                    .entry(key.to_owned())
+                    .or_default()
+                    .push(value.to_owned());
+            }
+        }
+        Some(RemoteUser {
+            username,
+            groups,
+            extra,
+        })
+    }
+}
+
+/// The user kube-aggregator forwarded a request for.
+#[derive(Debug, PartialEq)]
+struct RemoteUser {
+    username: String,
+    groups: Vec<String>,
+    extra: BTreeMap<String, Vec<String>>,
+}
+
+struct VirtApi {
+    client: Client,
+    router: axum::Router,
+    front_proxy: FrontProxy,
+}
+
+impl VirtApi {
+    async fn handle(self: Arc<Self>, request: Request<Incoming>, peer: Peer) -> Response<Body> {
+        let path = request.uri().path();
+        if MUTATE_PATHS.contains(&path) && request.method() == Method::POST {
+            return admit(request).await.map(Body::new);
+        }
+        if path == "/healthz" {
+            return plain(StatusCode::OK, "ok");
+        }
+        if !path.starts_with(&format!("/apis/{}/", virt::subresources::GROUP)) {
+            return plain(StatusCode::NOT_FOUND, "not found");
+        }
+        let Some(user) = self.front_proxy.user(&peer, request.headers()) else {
+            let message = "the request did not come through the API server's front proxy";
+            return status(StatusCode::UNAUTHORIZED, "Unauthorized", message);
+        };
+        match self.authorize(&user, request.method(), path).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let message = format!(
+                    "user {:?} may not {} {path}",
+                    user.username,
+                    request.method()
+                );
+                return status(StatusCode::FORBIDDEN, "Forbidden", &message);
+            }
+            Err(err) => {
+                let message = format!("reviewing the user's access: {err}");
+                return status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &message);
+            }
+        }
+        match self.router.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Asks the API server whether `user` may do what the request does, as KubeVirt's
+    /// virt-api does for every subresource request; the group's version and health are
+    /// open to every authenticated user.
+    async fn authorize(
+        &self,
+        user: &RemoteUser,
+        method: &Method,
+        path: &str,
+    ) -> Result<bool, kube::Error> {
+        let Some(attributes) = resource_attributes(method, path) else {
+            return Ok(true);
+        };
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.username.clone()),
+                groups: Some(user.groups.clone()),
+                extra: Some(user.extra.clone()),
+                resource_attributes: Some(attributes),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// What a subresource request asks to do, as a SubjectAccessReview names it:
+/// `/apis/{group}/{version}/namespaces/{ns}/{resource}/{name}/{subresource}[/...]`; `None`
+/// for the group's own paths (version, healthz).
+fn resource_attributes(method: &Method, path: &str) -> Option<ResourceAttributes> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let [
+        "apis",
+        group,
+        version,
+        "namespaces",
+        namespace,
+        resource,
+        name,
+        subresource,
+        ..,
+    ] = segments.as_slice()
+    else {
+        return None;
+    };
+    let verb = match *method {
+        Method::GET | Method::HEAD => "get",
+        Method::PUT => "update",
+        Method::POST => "create",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
+    };
+    Some(ResourceAttributes {
+        verb: Some(verb.into()),
+        group: Some((*group).into()),
+        version: Some((*version).into()),
+        resource: Some((*resource).into()),
+        subresource: Some((*subresource).into()),
+        namespace: Some((*namespace).into()),
+        name: Some((*name).into()),
+        ..Default::default()
+    })
+}
+
+/// A webhook call: the object defaulted and validated by `api::admission`.
+async fn admit(request: Request<Incoming>) -> Response<http_body_util::Full<bytes::Bytes>> {
+    let review = match webhook::read_review(request).await {
+        Ok(review) => review,
+        Err(refused) => return refused,
+    };
+    let verdict = webhook::admit_request(&review["request"]).and_then(|admitted| match admitted {
+        Some((original, object)) => webhook::patch_between(&original, &object),
+        None => Ok(None),
+    });
+    webhook::answer_review(&review, verdict)
+}
+
+/// A Kubernetes Status answer.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code.as_u16()});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn plain(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = code;
+    response
+}
+
+/// Writes `ca_pem` as the caBundle of the group's APIServices and of the webhooks.
+async fn publish_ca_bundle(client: &Client, ca_pem: &str, webhooks: &str) -> anyhow::Result<()> {
+    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
+    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    let services: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    for version in virt::subresources::VERSIONS {
+        let name = format!("{version}.{}", virt::subresources::GROUP);
+        services
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"caBundle": bundle}})),
+            )
+            .await
+            .with_context(|| format!("writing the caBundle of APIService {name}"))?;
+    }
+    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let configuration = configurations
+        .get(webhooks)
+        .await
+        .with_context(|| format!("reading MutatingWebhookConfiguration {webhooks}"))?;
+    let hooks: Vec<Value> = configuration
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut webhook| {
+            webhook.client_config.ca_bundle = Some(bundle.clone());
+            serde_json::to_value(webhook)
+        })
+        .collect::<Result<_, _>>()?;
+    configurations
+        .patch(
+            webhooks,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"webhooks": hooks})),
+        )
+        .await
+        .with_context(|| format!("writing the caBundle of {webhooks}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn front_proxy() -> FrontProxy {
+        let ca = operators::certs::CertificateAuthority::generate("front-proxy-ca").expect("a CA");
+        let data = BTreeMap::from([
+            (
+                "requestheader-client-ca-file".to_owned(),
+                ca.cert_pem().to_owned(),
+            ),
+            (
+                "requestheader-allowed-names".to_owned(),
+                r#"["front-proxy-client"]"#.to_owned(),
+            ),
+            (
+                "requestheader-username-headers".to_owned(),
+                r#"["X-Remote-User"]"#.to_owned(),
+            ),
+            (
+                "requestheader-group-headers".to_owned(),
+                r#"["X-Remote-Group"]"#.to_owned(),
+            ),
+            (
+                "requestheader-extra-headers-prefix".to_owned(),
+                r#"["X-Remote-Extra-"]"#.to_owned(),
+            ),
+        ]);
+        FrontProxy::from_data(&data).expect("the ConfigMap's data")
+    }
+
+    fn peer(common_name: Option<&str>) -> Peer {
+        Peer {
+            addr: "127.0.0.1:1".parse().expect("an address"),
+            common_name: common_name.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_front_proxy_names_the_user_its_groups_and_extras() {
+        let proxy = front_proxy();
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert("x-remote-user", "alice".parse().expect("a value"));
+        headers.append("x-remote-group", "devs".parse().expect("a value"));
+        headers.append(
+            "x-remote-group",
+            "system:authenticated".parse().expect("a value"),
+        );
+        headers.append("x-remote-extra-scopes", "a".parse().expect("a value"));
+        let user = proxy.user(&peer(Some("front-proxy-client")), &headers);
+        assert_eq!(
+            user,
+            Some(RemoteUser {
+                username: "alice".into(),
+                groups: vec!["devs".into(), "system:authenticated".into()],
+                extra: BTreeMap::from([("scopes".into(), vec!["a".into()])]),
+            })
+        );
+        // No certificate, another name, or no user header: not the front proxy's request.
+        assert_eq!(proxy.user(&peer(None), &headers), None);
+        assert_eq!(proxy.user(&peer(Some("mallory")), &headers), None);
+        assert_eq!(
+            proxy.user(&peer(Some("front-proxy-client")), &hyper::HeaderMap::new()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_configmap_without_the_request_header_ca_is_refused_by_name() {
+        let err = FrontProxy::from_data(&BTreeMap::new()).expect_err("no CA");
+        assert!(
+            err.to_string().contains("requestheader-client-ca-file"),
+            "{err}"
+        );
+        let mut data = BTreeMap::from([(
+            "requestheader-client-ca-file".to_owned(),
+            operators::certs::CertificateAuthority::generate("x")
+                .expect("a CA")
+                .cert_pem()
+                .to_owned(),
+        )]);
+        data.insert(
+            "requestheader-allowed-names".into(),
+            "front-proxy-client".into(),
+        );
+        let err = FrontProxy::from_data(&data).expect_err("not a JSON list");
+        assert!(
+            format!("{err:#}").contains("requestheader-allowed-names"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn subresource_paths_become_access_review_attributes() {
+        let path =
+            "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/vmi/console";
+        let attributes = resource_attributes(&Method::GET, path).expect("attributes");
+        assert_eq!(attributes.verb.as_deref(), Some("get"));
+        assert_eq!(
+            attributes.group.as_deref(),
+            Some("subresources.kubevirt.io")
+        );
+        assert_eq!(
+            attributes.resource.as_deref(),
+            Some("virtualmachineinstances")
+        );
+        assert_eq!(attributes.subresource.as_deref(), Some("console"));
+        assert_eq!(attributes.namespace.as_deref(), Some("ns"));
+        assert_eq!(attributes.name.as_deref(), Some("vmi"));
+        let start = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/start";
+        let attributes = resource_attributes(&Method::PUT, start).expect("attributes");
+        assert_eq!(attributes.verb.as_deref(), Some("update"));
+        assert_eq!(attributes.subresource.as_deref(), Some("start"));
+        assert!(
+            resource_attributes(&Method::GET, "/apis/subresources.kubevirt.io/v1/version")
+                .is_none()
+        );
+    }
+}
