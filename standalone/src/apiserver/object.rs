@@ -166,8 +166,12 @@ fn fold_string_data(rt: &ResourceType, object: &mut Value) -> Result<(), ApiErro
     Ok(())
 }
 
-/// DNS-1123 subdomain rules, as the API server enforces on names.
+/// DNS-1123 subdomain rules, as the API server enforces on names; RBAC's kinds take any
+/// path segment (`kubevirt.io:edit`, `system:controller:...`), as Kubernetes allows them.
 fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    if rt.group == "rbac.authorization.k8s.io" {
+        return check_path_segment_name(rt, name);
+    }
     let valid = name.len() <= 253
         && name
             .chars()
@@ -184,6 +188,26 @@ fn check_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
                 "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
             ),
         })
+    }
+}
+
+/// A name that can be one segment of a path: not `.` or `..`, no `/` or `%`.
+fn check_path_segment_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let problem = match name {
+        "" => Some("name or generateName is required".to_owned()),
+        "." | ".." => Some(format!("may not be '{name}'")),
+        _ => ["/", "%"]
+            .iter()
+            .find(|c| name.contains(*c))
+            .map(|c| format!("may not contain '{c}'")),
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(ApiError::Invalid {
+            kind: rt.kind.clone(),
+            name: name.to_string(),
+            message: format!("metadata.name: Invalid value: \"{name}\": {problem}"),
+        }),
     }
 }
 
@@ -338,6 +362,21 @@ mod tests {
             "names": {"kind": "DataVolume", "plural": "datavolumes"},
             "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}}}]}}))
         .unwrap()
+    }
+
+    #[test]
+    fn rbac_names_are_path_segments_and_others_dns_subdomains() {
+        let registry = Registry::with_builtins();
+        let roles = registry
+            .find("rbac.authorization.k8s.io", "v1", "clusterroles")
+            .expect("ClusterRoles");
+        for good in ["kubevirt.io:edit", "system:controller:x", "Mixed_Case"] {
+            assert!(check_name(&roles, good).is_ok(), "{good}");
+        }
+        for bad in [".", "..", "a/b", "a%2F"] {
+            assert!(check_name(&roles, bad).is_err(), "{bad}");
+        }
+        assert!(check_name(&dv_type(), "kubevirt.io:edit").is_err());
     }
 
     #[test]
