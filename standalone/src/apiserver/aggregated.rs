@@ -1,12 +1,13 @@
 //! Aggregated APIs, kube-aggregator's part of the API server: an API group served by an
-//! in-process service (KubeVirt's `subresources.kubevirt.io` by virt-api), listed in
+//! in-process service (KubeVirt's `subresources.kubevirt.io` by virt-api), or a group-version
+//! an APIService object registers with a proxy to its backend (see `apiservice`), listed in
 //! discovery, and reached after this server's authentication and RBAC with the user passed
 //! on in `X-Remote-User` / `X-Remote-Group`, as kube-aggregator's proxy passes it.
 //!
 //! The service gets the client's hyper request itself, so it can answer WebSocket upgrades
 //! (`hyper::upgrade::on`, or axum's `WebSocketUpgrade`) as virt-api answers the console.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +22,7 @@ use hyper::{Method, Request, Response};
 use serde_json::{Value, json};
 
 use super::authz::{ResourceAttributes, UserInfo};
+use super::discovery;
 use super::errors::ApiError;
 
 /// An error of a response body, as hyper takes it.
@@ -131,7 +133,7 @@ impl fmt::Debug for AggregatedApi {
 }
 
 /// What kube-aggregator answers when the API's service fails: 503 with a Status.
-fn unavailable(err: BoxError) -> Response<AggregatedBody> {
+pub(super) fn unavailable(err: BoxError) -> Response<AggregatedBody> {
     let status = ApiError::ServiceUnavailable(err.to_string());
     let body = http_body_util::Full::new(Bytes::from(status.status().to_string()))
         .map_err(|never| match never {})
@@ -145,69 +147,158 @@ fn unavailable(err: BoxError) -> Response<AggregatedBody> {
     response
 }
 
-/// The aggregated APIs of one server, keyed by group; registered at any time.
+/// A group-version an APIService registered with `spec.service`: every request under
+/// `/apis/{group}/{version}`, its discovery document included, goes to `service` (the proxy
+/// to the backend).
+#[derive(Clone)]
+pub struct RemoteVersion {
+    pub group: String,
+    pub version: String,
+    /// `spec.versionPriority`: the highest of a group's versions is its preferred one.
+    pub version_priority: i64,
+    pub service: AggregatedService,
+}
+
+impl fmt::Debug for RemoteVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteVersion")
+            .field("group", &self.group)
+            .field("version", &self.version)
+            .field("version_priority", &self.version_priority)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The aggregated APIs of one server: in-process ones keyed by group, and the group-versions
+/// APIServices registered; both change at any time. An in-process API hides every remote
+/// version of its group.
 #[derive(Default)]
 pub struct AggregatedApis {
-    apis: RwLock<HashMap<String, AggregatedApi>>,
+    in_process: RwLock<HashMap<String, AggregatedApi>>,
+    remote: RwLock<BTreeMap<(String, String), RemoteVersion>>,
 }
 
 impl AggregatedApis {
     /// Adds `api`, replacing one registered for the same group.
     pub fn register(&self, api: AggregatedApi) {
-        let mut apis = self.apis.write().unwrap_or_else(|e| e.into_inner());
+        let mut apis = self.in_process.write().unwrap_or_else(|e| e.into_inner());
         apis.insert(api.group.clone(), api);
     }
 
-    fn get(&self, group: &str) -> Option<AggregatedApi> {
-        let apis = self.apis.read().unwrap_or_else(|e| e.into_inner());
+    /// Replaces every APIService-registered version with `versions`.
+    pub fn replace_remote(&self, versions: Vec<RemoteVersion>) {
+        let versions = versions
+            .into_iter()
+            .map(|v| ((v.group.clone(), v.version.clone()), v))
+            .collect();
+        *self.remote.write().unwrap_or_else(|e| e.into_inner()) = versions;
+    }
+
+    /// Whether an in-process API serves `group`.
+    pub fn serves_in_process(&self, group: &str) -> bool {
+        self.in_process(group).is_some()
+    }
+
+    fn in_process(&self, group: &str) -> Option<AggregatedApi> {
+        let apis = self.in_process.read().unwrap_or_else(|e| e.into_inner());
         apis.get(group).cloned()
     }
 
-    /// The API that serves `path` (`/apis/{group}/{version}/...`, below its discovery
-    /// document), if one does.
-    pub fn for_path(&self, path: &str) -> Option<AggregatedApi> {
+    /// The remote versions of `group`, preferred first; none when it is served in-process.
+    fn remote_versions(&self, group: &str) -> Vec<RemoteVersion> {
+        if self.serves_in_process(group) {
+            return Vec::new();
+        }
+        let remote = self.remote.read().unwrap_or_else(|e| e.into_inner());
+        let mut versions: Vec<RemoteVersion> = remote
+            .values()
+            .filter(|v| v.group == group)
+            .cloned()
+            .collect();
+        versions.sort_by_key(|v| {
+            (
+                std::cmp::Reverse(v.version_priority),
+                std::cmp::Reverse(discovery::version_priority(&v.version)),
+            )
+        });
+        versions
+    }
+
+    /// The service that answers `path`: an in-process API's below its discovery document
+    /// (`/apis/{group}/{version}/...`), a remote version's from its discovery document down.
+    pub fn for_path(&self, path: &str) -> Option<AggregatedService> {
         let mut segments = path.split('/').filter(|s| !s.is_empty());
-        let (Some("apis"), Some(group), Some(version), Some(_)) = (
-            segments.next(),
-            segments.next(),
-            segments.next(),
-            segments.next(),
-        ) else {
+        let (Some("apis"), Some(group), Some(version)) =
+            (segments.next(), segments.next(), segments.next())
+        else {
             return None;
         };
-        self.get(group).filter(|api| api.serves(version))
+        let below_discovery = segments.next().is_some();
+        if let Some(api) = self.in_process(group) {
+            return (below_discovery && api.serves(version)).then_some(api.service);
+        }
+        let remote = self.remote.read().unwrap_or_else(|e| e.into_inner());
+        remote
+            .get(&(group.to_string(), version.to_string()))
+            .map(|v| v.service.clone())
+    }
+
+    /// The `APIGroup` of an aggregated group, in-process or remote.
+    fn api_group(&self, group: &str) -> Option<Value> {
+        if let Some(api) = self.in_process(group) {
+            return Some(api.api_group());
+        }
+        let versions: Vec<Value> = self
+            .remote_versions(group)
+            .iter()
+            .map(
+                |v| json!({"groupVersion": format!("{group}/{}", v.version), "version": v.version}),
+            )
+            .collect();
+        let preferred = versions.first()?.clone();
+        Some(json!({"name": group, "preferredVersion": preferred, "versions": versions}))
+    }
+
+    /// Every aggregated group's name.
+    fn group_names(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self
+            .in_process
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let remote = self.remote.read().unwrap_or_else(|e| e.into_inner());
+        names.extend(remote.keys().map(|(group, _)| group.clone()));
+        names
     }
 
     /// Adds the aggregated groups to the `/apis` APIGroupList, in name order.
     pub fn add_to_group_list(&self, list: &mut Value) {
-        let apis = self.apis.read().unwrap_or_else(|e| e.into_inner());
-        if apis.is_empty() {
+        let names = self.group_names();
+        if names.is_empty() {
             return;
         }
         let Some(groups) = list["groups"].as_array_mut() else {
             return;
         };
-        groups.retain(|g| {
-            g["name"]
-                .as_str()
-                .is_none_or(|name| !apis.contains_key(name))
-        });
-        groups.extend(apis.values().map(AggregatedApi::api_group));
+        groups.retain(|g| g["name"].as_str().is_none_or(|name| !names.contains(name)));
+        groups.extend(names.iter().filter_map(|name| self.api_group(name)));
         groups.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     }
 
     /// `/apis/{group}` of an aggregated group.
     pub fn group(&self, group: &str) -> Option<Value> {
-        let mut document = self.get(group)?.api_group();
+        let mut document = self.api_group(group)?;
         document["kind"] = json!("APIGroup");
         document["apiVersion"] = json!("v1");
         Some(document)
     }
 
-    /// `/apis/{group}/{version}` of an aggregated group: `Some(None)` when the group is
-    /// aggregated but does not serve `version`.
+    /// `/apis/{group}/{version}` of an in-process group: `Some(None)` when the group is
+    /// aggregated but does not serve `version`. A remote version's is its backend's.
     pub fn resource_list(&self, group: &str, version: &str) -> Option<Option<Value>> {
-        let api = self.get(group)?;
+        let api = self.in_process(group)?;
         if !api.serves(version) {
             return Some(None);
         }
@@ -218,6 +309,13 @@ impl AggregatedApis {
             "resources": api.resources,
         })))
     }
+}
+
+/// Whether `path` is a group-version's discovery document, `/apis/{group}/{version}`, which
+/// every authenticated user may read (Kubernetes' `system:discovery`).
+pub fn is_discovery_document(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    segments.len() == 3 && segments[0] == "apis"
 }
 
 /// Headers that speak for the requester: the client's credentials and impersonation, and
@@ -350,6 +448,53 @@ mod tests {
             list["groups"][1]["preferredVersion"]["groupVersion"],
             "subresources.kubevirt.io/v1"
         );
+    }
+
+    fn remote(group: &str, version: &str, version_priority: i64) -> RemoteVersion {
+        RemoteVersion {
+            group: group.into(),
+            version: version.into(),
+            version_priority,
+            service: Arc::new(|_| Box::pin(async { unavailable("unused".into()) })),
+        }
+    }
+
+    #[test]
+    fn remote_versions_are_proxied_from_discovery_down_in_priority_order() {
+        let apis = AggregatedApis::default();
+        apis.replace_remote(vec![
+            remote("widgets.example.com", "v1beta1", 15),
+            remote("widgets.example.com", "v1", 15),
+            remote("widgets.example.com", "v2alpha1", 20),
+            remote(api().group.as_str(), "v1", 100),
+        ]);
+        let served = |path: &str| apis.for_path(path).is_some();
+        assert!(served("/apis/widgets.example.com/v1"));
+        assert!(served(
+            "/apis/widgets.example.com/v1beta1/namespaces/ns/widgets/w"
+        ));
+        assert!(!served("/apis/widgets.example.com/v2/widgets"));
+        assert!(!served("/apis/widgets.example.com"));
+        let group = apis.group("widgets.example.com").unwrap();
+        let versions: Vec<&str> = group["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["version"].as_str().unwrap())
+            .collect();
+        assert_eq!(versions, ["v2alpha1", "v1", "v1beta1"]);
+        assert_eq!(group["preferredVersion"]["version"], "v2alpha1");
+        assert_eq!(apis.resource_list("widgets.example.com", "v1"), None);
+
+        // Until an in-process API serves the group, a remote version answers for it.
+        assert!(served("/apis/subresources.kubevirt.io/v1"));
+        apis.register(api());
+        assert!(!served("/apis/subresources.kubevirt.io/v1"));
+        let group = apis.group("subresources.kubevirt.io").unwrap();
+        assert_eq!(group["versions"].as_array().unwrap().len(), 2);
+
+        apis.replace_remote(vec![]);
+        assert!(apis.group("widgets.example.com").is_none());
     }
 
     #[test]

@@ -53,7 +53,7 @@ fn groups(types: &[ResourceType]) -> BTreeMap<String, Vec<String>> {
 }
 
 /// Kubernetes version ordering: GA over beta over alpha, higher numbers first.
-fn version_priority(version: &str) -> (u8, u32, u32) {
+pub(super) fn version_priority(version: &str) -> (u8, u32, u32) {
     let rest = version.trim_start_matches('v');
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
     let major = digits.parse().unwrap_or(0);

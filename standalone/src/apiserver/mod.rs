@@ -2,11 +2,13 @@
 //! loopback with the REST semantics kubectl, kube-rs and client-go rely on.
 
 mod aggregated;
+mod apiservice;
 mod authz;
 mod credentials;
 mod discovery;
 mod errors;
 mod fields;
+mod front_proxy;
 mod gc;
 mod object;
 mod objects;
@@ -27,6 +29,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+
+use front_proxy::FrontProxyIdentity;
 
 pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
 pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
@@ -95,8 +99,17 @@ impl ApiServer {
         objects.load_crds().map_err(StartError::Store)?;
         let objects = Arc::new(objects);
         seed(&objects, &config.crds)?;
+        let front_proxy = FrontProxyIdentity::load_or_create(dir)?;
+        publish_front_proxy(&objects, &front_proxy)?;
         let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
         gc::spawn(objects.clone(), shutdown_rx.clone());
+        let aggregated = Arc::new(aggregated::AggregatedApis::default());
+        apiservice::spawn(
+            objects.clone(),
+            aggregated.clone(),
+            front_proxy,
+            shutdown_rx.clone(),
+        );
 
         let listener =
             TcpListener::bind(config.listen)
@@ -110,7 +123,6 @@ impl ApiServer {
             source,
         })?;
         let acceptor = TlsAcceptor::from(credentials.server_config()?);
-        let aggregated = Arc::new(aggregated::AggregatedApis::default());
         let handler = Arc::new(server::Handler {
             objects: objects.clone(),
             token: credentials.token.clone(),
@@ -135,8 +147,9 @@ impl ApiServer {
     }
 
     /// Serves `api`'s group from now on (replacing an API of the same group), as creating
-    /// its APIService does with kube-aggregator. APIs are registered after the server
-    /// starts because their services usually need a client of it.
+    /// its APIService does with kube-aggregator; it wins over APIServices of the group.
+    /// APIs are registered after the server starts because their services usually need a
+    /// client of it.
     pub fn register_aggregated_api(&self, api: AggregatedApi) {
         tracing::info!(group = %api.group, versions = ?api.versions, "serving an aggregated API");
         self.aggregated.register(api);
@@ -168,34 +181,57 @@ fn seed(objects: &Objects, crds: &[Value]) -> Result<(), StartError> {
         .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         .expect("CRDs are built in");
     for crd in crds {
-        let name = object::name(crd).to_string();
-        let seed_err = |source| StartError::Seed {
-            what: format!("CRD {name}"),
-            source,
-        };
-        match objects.get(&crd_type, "", &name) {
-            Ok(current) => {
-                let mut updated = crd.clone();
-                updated["metadata"]["resourceVersion"] =
-                    current["metadata"]["resourceVersion"].clone();
-                objects
-                    .update(
-                        &crd_type,
-                        "v1",
-                        "",
-                        &name,
-                        updated,
-                        object::UpdateTarget::Main,
-                    )
-                    .map_err(seed_err)?;
+        create_or_replace(objects, &crd_type, "v1", "", crd).map_err(|source| {
+            StartError::Seed {
+                what: format!("CRD {}", object::name(crd)),
+                source,
             }
-            Err(ApiError::NotFound { .. }) => {
-                objects
-                    .create(&crd_type, "v1", "", crd.clone())
-                    .map_err(seed_err)?;
-            }
-            Err(err) => return Err(seed_err(err)),
+        })?;
+    }
+    Ok(())
+}
+
+/// Publishes the front-proxy settings for extension API servers as kube-apiserver does, in
+/// ConfigMap `kube-system/extension-apiserver-authentication` (written anew at each start).
+/// This server takes no client certificates, so the ConfigMap has no `client-ca-file`.
+fn publish_front_proxy(objects: &Objects, identity: &FrontProxyIdentity) -> Result<(), StartError> {
+    let configmaps = objects
+        .registry
+        .find("", "v1", "configmaps")
+        .expect("configmaps are built in");
+    let configmap = identity.configmap(None);
+    create_or_replace(
+        objects,
+        &configmaps,
+        "v1",
+        front_proxy::CONFIGMAP_NAMESPACE,
+        &configmap,
+    )
+    .map_err(|source| StartError::Seed {
+        what: format!("ConfigMap {}", front_proxy::CONFIGMAP_NAME),
+        source,
+    })
+}
+
+/// Creates `object`, or replaces the stored one of its name.
+fn create_or_replace(
+    objects: &Objects,
+    rt: &ResourceType,
+    version: &str,
+    ns: &str,
+    object: &Value,
+) -> Result<(), ApiError> {
+    let name = object::name(object);
+    match objects.get(rt, ns, name) {
+        Ok(current) => {
+            let mut updated = object.clone();
+            updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            objects.update(rt, version, ns, name, updated, object::UpdateTarget::Main)?;
         }
+        Err(ApiError::NotFound { .. }) => {
+            objects.create(rt, version, ns, object.clone())?;
+        }
+        Err(err) => return Err(err),
     }
     Ok(())
 }

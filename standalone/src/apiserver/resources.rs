@@ -11,6 +11,8 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Column {
     pub name: String,
+    /// The OpenAPI type of the cells; `date` prints an age, [`SERVICE_REFERENCE`] a
+    /// service reference.
     pub kind: String,
     pub json_path: String,
     pub priority: i64,
@@ -199,6 +201,9 @@ fn crd_columns(version: &Value) -> Vec<Column> {
         .collect()
 }
 
+/// The column kind of an APIService's `spec.service`: `namespace/name`, or `Local` when null.
+pub const SERVICE_REFERENCE: &str = "serviceReference";
+
 fn column(name: &str, json_path: &str) -> Column {
     Column {
         name: name.into(),
@@ -315,6 +320,10 @@ fn builtin_types() -> Vec<ResourceType> {
         b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", &[], false, false, vec![]),
         b("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", &[], false, false, vec![]),
         b("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", &[], false, false, vec![]),
+        b("apiregistration.k8s.io", "v1", "APIService", "apiservices", &[], false, true, vec![
+            Column { kind: SERVICE_REFERENCE.into(), ..column("Service", ".spec.service") },
+            column("Available", ".status.conditions[?(@.type==\"Available\")].status"),
+        ]),
     ]
     .into_iter()
     .map(Builtin::into_type)

@@ -28,7 +28,7 @@ use tokio::sync::watch as shutdown_signal;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::aggregated::{self, AggregatedApi, AggregatedApis, AggregatedBody};
+use super::aggregated::{self, AggregatedApis, AggregatedBody, AggregatedService};
 use super::authz::{Authorizer, CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 use super::discovery;
 use super::errors::ApiError;
@@ -261,7 +261,7 @@ impl Handler {
         let method = request.method().clone();
         let path = request.uri().path().to_string();
         let response = match self.aggregated.for_path(&path) {
-            Some(api) => match self.clone().to_aggregated(api, request, user).await {
+            Some(service) => match self.clone().to_aggregated(service, request, user).await {
                 Ok(response) => response,
                 Err(err) => unsync(error_response(&err)),
             },
@@ -274,15 +274,16 @@ impl Handler {
         response
     }
 
-    /// Hands a request to an aggregated API's service once RBAC allows it, with the
-    /// requester's identity in `X-Remote-User` / `X-Remote-Group` instead of its credentials.
+    /// Hands a request to an aggregated API's service once RBAC allows it (a discovery
+    /// document needs no rule), with the requester's identity in `X-Remote-User` /
+    /// `X-Remote-Group` instead of its credentials.
     async fn to_aggregated(
         self: Arc<Self>,
-        api: AggregatedApi,
+        service: AggregatedService,
         mut request: Request<Incoming>,
         user: UserInfo,
     ) -> Result<Response<AggregatedBody>, ApiError> {
-        if !user.is_master() {
+        if !user.is_master() && !aggregated::is_discovery_document(request.uri().path()) {
             let attributes = aggregated::request_attributes(
                 request.method(),
                 request.uri().path(),
@@ -301,7 +302,7 @@ impl Handler {
             }
         }
         aggregated::set_remote_user(request.headers_mut(), &user);
-        Ok((api.service)(request).await)
+        Ok(service(request).await)
     }
 
     /// The admin token's user, or the user it impersonates (`kubectl --as`, `--as-group`).

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::resources::{Column, ResourceType};
+use super::resources::{Column, ResourceType, SERVICE_REFERENCE};
 
 /// Whether an Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
@@ -18,7 +18,11 @@ pub fn render(rt: &ResourceType, objects: Vec<Value>, list_meta: Value) -> Value
         "description": "Name must be unique within a namespace.",
     })];
     definitions.extend(rt.columns.iter().map(|c| {
-        json!({"name": c.name, "type": if c.kind == "date" { "string" } else { c.kind.as_str() },
+        let openapi_type = match c.kind.as_str() {
+            "date" | SERVICE_REFERENCE => "string",
+            other => other,
+        };
+        json!({"name": c.name, "type": openapi_type,
                "format": "", "priority": c.priority, "description": c.json_path})
     }));
     let rows: Vec<Value> = objects
@@ -42,6 +46,12 @@ fn cell(object: &Value, column: &Column) -> Value {
     let value = evaluate(object, &column.json_path);
     match (column.kind.as_str(), &value) {
         ("date", Value::String(time)) => json!(age(time)),
+        (SERVICE_REFERENCE, Value::Null) => json!("Local"),
+        (SERVICE_REFERENCE, service) => json!(format!(
+            "{}/{}",
+            service["namespace"].as_str().unwrap_or_default(),
+            service["name"].as_str().unwrap_or_default()
+        )),
         (_, Value::Null) => json!("<none>"),
         (_, Value::Array(items)) => json!(
             items
@@ -142,6 +152,22 @@ mod tests {
             "False"
         );
         assert_eq!(evaluate(&dv, ".status.missing"), Value::Null);
+    }
+
+    #[test]
+    fn apiservice_columns() {
+        let rt = super::super::resources::Registry::with_builtins()
+            .find("apiregistration.k8s.io", "v1", "apiservices")
+            .unwrap();
+        let remote = json!({"metadata": {"name": "v1.subresources.kubevirt.io"},
+            "spec": {"service": {"namespace": "kubevirt", "name": "virt-api"}},
+            "status": {"conditions": [{"type": "Available", "status": "False"}]}});
+        let local = json!({"metadata": {"name": "v1.apps"}, "spec": {"service": null}});
+        let table = render(&rt, vec![remote, local], json!({}));
+        let cells = |row: usize| table["rows"][row]["cells"].as_array().unwrap().clone();
+        assert_eq!(cells(0)[1..3], [json!("kubevirt/virt-api"), json!("False")]);
+        assert_eq!(cells(1)[1..3], [json!("Local"), json!("<none>")]);
+        assert_eq!(table["columnDefinitions"][1]["type"], "string");
     }
 
     #[test]
