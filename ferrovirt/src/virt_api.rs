@@ -203,8 +203,11 @@ impl VirtApi {
         if path == "/healthz" {
             return plain(StatusCode::OK, "ok");
         }
-        if !path.starts_with(&format!("/apis/{}/", virt::subresources::GROUP)) {
+        if !path.starts_with(&format!("/apis/{}", virt::subresources::GROUP)) {
             return plain(StatusCode::NOT_FOUND, "not found");
+        }
+        if is_open(path) {
+            return self.answer(request).await;
         }
         let Some(user) = self.front_proxy.user(&peer, request.headers()) else {
             let message = "the request did not come through the API server's front proxy";
@@ -225,6 +228,10 @@ impl VirtApi {
                 return status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &message);
             }
         }
+        self.answer(request).await
+    }
+
+    async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
         match self.router.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},
@@ -257,6 +264,23 @@ impl VirtApi {
             .create(&PostParams::default(), &review)
             .await?;
         Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// The group's paths anyone may read, as KubeVirt's virt-api lets them through: its
+/// discovery documents (kube-aggregator's availability check reads them without naming a
+/// user), version and health.
+fn is_open(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix(&format!("/apis/{}", virt::subresources::GROUP)) else {
+        return false;
+    };
+    let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let served = |version: &str| virt::subresources::VERSIONS.contains(&version);
+    match segments.as_slice() {
+        [] => true,
+        [version] => served(version),
+        [version, "version" | "healthz"] => served(version),
+        _ => false,
     }
 }
 
@@ -462,6 +486,30 @@ mod tests {
             format!("{err:#}").contains("requestheader-allowed-names"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn only_discovery_version_and_health_are_open() {
+        let group = "/apis/subresources.kubevirt.io";
+        for open in [
+            "",
+            "/",
+            "/v1",
+            "/v1alpha3/",
+            "/v1/version",
+            "/v1alpha3/healthz",
+        ] {
+            assert!(is_open(&format!("{group}{open}")), "{open}");
+        }
+        for closed in [
+            "/v2",
+            "/v2/version",
+            "/v1/namespaces/ns/virtualmachineinstances/vmi/console",
+            "/v1/namespaces/ns/virtualmachines/vm",
+            "x/v1",
+        ] {
+            assert!(!is_open(&format!("{group}{closed}")), "{closed}");
+        }
     }
 
     #[test]

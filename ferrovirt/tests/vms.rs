@@ -1134,3 +1134,237 @@ spec:
     let mut console = Console::open(&platform, "cdisk");
     console.run("echo CDISK-$((40+2))", "CDISK-42");
 }
+
+/// One of KubeVirt's components as a separate process acting as its service account of
+/// deploy/virt/rbac.yaml (the embedded server's admin kubeconfig impersonating it, so a
+/// call its ClusterRole misses fails); killed on drop, its output in a file of the data
+/// directory.
+struct Component {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Component {
+    fn start(platform: &Platform, command: &str, account: &str, args: &[&str]) -> Component {
+        let admin = std::fs::read_to_string(platform.kubeconfig()).expect("the kubeconfig");
+        let impersonating = admin.replacen(
+            "  user:\n",
+            &format!("  user:\n    as: system:serviceaccount:kubevirt:{account}\n"),
+            1,
+        );
+        assert_ne!(admin, impersonating, "the kubeconfig has a user");
+        let kubeconfig = platform.data_dir().join(format!("{command}.kubeconfig"));
+        std::fs::write(&kubeconfig, impersonating).expect("writing a kubeconfig");
+        let log = platform.data_dir().join(format!("{command}.log"));
+        let out = std::fs::File::create(&log).expect("a log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+            .arg(command)
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info")
+            .stdout(out.try_clone().expect("the log file"))
+            .stderr(out)
+            .spawn()
+            .expect("starting a component");
+        Component { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Component {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- {}:\n{}", self.log.display(), self.log());
+        }
+    }
+}
+
+/// A kubeconfig of the platform's that acts as `user`.
+fn kubeconfig_as(platform: &Platform, user: &str) -> std::path::PathBuf {
+    let admin = std::fs::read_to_string(platform.kubeconfig()).expect("the kubeconfig");
+    let path = platform.data_dir().join(format!("{user}.kubeconfig"));
+    let impersonating = admin.replacen("  user:\n", &format!("  user:\n    as: {user}\n"), 1);
+    std::fs::write(&path, impersonating).expect("writing a kubeconfig");
+    path
+}
+
+/// `curl` to virt-api itself (its certificate is not checked): the status code and body.
+fn curl_virt_api(port: u16, args: &[&str], path: &str) -> (String, String) {
+    let out = Command::new("curl")
+        .args(["-sk", "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.to_owned(), body.to_owned())
+}
+
+#[test]
+fn the_virt_components_run_a_vm_as_on_a_cluster() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    // The "cluster": the embedded API server, the node agent as its kubelet, CDI.
+    let platform = Platform::start_with("virt-cluster", &["--no-virt"]);
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/virt");
+    platform.ok(&["apply", "-f", &format!("{deploy}/rbac.yaml")]);
+    // virt-api.yaml but its Deployment (the process below stands for its pod), and the
+    // Service's Endpoints, which a cluster's endpoints controller would write.
+    let manifests =
+        std::fs::read_to_string(format!("{deploy}/virt-api.yaml")).expect("virt-api.yaml");
+    let objects: Vec<&str> = manifests
+        .split("\n---\n")
+        .filter(|document| !document.contains("kind: Deployment"))
+        .collect();
+    platform.apply(&objects.join("\n---\n"));
+    let api_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    platform.apply(&format!(
+        "apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: virt-api\n  namespace: kubevirt\n\
+         subsets:\n- addresses:\n  - ip: 127.0.0.1\n  ports:\n  - port: {api_port}\n"
+    ));
+    let node = platform.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let sockets = platform
+        .data_dir()
+        .join("node/pods/{uid}/root/var/run/kubevirt/sockets");
+    let api_listen = format!("127.0.0.1:{api_port}");
+    let _components = [
+        Component::start(&platform, "virt-controller", "kubevirt-controller", &[]),
+        Component::start(
+            &platform,
+            "virt-handler",
+            "kubevirt-handler",
+            &[
+                "--node-name",
+                node.trim(),
+                "--listen",
+                "127.0.0.1:0",
+                "--advertise-address",
+                "127.0.0.1",
+                "--pod-sockets-dir",
+                &sockets.display().to_string(),
+            ],
+        ),
+        Component::start(
+            &platform,
+            "virt-api",
+            "kubevirt-apiserver",
+            &["--listen", &api_listen],
+        ),
+    ];
+    wait_for(
+        &platform,
+        &["get", "apiservice", "v1.subresources.kubevirt.io"],
+        Duration::from_secs(60),
+        "virt-api's APIService is not Available",
+        |service| condition(service, "Available").is_some_and(|c| c["status"] == "True"),
+    );
+
+    platform.apply(&vm_yaml("cl", "Always", &server.url(fast_guest_qcow2())));
+    wait_for(
+        &platform,
+        &["get", "vm", "cl"],
+        BOOT,
+        "the VM is not Running",
+        |vm| printable(vm) == "Running",
+    );
+    // The console: kubectl's API server, the APIService's proxy, virt-api, virt-handler on
+    // the node over mutual TLS, the launcher's serial socket.
+    let mut console = Console::open(&platform, "cl");
+    console.wait_for("login:", BOOT);
+    drop(console);
+
+    // A user with KubeVirt's edit role pauses and unpauses; one without any is refused.
+    platform.apply(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice-edits-vms\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: kubevirt.io:edit\n\
+         subjects:\n- kind: User\n  name: alice\n  apiGroup: rbac.authorization.k8s.io\n",
+    );
+    let as_user = |user: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+            .env("KUBECONFIG", kubeconfig_as(&platform, user))
+            .args(args)
+            .output()
+            .expect("ferrovirt");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (paused, stderr) = as_user("alice", &["pause", "vm", "cl"]);
+    assert!(paused, "{stderr}");
+    wait_for(
+        &platform,
+        &["get", "vmi", "cl"],
+        STOP,
+        "the VMI is not Paused",
+        |vmi| condition(vmi, "Paused").is_some_and(|c| c["status"] == "True"),
+    );
+    let (refused, stderr) = as_user("bob", &["unpause", "vm", "cl"]);
+    assert!(!refused && stderr.contains("forbidden"), "{stderr}");
+    let (unpaused, stderr) = as_user("alice", &["unpause", "vm", "cl"]);
+    assert!(unpaused, "{stderr}");
+    wait_for(
+        &platform,
+        &["get", "vmi", "cl"],
+        STOP,
+        "the VMI is still Paused",
+        |vmi| condition(vmi, "Paused").is_none(),
+    );
+
+    // virt-api answers only the front proxy, and serves the admission webhooks.
+    let pause =
+        "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/cl/pause";
+    let (code, body) = curl_virt_api(api_port, &["-X", "PUT"], pause);
+    assert_eq!(code, "401", "{body}");
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-1", "operation": "CREATE",
+            "kind": {"group": "kubevirt.io", "version": "v1", "kind": "VirtualMachine"},
+            "object": {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": {"name": "both"},
+                "spec": {"running": true, "runStrategy": "Always",
+                    "template": {"spec": {"domain": {"devices": {}}}}}}},
+    });
+    let (code, body) = curl_virt_api(
+        api_port,
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &review.to_string(),
+        ],
+        "/virtualmachines-mutate",
+    );
+    assert_eq!(code, "200", "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("an AdmissionReview");
+    assert_eq!(answer["response"]["uid"], "u-1", "{answer:#}");
+    assert_eq!(answer["response"]["allowed"], false, "{answer:#}");
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("spec.running") && message.contains("runStrategy"),
+        "{message}"
+    );
+
+    verb(&platform, &["stop", "cl"]).expect("stop");
+    wait_for(
+        &platform,
+        &["get", "vm", "cl"],
+        STOP,
+        "the VM is not Stopped",
+        |vm| printable(vm) == "Stopped",
+    );
+    assert_eq!(qemu_processes_of(&platform), 0);
+}

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use api::kubevirt::VirtualMachineInstance;
 use axum::Router;
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
@@ -71,6 +72,8 @@ pub fn api_router(client: Client, launcher_paths: Router) -> Router {
 fn api_routes() -> Router<Client> {
     let vm = format!("{BASE}/namespaces/{{namespace}}/virtualmachines/{{name}}");
     Router::new()
+        .route("/apis/subresources.kubevirt.io", get(api_group))
+        .route(BASE, get(resource_list))
         .route(&format!("{BASE}/version"), get(version))
         .route(&format!("{BASE}/healthz"), get(healthz))
         .route(&format!("{vm}/start"), put(vm_verbs::start))
@@ -268,6 +271,30 @@ async fn launcher(
             }
             other => StatusError::internal(other.to_string()),
         })
+}
+
+/// The group's `APIGroup` discovery document, as kube-aggregator reads it from virt-api.
+async fn api_group() -> axum::Json<Value> {
+    let versions: Vec<Value> = VERSIONS
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{GROUP}/{v}"), "version": v}))
+        .collect();
+    axum::Json(json!({
+        "kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
+        "versions": versions, "preferredVersion": versions[0],
+    }))
+}
+
+/// A version's `APIResourceList`; 404 for a version the group does not serve.
+async fn resource_list(Path(version): Path<String>) -> Result<axum::Json<Value>, StatusError> {
+    if !VERSIONS.contains(&version.as_str()) {
+        return Err(not_found().await);
+    }
+    Ok(axum::Json(json!({
+        "kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": format!("{GROUP}/{version}"),
+        "resources": discovery_resources(),
+    })))
 }
 
 async fn version() -> axum::Json<Value> {
