@@ -20,14 +20,13 @@ use anyhow::Context;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use serde_json::{Value, json};
+use serde_json::json;
 use tower::ServiceExt;
 use uploadproxy::tls::{ClientCerts, Peer};
 use virt::subresources::to_handler::ToHandler;
@@ -371,28 +370,7 @@ async fn publish_ca_bundle(client: &Client, ca_pem: &str, webhooks: &str) -> any
             .await
             .with_context(|| format!("writing the caBundle of APIService {name}"))?;
     }
-    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let configuration = configurations
-        .get(webhooks)
-        .await
-        .with_context(|| format!("reading MutatingWebhookConfiguration {webhooks}"))?;
-    let hooks: Vec<Value> = configuration
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut webhook| {
-            webhook.client_config.ca_bundle = Some(bundle.clone());
-            serde_json::to_value(webhook)
-        })
-        .collect::<Result<_, _>>()?;
-    configurations
-        .patch(
-            webhooks,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"webhooks": hooks})),
-        )
-        .await
-        .with_context(|| format!("writing the caBundle of {webhooks}"))?;
+    webhook::publish_webhook_ca(client, webhooks, ca_pem).await?;
     Ok(())
 }
 

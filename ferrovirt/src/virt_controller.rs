@@ -5,12 +5,8 @@ use anyhow::Context;
 
 #[derive(clap::Args)]
 pub struct VirtControllerArgs {
-    /// The image of the launcher pods (this binary's image).
-    #[arg(long, env = "FERROVIRT_IMAGE", default_value = operators::DEFAULT_IMAGE)]
-    image: String,
-    /// The pull policy of those pods.
-    #[arg(long, env = "FERROVIRT_IMAGE_PULL_POLICY")]
-    image_pull_policy: Option<String>,
+    #[command(flatten)]
+    pods: crate::controller::PodImageArgs,
 }
 
 pub async fn run(args: VirtControllerArgs) -> anyhow::Result<()> {
@@ -18,8 +14,8 @@ pub async fn run(args: VirtControllerArgs) -> anyhow::Result<()> {
         .await
         .context("connecting to the cluster")?;
     let config = operators::ControllerConfig {
-        image: args.image,
-        image_pull_policy: args.image_pull_policy,
+        image: args.pods.image,
+        image_pull_policy: args.pods.image_pull_policy,
         ..Default::default()
     };
     operators::run_virt(client, config).await?;

@@ -103,34 +103,7 @@ async fn serving_tls(
         format!("{service}.{namespace}.svc"),
     ];
     let cert = ca.issue_server(&names[2], &names)?;
-    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let configuration = configurations
-        .get(&args.configuration)
-        .await
-        .with_context(|| {
-            format!(
-                "reading MutatingWebhookConfiguration {}",
-                args.configuration
-            )
-        })?;
-    let bundle = k8s_openapi::ByteString(ca.cert_pem().as_bytes().to_vec());
-    let webhooks: Vec<Value> = configuration
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut webhook| {
-            webhook.client_config.ca_bundle = Some(bundle.clone());
-            serde_json::to_value(webhook)
-        })
-        .collect::<Result<_, _>>()?;
-    configurations
-        .patch(
-            &args.configuration,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"webhooks": webhooks})),
-        )
-        .await
-        .context("writing the webhook's caBundle")?;
+    publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
     let identity =
         uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
     Ok(uploadproxy::tls::server_config(&identity, None)?)
@@ -242,6 +215,39 @@ impl Reviewer {
         }
         Ok(false)
     }
+}
+
+/// Writes `ca_pem` as the caBundle of every webhook of MutatingWebhookConfiguration
+/// `configuration`.
+pub async fn publish_webhook_ca(
+    client: &Client,
+    configuration: &str,
+    ca_pem: &str,
+) -> anyhow::Result<()> {
+    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let current = configurations
+        .get(configuration)
+        .await
+        .with_context(|| format!("reading MutatingWebhookConfiguration {configuration}"))?;
+    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
+    let webhooks: Vec<Value> = current
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut webhook| {
+            webhook.client_config.ca_bundle = Some(bundle.clone());
+            serde_json::to_value(webhook)
+        })
+        .collect::<Result<_, _>>()?;
+    configurations
+        .patch(
+            configuration,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"webhooks": webhooks})),
+        )
+        .await
+        .with_context(|| format!("writing the caBundle of {configuration}"))?;
+    Ok(())
 }
 
 /// What an admission review decides: the JSON patch that admits the object (none when it
