@@ -36,6 +36,14 @@ pub fn is_read_only(cap: &VolumeCapability) -> bool {
     })
 }
 
+/// Whether the capability allows one publication on the node at a time
+/// (SINGLE_NODE_SINGLE_WRITER).
+pub fn is_single_writer(cap: &VolumeCapability) -> bool {
+    cap.access_mode
+        .as_ref()
+        .is_some_and(|m| Mode::try_from(m.mode) == Ok(Mode::SingleNodeSingleWriter))
+}
+
 /// The store's view of one capability; `InvalidArgument` when it is malformed.
 pub fn access_type(cap: &VolumeCapability) -> Result<AccessType, Status> {
     let Some(mode) = &cap.access_mode else {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use ferrovirt_hostpath::{AccessType, CreateVolume, VolumeMode};
 use tonic::{Request, Response, Status};
 
-use crate::capability::{access_type, is_read_only};
+use crate::capability::{access_type, is_read_only, is_single_writer};
 use crate::proto::node_server::Node;
 use crate::proto::node_service_capability::rpc::Type as Rpc;
 use crate::proto::*;
@@ -102,6 +102,7 @@ impl Node for NodeService {
         };
         let access = access_type(cap)?;
         let read_only = req.readonly || is_read_only(cap);
+        let exclusive = is_single_writer(cap);
         let ephemeral = req
             .volume_context
             .get(EPHEMERAL_KEY)
@@ -139,15 +140,24 @@ impl Node for NodeService {
                 }
                 let staging = store.state_dir().join("ephemeral").join(&record.id);
                 store.stage(&record.id, &staging, &access)?;
-                store.publish(&record.id, &staging, &target, &access, read_only)
+                store.publish(&record.id, &staging, &target, &access, read_only, exclusive)
             })
             .await?;
             return Ok(Response::new(NodePublishVolumeResponse {}));
         }
         required(&req.staging_target_path, "staging target path")?;
         let staging = PathBuf::from(&req.staging_target_path);
-        blocking(move || store.publish(&req.volume_id, &staging, &target, &access, read_only))
-            .await?;
+        blocking(move || {
+            store.publish(
+                &req.volume_id,
+                &staging,
+                &target,
+                &access,
+                read_only,
+                exclusive,
+            )
+        })
+        .await?;
         Ok(Response::new(NodePublishVolumeResponse {}))
     }
 

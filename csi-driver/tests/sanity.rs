@@ -1117,6 +1117,92 @@ async fn node_stage_publish_unpublish_unstage() {
         .unwrap();
 }
 
+#[tokio::test]
+async fn single_node_single_writer_is_published_at_one_target_only() {
+    require_mounts!();
+    use volume_capability::access_mode::Mode;
+    let mut d = TestDriver::start().await;
+    let single = |access| cap_with(access, Mode::SingleNodeSingleWriter);
+    let mount = || volume_capability::AccessType::Mount(Default::default());
+    let block = || volume_capability::AccessType::Block(volume_capability::BlockVolume {});
+    for (name, cap) in [("ssw-fs", single(mount())), ("ssw-block", single(block()))] {
+        let id = d.create(name, 16 * MIB, cap.clone()).await;
+        d.stage_and_publish(&id, cap.clone(), false).await;
+        let second = d.path("second").join(&id);
+        let staging = d.path("staging").join(&id).display().to_string();
+        let publish = |target: &std::path::Path, cap: VolumeCapability| NodePublishVolumeRequest {
+            volume_id: id.clone(),
+            staging_target_path: staging.clone(),
+            target_path: target.display().to_string(),
+            volume_capability: Some(cap),
+            ..Default::default()
+        };
+        let refused = d
+            .node
+            .node_publish_volume(publish(&second, cap.clone()))
+            .await;
+        assert_eq!(code(refused), Code::FailedPrecondition, "{name}");
+        assert!(!second.exists(), "{name}: the refused target is left alone");
+        // The same target again is still idempotent.
+        let target = d.path("target").join(&id);
+        d.node
+            .node_publish_volume(publish(&target, cap.clone()))
+            .await
+            .expect("the same target again");
+        d.unpublish_and_unstage(&id).await;
+    }
+}
+
+#[tokio::test]
+async fn a_failed_publish_leaves_no_mount_loop_device_or_target() {
+    require_mounts!();
+    let mut d = TestDriver::start().await;
+    let id = d.create("fails-block", 16 * MIB, block_cap()).await;
+    d.stage_and_publish(&id, block_cap(), false).await;
+    let image = d.path("pool/csi").join(&id).join("volume.img");
+    let devices = ferrovirt_hostpath::loopdev::find(&image).unwrap().len();
+    // A target in a read-only directory: the read-only publication attaches a loop device of
+    // its own, then cannot make the target file, and must give the device back.
+    let locked = d.path("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    let bind = |args: &[&str]| {
+        let status = std::process::Command::new("mount")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount {args:?}");
+    };
+    let locked_str = locked.display().to_string();
+    bind(&["--bind", &locked_str, &locked_str]);
+    bind(&["-o", "remount,bind,ro", &locked_str]);
+    let target = locked.join("disk");
+    let failed = d
+        .node
+        .node_publish_volume(NodePublishVolumeRequest {
+            volume_id: id.clone(),
+            staging_target_path: d.path("staging").join(&id).display().to_string(),
+            target_path: target.display().to_string(),
+            volume_capability: Some(block_cap()),
+            readonly: true,
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(code(failed), Code::Internal);
+    assert!(mount_of(&target).is_none());
+    assert!(!target.exists());
+    assert_eq!(
+        ferrovirt_hostpath::loopdev::find(&image).unwrap().len(),
+        devices,
+        "the failed publication's loop device is detached"
+    );
+    let status = std::process::Command::new("umount")
+        .arg(&locked)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    d.unpublish_and_unstage(&id).await;
+}
+
 fn libc_erofs() -> i32 {
     rustix::io::Errno::ROFS.raw_os_error()
 }

@@ -749,8 +749,11 @@ impl HostPathStore {
         Ok(())
     }
 
-    /// Publishes a staged volume at `target`: a bind mount of the staged filesystem, or of the
-    /// loop device onto a file, read-only if asked.
+    /// Publishes a staged volume at `target`: a bind mount of the staging directory, or of a
+    /// loop device (a read-only one of its own for a read-only publication). With
+    /// `exclusive` (CSI's SINGLE_NODE_SINGLE_WRITER) it is refused while the volume is
+    /// published at another target. A publication that fails leaves nothing behind: no
+    /// mount, no loop device of its own, no target it made.
     pub fn publish(
         &self,
         id: &str,
@@ -758,6 +761,7 @@ impl HostPathStore {
         target: &Path,
         access: &AccessType,
         read_only: bool,
+        exclusive: bool,
     ) -> Result<()> {
         let mut inner = self.lock();
         let mut record = inner
@@ -783,15 +787,47 @@ impl HostPathStore {
                 target.display()
             )));
         }
+        if exclusive && let Some(other) = record.published.keys().find(|t| *t != target) {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {id} is single-writer and already published at {}",
+                other.display()
+            )));
+        }
+        let mut made = Publication::default();
+        let published = self
+            .mount_publication(&record, staging, target, access, read_only, &mut made)
+            .and_then(|()| {
+                record.published.insert(target.to_path_buf(), read_only);
+                self.save_volume(&mut inner, record)
+            });
+        if published.is_err() {
+            made.undo(target);
+        }
+        published
+    }
+
+    /// Mounts a publication at `target`, noting in `made` what it made.
+    fn mount_publication(
+        &self,
+        record: &VolumeRecord,
+        staging: &Path,
+        target: &Path,
+        access: &AccessType,
+        read_only: bool,
+        made: &mut Publication,
+    ) -> Result<()> {
         match access {
             AccessType::Mount { .. } => {
+                made.target = !target.exists();
                 fs::create_dir_all(target).at("create", target)?;
                 mount::bind(staging, target, read_only)?;
             }
             AccessType::Block => {
-                let image = self.volume_image(&record)?;
+                let image = self.volume_image(record)?;
                 let device = if read_only {
-                    loopdev::attach_read_only(&image)?
+                    let device = loopdev::attach_read_only(&image)?;
+                    made.device = Some(device.clone());
+                    device
                 } else {
                     loopdev::attach(&image)?
                 };
@@ -800,12 +836,13 @@ impl HostPathStore {
                 }
                 if !target.exists() {
                     fs::File::create(target).at("create", target)?;
+                    made.target = true;
                 }
                 mount::bind(&device, target, read_only)?;
             }
         }
-        record.published.insert(target.to_path_buf(), read_only);
-        self.save_volume(&mut inner, record)
+        made.mounted = true;
+        Ok(())
     }
 
     /// Unpublishes a volume from `target` and removes the target path.
@@ -915,6 +952,43 @@ fn image_len(mode: VolumeMode, size: u64) -> u64 {
     match mode {
         VolumeMode::Filesystem => filesystem::image_len(size),
         VolumeMode::Block => size,
+    }
+}
+
+/// What a publication in progress has made, to undo if it fails.
+#[derive(Default)]
+struct Publication {
+    /// The target path did not exist before.
+    target: bool,
+    /// A loop device of its own (a read-only publication's).
+    device: Option<PathBuf>,
+    /// The bind mount is in place.
+    mounted: bool,
+}
+
+impl Publication {
+    /// Takes back what was made, best effort: the publication has already failed.
+    fn undo(self, target: &Path) {
+        if self.mounted
+            && let Err(err) = mount::unmount_if_mounted(target)
+        {
+            tracing::warn!(target = %target.display(), %err, "cannot unmount a failed publication");
+        }
+        if let Some(device) = &self.device
+            && let Err(err) = loopdev::detach(device)
+        {
+            tracing::warn!(device = %device.display(), %err, "cannot detach a failed publication's loop device");
+        }
+        if self.target {
+            let removed = if target.is_dir() {
+                fs::remove_dir(target)
+            } else {
+                fs::remove_file(target)
+            };
+            if let Err(err) = removed {
+                tracing::warn!(target = %target.display(), %err, "cannot remove a failed publication's target");
+            }
+        }
     }
 }
 
