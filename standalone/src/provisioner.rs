@@ -174,7 +174,7 @@ impl LocalProvisioner {
                 "finalizers": ["kubernetes.io/pv-protection"],
             },
             "spec": {
-                "capacity": {"storage": created.capacity.to_string()},
+                "capacity": {"storage": binary_quantity(created.capacity)},
                 "accessModes": spec.access_modes.clone().unwrap_or_else(|| vec!["ReadWriteOnce".into()]),
                 "volumeMode": spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".into()),
                 "persistentVolumeReclaimPolicy": class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into()),
@@ -365,5 +365,32 @@ impl LocalProvisioner {
         }
         tracing::info!(volume = %volume.name_any(), "deleted released volume");
         Ok(())
+    }
+}
+/// A byte count as the quantity Kubernetes would print for it (binary SI, as the
+/// external-provisioner writes capacities): `1Gi`, `1090Mi`, or plain bytes when no binary
+/// suffix divides it.
+fn binary_quantity(bytes: u64) -> String {
+    let suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let mut value = bytes;
+    let mut suffix = 0;
+    while value != 0 && value % 1024 == 0 && suffix + 1 < suffixes.len() {
+        value /= 1024;
+        suffix += 1;
+    }
+    format!("{value}{}", suffixes[suffix])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities_are_binary_quantities() {
+        assert_eq!(binary_quantity(1 << 30), "1Gi");
+        assert_eq!(binary_quantity(1_142_947_840), "1090Mi");
+        assert_eq!(binary_quantity(128 << 20), "128Mi");
+        assert_eq!(binary_quantity(1000), "1000");
+        assert_eq!(binary_quantity(0), "0");
     }
 }

@@ -203,6 +203,16 @@ fn crd_columns(version: &Value) -> Vec<Column> {
 
 /// The column kind of an APIService's `spec.service`: `namespace/name`, or `Local` when null.
 pub const SERVICE_REFERENCE: &str = "serviceReference";
+/// The column kind of a PV's `spec.claimRef`: `namespace/name`.
+pub const CLAIM_REFERENCE: &str = "claimReference";
+/// The column kind of access modes, abbreviated as kubectl prints them (`RWO,RWX`).
+pub const ACCESS_MODES: &str = "accessModes";
+/// The column kinds computed from a whole pod, as kubectl's pod printer computes them:
+/// ready containers of all (`1/1`), the status a user reads (a waiting container's reason
+/// such as `CrashLoopBackOff`, `Terminating`, else the phase), and restarts.
+pub const POD_READY: &str = "podReady";
+pub const POD_STATUS: &str = "podStatus";
+pub const POD_RESTARTS: &str = "podRestarts";
 
 fn column(name: &str, json_path: &str) -> Column {
     Column {
@@ -210,6 +220,22 @@ fn column(name: &str, json_path: &str) -> Column {
         kind: "string".into(),
         json_path: json_path.into(),
         priority: 0,
+    }
+}
+
+/// A column printed by a kind of its own (see [`POD_STATUS`] and the others).
+fn typed(name: &str, kind: &str, json_path: &str) -> Column {
+    Column {
+        kind: kind.into(),
+        ..column(name, json_path)
+    }
+}
+
+/// A column `kubectl get -o wide` adds.
+fn wide(name: &str, json_path: &str) -> Column {
+    Column {
+        priority: 1,
+        ..column(name, json_path)
     }
 }
 
@@ -236,7 +262,12 @@ struct Builtin {
 impl Builtin {
     fn into_type(self) -> ResourceType {
         let mut columns = self.columns;
-        columns.push(age());
+        // Age comes before the wide columns, as kubectl prints it.
+        let wide_from = columns
+            .iter()
+            .position(|c| c.priority > 0)
+            .unwrap_or(columns.len());
+        columns.insert(wide_from, age());
         ResourceType {
             group: self.group.into(),
             versions: vec![self.version.into()],
@@ -261,22 +292,25 @@ fn builtin_types() -> Vec<ResourceType> {
     let mut types: Vec<ResourceType> = vec![
         b("", "v1", "Namespace", "namespaces", &["ns"], false, true, vec![column("Status", ".status.phase")]),
         b("", "v1", "Pod", "pods", &["po"], true, true, vec![
-            column("Status", ".status.phase"),
-            column("Restarts", ".status.containerStatuses[0].restartCount"),
+            typed("Ready", POD_READY, ""),
+            typed("Status", POD_STATUS, ""),
+            typed("Restarts", POD_RESTARTS, ""),
+            wide("IP", ".status.podIP"),
+            wide("Node", ".spec.nodeName"),
         ]),
         b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", &["pvc"], true, true, vec![
             column("Status", ".status.phase"),
             column("Volume", ".spec.volumeName"),
             column("Capacity", ".status.capacity.storage"),
-            column("Access Modes", ".status.accessModes"),
+            typed("Access Modes", ACCESS_MODES, ".status.accessModes"),
             column("StorageClass", ".spec.storageClassName"),
         ]),
         b("", "v1", "PersistentVolume", "persistentvolumes", &["pv"], false, true, vec![
             column("Capacity", ".spec.capacity.storage"),
-            column("Access Modes", ".spec.accessModes"),
+            typed("Access Modes", ACCESS_MODES, ".spec.accessModes"),
             column("Reclaim Policy", ".spec.persistentVolumeReclaimPolicy"),
             column("Status", ".status.phase"),
-            column("Claim", ".spec.claimRef.name"),
+            typed("Claim", CLAIM_REFERENCE, ".spec.claimRef"),
             column("StorageClass", ".spec.storageClassName"),
         ]),
         b("", "v1", "Secret", "secrets", &[], true, false, vec![column("Type", ".type")]),

@@ -4,7 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::resources::{Column, ResourceType, SERVICE_REFERENCE};
+use super::resources::{
+    ACCESS_MODES, CLAIM_REFERENCE, Column, POD_READY, POD_RESTARTS, POD_STATUS, ResourceType,
+    SERVICE_REFERENCE,
+};
 
 /// Whether an Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
@@ -19,7 +22,9 @@ pub fn render(rt: &ResourceType, objects: Vec<Value>, list_meta: Value) -> Value
     })];
     definitions.extend(rt.columns.iter().map(|c| {
         let openapi_type = match c.kind.as_str() {
-            "date" | SERVICE_REFERENCE => "string",
+            POD_RESTARTS => "integer",
+            "date" | SERVICE_REFERENCE | CLAIM_REFERENCE | ACCESS_MODES | POD_READY
+            | POD_STATUS => "string",
             other => other,
         };
         json!({"name": c.name, "type": openapi_type,
@@ -43,8 +48,27 @@ pub fn render(rt: &ResourceType, objects: Vec<Value>, list_meta: Value) -> Value
 }
 
 fn cell(object: &Value, column: &Column) -> Value {
+    match column.kind.as_str() {
+        POD_READY => return pod_ready(object),
+        POD_STATUS => return json!(pod_status(object)),
+        POD_RESTARTS => return json!(pod_restarts(object)),
+        _ => {}
+    }
     let value = evaluate(object, &column.json_path);
     match (column.kind.as_str(), &value) {
+        (ACCESS_MODES, Value::Array(modes)) => json!(
+            modes
+                .iter()
+                .map(|m| access_mode_abbreviation(m.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        (CLAIM_REFERENCE, Value::Object(_)) => json!(format!(
+            "{}/{}",
+            value["namespace"].as_str().unwrap_or_default(),
+            value["name"].as_str().unwrap_or_default()
+        )),
+        (CLAIM_REFERENCE | ACCESS_MODES, _) => json!(""),
         ("date", Value::String(time)) => json!(age(time)),
         (SERVICE_REFERENCE, Value::Null) => json!("Local"),
         (SERVICE_REFERENCE, service) => json!(format!(
@@ -65,6 +89,68 @@ fn cell(object: &Value, column: &Column) -> Value {
         ),
         _ => value,
     }
+}
+
+/// kubectl's abbreviation of an access mode.
+fn access_mode_abbreviation(mode: &str) -> &str {
+    match mode {
+        "ReadWriteOnce" => "RWO",
+        "ReadOnlyMany" => "ROX",
+        "ReadWriteMany" => "RWX",
+        "ReadWriteOncePod" => "RWOP",
+        other => other,
+    }
+}
+
+/// Ready containers of all, `1/2`.
+fn pod_ready(pod: &Value) -> Value {
+    let total = pod["spec"]["containers"].as_array().map_or(0, Vec::len);
+    let ready = container_statuses(pod)
+        .filter(|s| s["ready"].as_bool() == Some(true))
+        .count();
+    json!(format!("{ready}/{total}"))
+}
+
+fn container_statuses(pod: &Value) -> impl Iterator<Item = &Value> {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+}
+
+/// What kubectl shows as a pod's status: `Terminating` once it is being deleted, else the
+/// reason of a container that waits (`CrashLoopBackOff`, `ContainerCreating`) or ended
+/// (`Completed`, `Error`), else the phase.
+fn pod_status(pod: &Value) -> String {
+    if !pod["metadata"]["deletionTimestamp"].is_null() {
+        return "Terminating".into();
+    }
+    let phase = pod["status"]["phase"]
+        .as_str()
+        .unwrap_or("Pending")
+        .to_owned();
+    let reason = |state: &str| {
+        container_statuses(pod)
+            .find_map(|s| s["state"][state]["reason"].as_str().map(str::to_owned))
+    };
+    if let Some(waiting) = reason("waiting") {
+        return waiting;
+    }
+    if phase != "Running"
+        && let Some(ended) = reason("terminated")
+    {
+        return ended;
+    }
+    pod["status"]["reason"]
+        .as_str()
+        .map_or(phase, str::to_owned)
+}
+
+/// The restarts of all its containers.
+fn pod_restarts(pod: &Value) -> i64 {
+    container_statuses(pod)
+        .filter_map(|s| s["restartCount"].as_i64())
+        .sum()
 }
 
 /// The subset of JSONPath that printer columns use: `.a.b`, `[0]`, and
@@ -168,6 +254,85 @@ mod tests {
         assert_eq!(cells(0)[1..3], [json!("kubevirt/virt-api"), json!("False")]);
         assert_eq!(cells(1)[1..3], [json!("Local"), json!("<none>")]);
         assert_eq!(table["columnDefinitions"][1]["type"], "string");
+    }
+
+    fn builtin(group: &str, plural: &str) -> ResourceType {
+        super::super::resources::Registry::with_builtins()
+            .find(group, "v1", plural)
+            .expect("a built-in type")
+    }
+
+    /// The cells of each row by column name.
+    fn rows_of(rt: &ResourceType, objects: Vec<Value>) -> Vec<Vec<(String, Value)>> {
+        let table = render(rt, objects, json!({}));
+        let names: Vec<String> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect();
+        table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                names
+                    .iter()
+                    .cloned()
+                    .zip(row["cells"].as_array().unwrap().iter().cloned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn cell_of<'a>(row: &'a [(String, Value)], name: &str) -> &'a Value {
+        &row.iter().find(|(n, _)| n == name).expect(name).1
+    }
+
+    #[test]
+    fn pods_print_as_kubectl_prints_them() {
+        let rt = builtin("", "pods");
+        let names: Vec<&str> = rt.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["Ready", "Status", "Restarts", "Age", "IP", "Node"]);
+        assert_eq!(rt.columns[4].priority, 1, "IP is a wide column");
+        let pod = |status: Value| {
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}],
+                "nodeName": "n1"}, "status": status})
+        };
+        let crashing = pod(
+            json!({"phase": "Running", "podIP": "10.0.0.5", "containerStatuses": [
+            {"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}}},
+            {"name": "b", "ready": false, "restartCount": 4,
+             "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}),
+        );
+        let completed = pod(json!({"phase": "Succeeded", "containerStatuses": [
+            {"name": "a", "ready": false, "restartCount": 0, "state": {"terminated": {"reason": "Completed"}}}]}));
+        let mut deleting = pod(json!({"phase": "Running"}));
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let rows = rows_of(&rt, vec![crashing, completed, deleting, pod(json!({}))]);
+        assert_eq!(cell_of(&rows[0], "Ready"), "1/2");
+        assert_eq!(cell_of(&rows[0], "Status"), "CrashLoopBackOff");
+        assert_eq!(cell_of(&rows[0], "Restarts"), 5);
+        assert_eq!(cell_of(&rows[0], "IP"), "10.0.0.5");
+        assert_eq!(cell_of(&rows[0], "Node"), "n1");
+        assert_eq!(cell_of(&rows[1], "Status"), "Completed");
+        assert_eq!(cell_of(&rows[2], "Status"), "Terminating");
+        assert_eq!(cell_of(&rows[3], "Status"), "Pending");
+        assert_eq!(cell_of(&rows[3], "Ready"), "0/2");
+    }
+
+    #[test]
+    fn volumes_print_claims_and_access_modes_as_kubectl() {
+        let pv = json!({"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+            "claimRef": {"namespace": "ns", "name": "disk"}}, "status": {"phase": "Bound"}});
+        let rows = rows_of(&builtin("", "persistentvolumes"), vec![pv]);
+        assert_eq!(cell_of(&rows[0], "Access Modes"), "RWO,RWX");
+        assert_eq!(cell_of(&rows[0], "Claim"), "ns/disk");
+        let pvc =
+            json!({"metadata": {"name": "disk"}, "status": {"accessModes": ["ReadWriteOncePod"]}});
+        let rows = rows_of(&builtin("", "persistentvolumeclaims"), vec![pvc]);
+        assert_eq!(cell_of(&rows[0], "Access Modes"), "RWOP");
     }
 
     #[test]
