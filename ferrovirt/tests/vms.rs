@@ -1268,6 +1268,22 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
         |service| condition(service, "Available").is_some_and(|c| c["status"] == "True"),
     );
 
+    // virt-handler marks its node for launcher pods and publishes its address there.
+    let node = wait_for(
+        &platform,
+        &["get", "node", node.trim()],
+        Duration::from_secs(30),
+        "virt-handler has not marked its node",
+        |node| node["metadata"]["labels"]["kubevirt.io/schedulable"] == "true",
+    );
+    let address = &node["metadata"]["annotations"]["ferrovirt.io/virt-handler-address"];
+    assert!(
+        address
+            .as_str()
+            .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{node:#}"
+    );
+
     platform.apply(&vm_yaml("cl", "Always", &server.url(fast_guest_qcow2())));
     wait_for(
         &platform,

@@ -35,6 +35,8 @@ pub mod keys {
     pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
     /// On a VMI: the node that runs it.
     pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
+    /// The Node label virt-handler sets on its node, and launcher pods select.
+    pub const NODE_SCHEDULABLE_LABEL: &str = "kubevirt.io/schedulable";
     /// On a VMI created from a VM: the VM's name; on a launcher pod: the VMI's name, for
     /// services selecting VMs.
     pub const VM_NAME_LABEL: &str = "vm.kubevirt.io/name";

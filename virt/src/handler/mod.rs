@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use api::kubevirt::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase};
+use api::kubevirt::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase, keys};
 use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -47,8 +47,23 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// Follows the VMIs of this node until the watch ends.
+    /// Labels the node `kubevirt.io/schedulable=true`, which launcher pods select, as
+    /// KubeVirt's virt-handler does once it runs there. (A failure is logged: the pods of
+    /// this node's VMIs stay Pending until it is labelled.)
+    async fn mark_schedulable(&self) {
+        let patch = json!({"metadata": {"labels": {keys::NODE_SCHEDULABLE_LABEL: "true"}}});
+        let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(self.client.clone());
+        if let Err(err) = nodes
+            .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::error!(node = %self.node, %err, "cannot mark the node schedulable for VMIs");
+        }
+    }
+
+    /// Marks the node schedulable for VMIs, then follows its VMIs until the watch ends.
     pub async fn run(self) {
+        self.mark_schedulable().await;
         let handler = Arc::new(self);
         let following: Arc<Mutex<HashMap<String, ()>>> = Arc::default();
         let api = Api::<VirtualMachineInstance>::all(handler.client.clone());

@@ -108,7 +108,7 @@ pub fn launcher_pod(
             volumes: Some(volumes),
             restart_policy: Some("Never".into()),
             termination_grace_period_seconds: Some(grace.max(0) + POD_EXTRA_GRACE_SECONDS),
-            node_selector: vmi.spec.node_selector.clone(),
+            node_selector: Some(node_selector(vmi)),
             hostname: vmi.spec.hostname.clone(),
             automount_service_account_token: Some(false),
             ..Default::default()
@@ -253,6 +253,13 @@ fn mebibytes(bytes: u128) -> Quantity {
     Quantity(format!("{}Mi", bytes.div_ceil(MIB)))
 }
 
+/// The VMI's node selector and KubeVirt's own: only nodes where virt-handler runs.
+fn node_selector(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
+    let mut selector = vmi.spec.node_selector.clone().unwrap_or_default();
+    selector.insert(keys::NODE_SCHEDULABLE_LABEL.into(), "true".into());
+    selector
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +316,14 @@ spec:
             ("VirtualMachineInstance", Some(true))
         );
         let spec = pod.spec.unwrap();
+        assert_eq!(
+            spec.node_selector,
+            Some(BTreeMap::from([(
+                "kubevirt.io/schedulable".into(),
+                "true".into()
+            )])),
+            "only nodes where virt-handler runs"
+        );
         assert_eq!(spec.termination_grace_period_seconds, Some(25));
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
         let compute = &spec.containers[0];
@@ -354,6 +369,16 @@ spec:
             .unwrap();
         assert_eq!(requests["memory"], Quantity("322Mi".into()));
         assert_eq!(requests["cpu"], Quantity("500m".into()));
+    }
+
+    #[test]
+    fn the_vmis_node_selector_is_kept_beside_kubevirts() {
+        let mut v = vmi(VMI);
+        v.spec.node_selector = Some(BTreeMap::from([("disk".into(), "ssd".into())]));
+        let pod = launcher_pod(&v, &ClaimModes::new(), &settings());
+        let selector = pod.spec.unwrap().node_selector.unwrap();
+        assert_eq!(selector["disk"], "ssd");
+        assert_eq!(selector["kubevirt.io/schedulable"], "true");
     }
 
     #[test]
