@@ -238,16 +238,16 @@ impl VirtApi {
     }
 
     /// Asks the API server whether `user` may do what the request does, as KubeVirt's
-    /// virt-api does for every subresource request; the group's version and health are
-    /// open to every authenticated user.
+    /// virt-api does for every subresource request.
     async fn authorize(
         &self,
         user: &RemoteUser,
         method: &Method,
         path: &str,
     ) -> Result<bool, kube::Error> {
+        // Anything that names no resource (and is not open) is refused.
         let Some(attributes) = resource_attributes(method, path) else {
-            return Ok(true);
+            return Ok(false);
         };
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
@@ -267,8 +267,7 @@ impl VirtApi {
 }
 
 /// The group's paths anyone may read, as KubeVirt's virt-api lets them through: its
-/// discovery documents (kube-aggregator's availability check reads them without naming a
-/// user), version and health.
+/// discovery documents, version and health.
 fn is_open(path: &str) -> bool {
     let Some(rest) = path.strip_prefix(&format!("/apis/{}", virt::subresources::GROUP)) else {
         return false;
@@ -285,8 +284,12 @@ fn is_open(path: &str) -> bool {
 
 /// What a subresource request asks to do, as a SubjectAccessReview names it:
 /// `/apis/{group}/{version}/namespaces/{ns}/{resource}/{name}/{subresource}[/...]`; `None`
-/// for the group's own paths (version, healthz).
+/// for any other path, and for a percent-encoded one (no name needs encoding, and the
+/// review must name what the handlers, which decode, act on).
 fn resource_attributes(method: &Method, path: &str) -> Option<ResourceAttributes> {
+    if path.contains('%') {
+        return None;
+    }
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let [
         "apis",
@@ -514,6 +517,11 @@ mod tests {
         assert!(
             resource_attributes(&Method::GET, "/apis/subresources.kubevirt.io/v1/version")
                 .is_none()
+        );
+        let encoded = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/v%6d/start";
+        assert!(
+            resource_attributes(&Method::PUT, encoded).is_none(),
+            "refused, not reviewed as v%6d"
         );
     }
 }

@@ -65,9 +65,18 @@ pub async fn run(args: VirtHandlerArgs) -> anyhow::Result<()> {
         client: client.clone(),
         launchers: launchers.clone(),
     });
-    let server = uploadproxy::tls::serve(listener, tls, move |request, _peer| {
+    let server = uploadproxy::tls::serve(listener, tls, move |request, peer| {
+        // The CA issues certificates to virt-handlers too: only virt-api's may call.
+        let from_virt_api = peer.common_name.as_deref() == Some(virt_certs::API_CLIENT_NAME);
         let answer = router.clone().oneshot(request);
         async move {
+            if !from_virt_api {
+                let mut refused = axum::response::Response::new(axum::body::Body::from(
+                    "only virt-api may call virt-handler",
+                ));
+                *refused.status_mut() = hyper::StatusCode::FORBIDDEN;
+                return refused;
+            }
             match answer.await {
                 Ok(response) => response,
                 Err(never) => match never {},

@@ -1336,11 +1336,28 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
         |vmi| condition(vmi, "Paused").is_none(),
     );
 
-    // virt-api answers only the front proxy, and serves the admission webhooks.
-    let pause =
-        "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/cl/pause";
-    let (code, body) = curl_virt_api(api_port, &["-X", "PUT"], pause);
+    // virt-api answers only the front proxy, and asks the API server about each user itself.
+    let info = "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/cl/guestosinfo";
+    let (code, body) = curl_virt_api(api_port, &[], info);
     assert_eq!(code, "401", "{body}");
+    let data = platform.data_dir();
+    let cert = data.join("front-proxy-client.crt").display().to_string();
+    let key = data.join("front-proxy-client.key").display().to_string();
+    let as_front_proxy = |user: &str| {
+        let header = format!("X-Remote-User: {user}");
+        curl_virt_api(
+            api_port,
+            &["--cert", &cert, "--key", &key, "-H", &header],
+            info,
+        )
+    };
+    let (code, body) = as_front_proxy("bob");
+    assert_eq!(code, "403", "{body}");
+    assert!(body.contains("bob"), "{body}");
+    // alice may: the request reaches the guest agent, which the fast guest lacks (409).
+    let (code, body) = as_front_proxy("alice");
+    assert_eq!(code, "409", "{body}");
+    // And virt-api serves the admission webhooks.
     let review = serde_json::json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": "u-1", "operation": "CREATE",

@@ -37,9 +37,10 @@ pub fn find(image: &Path) -> Result<Vec<PathBuf>> {
         .collect())
 }
 
-/// Attaches `image` to a loop device, or returns the device it is already attached to.
+/// Attaches `image` to a writable loop device, or returns the writable device it is already
+/// attached to (never a read-only publication's own device).
 pub fn attach(image: &Path) -> Result<PathBuf> {
-    if let Some(dev) = find(image)?.into_iter().next() {
+    if let Some(dev) = find(image)?.into_iter().find(|dev| !is_read_only(dev)) {
         return Ok(dev);
     }
     let out = losetup(&["--find".as_ref(), "--show".as_ref(), image.as_os_str()])?;

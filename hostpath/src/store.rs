@@ -787,7 +787,10 @@ impl HostPathStore {
                 target.display()
             )));
         }
-        if exclusive && let Some(other) = record.published.keys().find(|t| *t != target) {
+        // Only publications still mounted count: a record a reboot left behind does not.
+        let mounted_elsewhere =
+            |t: &&PathBuf| t.as_path() != target && mount::mount_at(t).ok().flatten().is_some();
+        if exclusive && let Some(other) = record.published.keys().find(mounted_elsewhere) {
             return Err(Error::FailedPrecondition(format!(
                 "volume {id} is single-writer and already published at {}",
                 other.display()

@@ -48,16 +48,19 @@ pub struct Handler {
 
 impl Handler {
     /// Labels the node `kubevirt.io/schedulable=true`, which launcher pods select, as
-    /// KubeVirt's virt-handler does once it runs there. (A failure is logged: the pods of
-    /// this node's VMIs stay Pending until it is labelled.)
+    /// KubeVirt's virt-handler does once it runs there; retried until it is done, as no
+    /// VMI can land on the node before.
     async fn mark_schedulable(&self) {
         let patch = json!({"metadata": {"labels": {keys::NODE_SCHEDULABLE_LABEL: "true"}}});
         let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(self.client.clone());
-        if let Err(err) = nodes
+        let mut pause = RETRY_FIRST;
+        while let Err(err) = nodes
             .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            tracing::error!(node = %self.node, %err, "cannot mark the node schedulable for VMIs");
+            tracing::error!(node = %self.node, %err, "cannot mark the node schedulable for VMIs; retrying");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_MAX);
         }
     }
 

@@ -28,6 +28,9 @@ use super::StatusError;
 pub const HANDLER_ADDRESS_ANNOTATION: &str = "ferrovirt.io/virt-handler-address";
 /// The name virt-handler's serving certificate carries, whatever its address.
 pub const HANDLER_SERVER_NAME: &str = "virt-handler";
+/// How long connecting to a handler (TCP and TLS) may take: a stale address must not hold
+/// a console request for the kernel's connect timeout.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Forwards requests to the virt-handler of the addressed VMI's node.
 #[derive(Clone)]
@@ -89,15 +92,15 @@ impl ToHandler {
         let unreachable = |e: &dyn std::fmt::Display| {
             StatusError::internal(format!("virt-handler at {address}: {e}"))
         };
-        let tcp = TcpStream::connect(address)
-            .await
-            .map_err(|e| unreachable(&e))?;
-        let _ = tcp.set_nodelay(true);
         let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(|e| unreachable(&e))?;
-        let tls = self
-            .tls
-            .connect(name, tcp)
+        let connect = async {
+            let tcp = TcpStream::connect(address).await?;
+            let _ = tcp.set_nodelay(true);
+            self.tls.connect(name, tcp).await
+        };
+        let tls = tokio::time::timeout(CONNECT_TIMEOUT, connect)
             .await
+            .map_err(|_| unreachable(&format!("no connection within {CONNECT_TIMEOUT:?}")))?
             .map_err(|e| unreachable(&e))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
@@ -125,7 +128,7 @@ impl ToHandler {
 }
 
 /// Copies bytes both ways between the client's and the handler's upgraded connections
-/// until either ends.
+/// until both directions have ended.
 async fn join(client: hyper::upgrade::OnUpgrade, handler: hyper::upgrade::OnUpgrade) {
     let (client, handler) = match tokio::try_join!(client, handler) {
         Ok(both) => both,

@@ -168,7 +168,8 @@ impl Backend {
         Ok(response.map(|body| body.map_err(BoxError::from).boxed_unsync()))
     }
 
-    /// kube-aggregator's availability check: `GET /apis/{group}/{version}` answers 200.
+    /// kube-aggregator's availability check: `GET /apis/{group}/{version}` as
+    /// `system:kube-aggregator` (group `system:masters`) answers 2xx.
     pub async fn check_discovery(&self, group: &str, version: &str) -> Result<(), String> {
         let path = format!("/apis/{group}/{version}");
         let addr = self.resolve().await.map_err(|e| e.to_string())?;
@@ -179,6 +180,8 @@ impl Backend {
                 header::HOST,
                 format!("{}:{}", self.service.server_name(), self.service.port),
             )
+            .header("x-remote-user", "system:kube-aggregator")
+            .header("x-remote-group", "system:masters")
             .body(Empty::new().map_err(BoxError::from).boxed_unsync())
             .map_err(|e| failing(e.to_string()))?;
         let exchange = async {
@@ -187,7 +190,7 @@ impl Backend {
             Ok::<_, ProxyError>(response.status())
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, exchange).await {
-            Ok(Ok(StatusCode::OK)) => Ok(()),
+            Ok(Ok(status)) if status.is_success() => Ok(()),
             Ok(Ok(status)) => Err(failing(format!("bad status: {}", status.as_u16()))),
             Ok(Err(err)) => Err(failing(err.to_string())),
             Err(_) => Err(failing("timeout".into())),
