@@ -1201,5 +1201,52 @@ spec:
         .await
         .json();
     assert_eq!(list["resources"][0]["name"], "expand-vm-spec");
+
+    // An APIService may not take over a group this server serves itself, nor be misnamed.
+    server
+        .apply(
+            r#"
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1.rbac.authorization.k8s.io}
+spec:
+  group: rbac.authorization.k8s.io
+  version: v1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {namespace: x, name: takeover}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: wrong-name}
+spec:
+  group: widgets.example.com
+  version: v1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {namespace: x, name: widgets}
+"#,
+        )
+        .await;
+    for (name, says) in [
+        (
+            "v1.rbac.authorization.k8s.io",
+            "served by this API server itself",
+        ),
+        ("wrong-name", "metadata.name must be v1.widgets.example.com"),
+    ] {
+        let refused = server
+            .wait_for_availability(name, |c| c["status"] == "False")
+            .await;
+        assert_eq!(refused["reason"], "InvalidSpec", "{refused}");
+        assert!(
+            refused["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(says),
+            "{refused}"
+        );
+    }
+    server.kubectl_ok(&["get", "clusterroles"]).await;
     server.api_server.stop();
 }

@@ -185,6 +185,25 @@ impl ApiServiceController {
         else {
             return Registration::Invalid("spec.group and spec.version are required".into());
         };
+        let name = apiservice["metadata"]["name"].as_str().unwrap_or_default();
+        if name != format!("{version}.{group}") {
+            return Registration::Invalid(format!(
+                "metadata.name must be {version}.{group} (spec.version.spec.group)"
+            ));
+        }
+        // kube-aggregator keeps the groups kube-apiserver serves itself Local: an APIService
+        // must not take over a built-in group or a CRD's.
+        if self
+            .objects
+            .registry
+            .all()
+            .iter()
+            .any(|rt| rt.group == group)
+        {
+            return Registration::Invalid(format!(
+                "group {group:?} is served by this API server itself (a built-in or a CRD)"
+            ));
+        }
         if self.apis.serves_in_process(group) {
             return Registration::InProcess {
                 group: group.into(),
