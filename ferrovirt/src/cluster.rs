@@ -21,6 +21,14 @@ pub async fn client_in(namespace: Option<&str>) -> anyhow::Result<(kube::Client,
     Ok((client, namespace))
 }
 
+/// The client of a cluster component (a controller, virt-api, virt-handler, the webhook):
+/// the pod's service account, else KUBECONFIG or ~/.kube/config.
+pub async fn component_client() -> anyhow::Result<kube::Client> {
+    operators::client_from_environment()
+        .await
+        .context("connecting to the cluster")
+}
+
 /// The string data of Secret `namespace/name`: what is stored there, or else what `make`
 /// gives, stored the first time (when two first starts race, both use the winner's).
 pub async fn shared_secret(

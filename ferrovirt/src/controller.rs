@@ -2,8 +2,6 @@
 //! controllers against the cluster of the environment (in-cluster service account,
 //! KUBECONFIG or ~/.kube/config), as the Deployment in `deploy/operators/` runs them.
 
-use anyhow::Context;
-
 /// The image of the pods a controller makes (this binary's image) and their pull policy.
 #[derive(clap::Args)]
 pub struct PodImageArgs {
@@ -13,6 +11,17 @@ pub struct PodImageArgs {
     /// The pull policy of those pods.
     #[arg(long, env = "FERROVIRT_IMAGE_PULL_POLICY")]
     pub image_pull_policy: Option<String>,
+}
+
+impl PodImageArgs {
+    /// The controllers' configuration with these pods, the rest defaulted.
+    pub fn controller_config(self) -> operators::ControllerConfig {
+        operators::ControllerConfig {
+            image: self.image,
+            image_pull_policy: self.image_pull_policy,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -26,14 +35,10 @@ pub struct ControllerArgs {
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let client = operators::client_from_environment()
-        .await
-        .context("connecting to the cluster")?;
+    let client = crate::cluster::component_client().await?;
     let config = operators::ControllerConfig {
-        image: args.pods.image,
-        image_pull_policy: args.pods.image_pull_policy,
         clone_token_secret_namespace: Some(args.namespace),
-        ..Default::default()
+        ..args.pods.controller_config()
     };
     operators::run(client, config).await?;
     Ok(())

@@ -55,9 +55,7 @@ pub struct VirtApiArgs {
 }
 
 pub async fn run(args: VirtApiArgs) -> anyhow::Result<()> {
-    let client = operators::client_from_environment()
-        .await
-        .context("connecting to the cluster")?;
+    let client = crate::cluster::component_client().await?;
     let ca = virt_certs::shared_ca(&client, &args.namespace).await?;
     let (service, namespace) = (&args.service, &args.namespace);
     let names = vec![

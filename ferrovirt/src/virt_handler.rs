@@ -50,9 +50,7 @@ pub async fn run(args: VirtHandlerArgs) -> anyhow::Result<()> {
             args.pod_sockets_dir
         );
     }
-    let client = operators::client_from_environment()
-        .await
-        .context("connecting to the cluster")?;
+    let client = crate::cluster::component_client().await?;
     let ca = virt_certs::shared_ca(&client, &args.namespace).await?;
     let identity = virt_certs::server_identity(&ca, &[HANDLER_SERVER_NAME.to_owned()])?;
     let tls = uploadproxy::tls::server_config(&identity, Some(virt_certs::trusting(&ca)?))?;

@@ -55,9 +55,7 @@ pub struct WebhookArgs {
 
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = operators::client_from_environment()
-        .await
-        .context("connecting to the cluster")?;
+    let client = crate::cluster::component_client().await?;
     let issuer = Arc::new(signing_key(&client, &args.namespace).await?);
     let tls = serving_tls(&client, &args).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
