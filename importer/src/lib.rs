@@ -13,6 +13,7 @@ pub mod clone_stream;
 pub mod decompress;
 pub mod error;
 pub mod format;
+pub mod fuzzing;
 pub mod metrics;
 pub mod pipeline;
 pub mod progress;

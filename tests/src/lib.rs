@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+pub mod fuzz;
 pub mod pki;
 pub mod registry;
 pub mod s3;

@@ -2,6 +2,8 @@
 //! forwards bodies ([`proxy`]), and the per-upload server that feeds a body through the
 //! import pipeline ([`server`]). See docs/upload.md.
 
+pub mod form;
+pub mod fuzzing;
 pub mod proxy;
 pub mod resolver;
 pub mod routes;

@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::form::{self, FilePart, FormError};
 use crate::routes::{self, CHECKSUM_HEADER, CONTENT_TYPE_HEADER, OFFSET_HEADER, Route};
 use crate::tls::{self, Peer};
 
@@ -312,11 +313,9 @@ impl UploadServer {
             Err(response) => return refuse(request.into_body(), response).await,
         };
         let fed = if route.form {
-            let boundary = header_str(request.headers(), header::CONTENT_TYPE.as_str())
-                .and_then(|ct| multer::parse_boundary(ct).ok());
-            match boundary {
-                Some(boundary) => feed_form(request.into_body(), boundary, &attempt, skip).await,
-                None => Fed::BadRequest("a form upload needs a multipart/form-data body".into()),
+            match form::boundary(header_str(request.headers(), header::CONTENT_TYPE.as_str())) {
+                Ok(boundary) => feed_form(request.into_body(), boundary, &attempt, skip).await,
+                Err(err) => Fed::BadRequest(err.to_string()),
             }
         } else {
             feed_body(request.into_body(), &attempt, skip).await
@@ -569,35 +568,18 @@ async fn feed_body(body: Incoming, attempt: &Attempt, skip: u64) -> Fed {
 /// Pushes the `file` part of a multipart form into the pipeline.
 async fn feed_form(body: Incoming, boundary: String, attempt: &Attempt, skip: u64) -> Fed {
     let mut skip = skip;
-    let mut form = multer::Multipart::new(BodyDataStream::new(body), boundary);
+    let mut file = FilePart::new(BodyDataStream::new(body), boundary);
     loop {
-        let mut field = match form.next_field().await {
-            Ok(Some(field)) => field,
-            Ok(None) => return Fed::BadRequest("the form has no part named \"file\"".into()),
-            Err(err) => return form_error(err),
-        };
-        if field.name() != Some("file") {
-            tracing::info!(name = ?field.name(), "ignoring form part");
-            continue;
-        }
-        loop {
-            match field.chunk().await {
-                Ok(Some(data)) => {
-                    if let Some(stopped) = push(attempt, data, &mut skip).await {
-                        return stopped;
-                    }
+        match file.next_chunk().await {
+            Ok(Some(data)) => {
+                if let Some(stopped) = push(attempt, data, &mut skip).await {
+                    return stopped;
                 }
-                Ok(None) => return Fed::Complete,
-                Err(err) => return form_error(err),
             }
+            Ok(None) => return Fed::Complete,
+            Err(FormError::Interrupted(message)) => return Fed::Interrupted(message),
+            Err(err) => return Fed::BadRequest(err.to_string()),
         }
-    }
-}
-
-fn form_error(err: multer::Error) -> Fed {
-    match err {
-        multer::Error::StreamReadFailed(err) => Fed::Interrupted(err.to_string()),
-        other => Fed::BadRequest(format!("invalid multipart form: {other}")),
     }
 }
 

@@ -252,8 +252,9 @@ impl UploadTokenIssuer {
         self.sign(&claims)
     }
 
-    /// Signs arbitrary claims (tests use it to make wrong-purpose tokens).
-    pub fn sign(&self, claims: &UploadClaims) -> Result<String, TokenError> {
+    /// Signs arbitrary claims (tests use it to make wrong-purpose tokens, the fuzz target
+    /// claims of any shape).
+    pub fn sign(&self, claims: &impl Serialize) -> Result<String, TokenError> {
         jsonwebtoken::encode(&Header::new(Algorithm::PS256), claims, &self.key)
             .map_err(|e| TokenError::Sign(e.to_string()))
     }

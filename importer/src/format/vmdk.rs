@@ -132,7 +132,7 @@ pub fn flat_extent(descriptor: &[u8]) -> Option<String> {
     let (kind, file, offset) = (quoted.next()?, quoted.next()?, quoted.next()?.trim());
     let flat_at_start =
         kind.split_whitespace().nth(2) == Some("FLAT") && (offset.is_empty() || offset == "0");
-    flat_at_start.then(|| file.to_string())
+    (flat_at_start && !file.is_empty()).then(|| file.to_string())
 }
 
 fn descriptor_only(head: &[u8]) -> ImportError {

@@ -50,6 +50,23 @@ pub async fn manifest_digest(
     registry.digest().await
 }
 
+/// Reads a registry's answer to a manifest request as [`open`] does: the layers' digests of
+/// an image manifest, or the digest of this machine's entry of an index. For the fuzz targets.
+#[doc(hidden)]
+pub fn read_manifest(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let digests = match manifest::parse(bytes)? {
+        manifest::Manifest::Image(layers) => layers.into_iter().map(|l| l.digest).collect(),
+        manifest::Manifest::Index(entries) => {
+            let entry = manifest::select_platform(&entries, &PlatformSpec::host())?;
+            vec![entry.digest.clone()]
+        }
+    };
+    for digest in &digests {
+        layer::LayerDigest::parse(digest)?;
+    }
+    Ok(digests)
+}
+
 /// Opens the disk file of the image named by `reference` (`docker://...` or
 /// `oci-archive://...`). Returns once the disk file's tar entry is found, with its size;
 /// the stream ends only after the whole layer has been read and its digest verified.
