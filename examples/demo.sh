@@ -22,7 +22,18 @@ data_dir=${FERROVIRT_DATA_DIR:-/tmp/ferrovirt}
 listen=${FERROVIRT_LISTEN:-127.0.0.1:6443}
 timeout=${DEMO_TIMEOUT:-300}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+server="" console="" started=""
+# A demo that fails leaves nothing running: what it started (the platform included) stops.
+cleanup() {
+  local status=$?
+  [[ -n $server$console ]] && kill $server $console 2>/dev/null
+  rm -rf "$work"
+  if [[ $status -ne 0 && -n $started ]]; then
+    echo "demo: failed; stopping the platform it started ($ferrovirt down --data-dir $data_dir)" >&2
+    "$ferrovirt" down --data-dir "$data_dir" >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
 
 [[ -x $ferrovirt ]] || { echo "demo: no $ferrovirt; run cargo build --release first" >&2; exit 1; }
 if ! command -v qemu-system-x86_64 >/dev/null || ! command -v busybox >/dev/null; then
@@ -43,12 +54,12 @@ if [[ -f $data_dir/ferrovirt.pid ]] && kill -0 "$(cat "$data_dir/ferrovirt.pid")
   echo "ferrovirt is already up on $data_dir"
 else
   "$ferrovirt" up --data-dir "$data_dir" --listen "$listen"
+  started=1
 fi
 
 # A real HTTP server (Range, ETag) on a free loopback port, serving the image's directory.
 python3 fixtures/httpserver.py --root "$(dirname "$image")" --port-file "$work/port" --quiet &
 server=$!
-trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [[ -f $work/port ]] && break; sleep 0.1; done
 url="http://127.0.0.1:$(cat "$work/port")/$(basename "$image")"
 
@@ -114,7 +125,6 @@ kubectl get vm,vmi,datavolume,pod
 # The serial console, as `ferrovirt console demo` shows it, until the login prompt.
 "$ferrovirt" console demo --timeout 30 </dev/null >"$work/console" 2>/dev/null &
 console=$!
-trap 'kill $server $console 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq $((timeout * 2))); do
   grep -q "login:" "$work/console" && break
   sleep 0.5

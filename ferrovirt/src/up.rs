@@ -73,23 +73,33 @@ pub fn default_data_dir() -> PathBuf {
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let fresh = fs::read_dir(&dir).map_or(true, |mut entries| entries.next().is_none());
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     if let Some(pid) = running_pid(&dir) {
         bail!(
-            "ferrovirt is already running from {} (pid {pid}); `ferrovirt down` stops it",
-            dir.display()
+            "ferrovirt is already running from {} (pid {pid}); `{}` stops it",
+            dir.display(),
+            down_command(args.data_dir.as_deref())
         );
     }
     if args.foreground {
         return run_foreground(&dir, &args).await;
     }
-    start_detached(&dir, &args)?;
+    start_detached(&dir, &args, fresh)?;
     let kubeconfig = dir.join("kubeconfig");
     println!(
         "ferrovirt is up: export KUBECONFIG={}",
         kubeconfig.display()
     );
     Ok(())
+}
+
+/// The command that stops the platform of `data_dir` (the default one when `None`).
+fn down_command(data_dir: Option<&Path>) -> String {
+    match data_dir {
+        Some(dir) => format!("ferrovirt down --data-dir {}", dir.display()),
+        None => "ferrovirt down".into(),
+    }
 }
 
 /// The pid in DIR/ferrovirt.pid if that process is alive.
@@ -103,7 +113,9 @@ fn running_pid(dir: &Path) -> Option<i32> {
     alive.then_some(pid)
 }
 
-fn start_detached(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
+/// Starts the control plane in the background and waits until it is up. If it exits while
+/// starting, a data directory that this start made is removed again.
+fn start_detached(dir: &Path, args: &UpArgs, fresh: bool) -> anyhow::Result<()> {
     let _ = fs::remove_file(dir.join(PID_FILE));
     let log_path = dir.join(LOG_FILE);
     let log =
@@ -138,6 +150,9 @@ fn start_detached(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         }
         if let Some(status) = child.try_wait()? {
             let log = fs::read_to_string(&log_path).unwrap_or_default();
+            if fresh {
+                let _ = fs::remove_dir_all(dir);
+            }
             bail!(
                 "the control plane exited ({status}) while starting:\n{}",
                 log.trim()
@@ -324,8 +339,7 @@ async fn wait_for_stop_signal() -> anyhow::Result<()> {
 pub async fn down(args: DownArgs) -> anyhow::Result<()> {
     let dir = args.data_dir.unwrap_or_else(default_data_dir);
     let Some(pid) = running_pid(&dir) else {
-        println!("ferrovirt is not running from {}", dir.display());
-        return Ok(());
+        bail!("ferrovirt is not running from {}", dir.display());
     };
     let process = Pid::from_raw(pid).context("invalid pid file")?;
     kill_process(process, Signal::TERM).with_context(|| format!("stopping pid {pid}"))?;

@@ -389,3 +389,46 @@ fn archive_content_type_from_the_command_line() {
         stderr_of(&output)
     );
 }
+
+#[test]
+fn down_where_nothing_runs_says_so_and_fails() {
+    let dir = TempDir::new("cli-down");
+    let output = ferrovirt()
+        .arg("down")
+        .arg("--data-dir")
+        .arg(dir.join("never-started"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains("ferrovirt is not running from") && stderr.contains("never-started"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_up_that_cannot_listen_fails_clearly_and_leaves_no_data_directory() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let dir = TempDir::new("cli-up-port");
+    let data = dir.join("data");
+    let output = ferrovirt()
+        .arg("up")
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--listen", &address])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains(&format!("listening on {address}")) && stderr.contains("in use"),
+        "{stderr}"
+    );
+    assert!(
+        !data.exists(),
+        "a failed first start left {}",
+        data.display()
+    );
+}

@@ -896,3 +896,44 @@ fn the_readme_demo_boots_a_vm_from_an_imported_disk() {
     }
     assert!(down.status.success(), "ferrovirt down failed: {down:?}");
 }
+
+/// A demo that fails after starting the platform (here: the VM cannot run within a one-second
+/// limit) stops what it started.
+#[test]
+fn a_demo_that_fails_midway_leaves_nothing_running() {
+    let dir = TempDir::new("dv-demo-fails");
+    let binary = env!("CARGO_BIN_EXE_ferrovirt");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let image = dir.join("tiny.raw");
+    std::fs::write(&image, vec![0u8; 1 << 20]).unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("examples/demo.sh"))
+        .arg(&image)
+        .current_dir(&repo)
+        .env("FERROVIRT", binary)
+        .env("FERROVIRT_DATA_DIR", dir.path())
+        .env("FERROVIRT_LISTEN", "127.0.0.1:0")
+        .env("HOME", dir.path())
+        .env("DEMO_TIMEOUT", "1")
+        .output()
+        .expect("running examples/demo.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the demo should have failed: {stderr}"
+    );
+    assert!(
+        stderr.contains("stopping the platform it started"),
+        "{stderr}"
+    );
+    let down = std::process::Command::new(binary)
+        .args(["down", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("running ferrovirt down");
+    let said = String::from_utf8_lossy(&down.stderr);
+    assert!(
+        !down.status.success() && said.contains("not running"),
+        "the platform still runs: {said}"
+    );
+}

@@ -101,7 +101,11 @@ pub fn archive(bytes: &[u8]) {
     request.content_type = ContentType::Archive;
     // The result does not matter; where the bytes went does.
     let _ = runtime().block_on(import_from(request, opened(bytes, Access::Stream)));
-    assert_eq!(dir.entries(), std::slice::from_ref(&target), "written beside the target");
+    assert_eq!(
+        dir.entries(),
+        std::slice::from_ref(&target),
+        "written beside the target"
+    );
     assert_stays_inside(&target, &target);
 }
 

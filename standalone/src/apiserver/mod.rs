@@ -51,7 +51,7 @@ pub enum StartError {
     Credentials(#[from] CredentialsError),
     #[error("opening the database: {0}")]
     Store(ApiError),
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}")]
     Listen {
         addr: SocketAddr,
         source: std::io::Error,
