@@ -72,7 +72,11 @@ pub fn token(bytes: &[u8]) {
 fn keys() -> &'static (UploadTokenIssuer, UploadTokenValidator) {
     static KEYS: OnceLock<(UploadTokenIssuer, UploadTokenValidator)> = OnceLock::new();
     KEYS.get_or_init(|| {
-        let issuer = UploadTokenIssuer::generate().expect("an RSA key");
+        // Made once and kept: generating an RSA key takes seconds, longer than the fuzzer
+        // waits for one input when the machine is busy.
+        let dir = std::env::temp_dir().join("ferrovirt-fuzz-upload-token");
+        std::fs::create_dir_all(&dir).expect("a directory for the fuzzing key");
+        let issuer = UploadTokenIssuer::load_or_create(&dir).expect("an RSA key");
         let validator = issuer.validator();
         (issuer, validator)
     })

@@ -275,8 +275,9 @@ pub(crate) fn check_within(
     }
 }
 
-/// Streams sorted, non-overlapping `(offset, len)` pieces, one coalesced range request per
-/// run of nearby pieces; `visit` reads exactly one piece's bytes from the stream it is given.
+/// Streams sorted `(offset, len)` pieces, one coalesced range request per run of nearby
+/// pieces (a piece overlapping the one before it gets a request of its own); `visit` reads
+/// exactly one piece's bytes from the stream it is given.
 pub(crate) fn for_each_piece(
     source: &dyn RandomAccess,
     pieces: &[(u64, u64)],
@@ -295,6 +296,15 @@ pub(crate) fn for_each_piece(
         );
         let mut pos = start;
         for &(offset, len) in &pieces[i..end.0] {
+            if offset < pos {
+                // A piece the run has already passed (two table entries naming one cluster,
+                // which qemu reads too): read it again on its own.
+                let mut again = source
+                    .read_range(offset, len)
+                    .map_err(ImportError::from_read)?;
+                visit(&mut again).map_err(ImportError::from_read)?;
+                continue;
+            }
             skip(&mut stream, offset - pos)?;
             visit(&mut stream).map_err(ImportError::from_read)?;
             pos = offset + len;

@@ -71,7 +71,7 @@ impl SparseHeader {
             overhead: le64(head, 64),
             compression: le16(head, 77),
         };
-        let grain = header.grain_sectors * 512;
+        let grain = header.grain_sectors.saturating_mul(512);
         if !header.grain_sectors.is_power_of_two() || !(4096..=MAX_GRAIN_BYTES).contains(&grain) {
             return Err(invalid(
                 "grainSize",
@@ -160,6 +160,13 @@ fn descriptor_value(head: &[u8], key: &str) -> Option<String> {
     })
 }
 
+/// A count of 512-byte sectors from the image, in bytes; refused when it overflows.
+fn sectors(count: u64, field: &str) -> Result<u64, ImportError> {
+    count
+        .checked_mul(512)
+        .ok_or_else(|| invalid(field, format!("{count} sectors is out of range")))
+}
+
 /// Maps a monolithicSparse extent through its grain directory and tables.
 pub fn map(meta: &mut dyn MetaRead, header: &SparseHeader) -> Result<ImageMap, ImportError> {
     if header.gd_offset == GD_AT_END || header.compressed() {
@@ -175,7 +182,7 @@ pub fn map(meta: &mut dyn MetaRead, header: &SparseHeader) -> Result<ImageMap, I
         return Err(invalid("capacity", "grain tables too large"));
     }
     let mut gd = vec![0u8; gd_entries as usize * 4];
-    meta.read_at(header.gd_offset * 512, &mut gd)?;
+    meta.read_at(sectors(header.gd_offset, "gdOffset")?, &mut gd)?;
     let mut table = vec![0u8; header.gtes_per_gt as usize * 4];
     let mut extents = Vec::new();
     for (gd_index, raw) in gd.chunks_exact(4).enumerate() {
@@ -215,7 +222,7 @@ pub fn convert_stream(
         inner: reader,
         pos: 0,
     };
-    skip(&mut stream, header.overhead.max(1) * 512)?;
+    skip(&mut stream, sectors(header.overhead.max(1), "overHead")?)?;
     let grain = header.grain_bytes();
     let virtual_size = header.virtual_size();
     let mut batch = BatchBuilder::new(pool);
@@ -240,10 +247,10 @@ pub fn convert_stream(
             if le32(&rest, 0) == MARKER_EOS {
                 break;
             }
-            skip(&mut stream, value * 512)?;
+            skip(&mut stream, sectors(value, "metadata marker")?)?;
             continue;
         }
-        let virt = value * 512;
+        let virt = sectors(value, "grain marker LBA")?;
         if virt >= virtual_size || size > 2 * grain {
             return Err(invalid(
                 "grain marker",
