@@ -1,7 +1,4 @@
-//! Discovery documents: /version, /api, /apis, the resource list of each group/version, and
-//! the OpenAPI v3 index and per-group/version documents that kubectl consults to learn that
-//! the server validates fields itself (so it sends `fieldValidation` instead of downloading
-//! schemas).
+//! Discovery documents: /version, /api, /apis and the resource list of each group/version.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +33,7 @@ pub fn core_versions() -> Value {
 }
 
 /// The named groups and the versions each serves, newest first as a preferred version.
-fn groups(types: &[ResourceType]) -> BTreeMap<String, Vec<String>> {
+pub(super) fn groups(types: &[ResourceType]) -> BTreeMap<String, Vec<String>> {
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for rt in types.iter().filter(|rt| !rt.group.is_empty()) {
         let versions = groups.entry(rt.group.clone()).or_default();
@@ -136,99 +133,6 @@ pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Opti
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": resources,
-    }))
-}
-
-/// `/openapi/v3`: one document per group/version.
-pub fn openapi_v3_index(types: &[ResourceType]) -> Value {
-    let mut paths = serde_json::Map::new();
-    paths.insert(
-        "api/v1".into(),
-        json!({"serverRelativeURL": "/openapi/v3/api/v1"}),
-    );
-    for (group, versions) in groups(types) {
-        for version in versions {
-            let path = format!("apis/{group}/{version}");
-            paths.insert(
-                path.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{path}")}),
-            );
-        }
-    }
-    json!({"paths": paths})
-}
-
-/// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`: the operations of each
-/// resource, each PATCH declaring the `fieldValidation` parameter and its kind, which is
-/// what kubectl checks before it leaves validation to the server. Schemas are open
-/// (`x-kubernetes-preserve-unknown-fields`).
-pub fn openapi_v3_document(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
-    let mut paths = serde_json::Map::new();
-    let mut schemas = serde_json::Map::new();
-    let prefix = if group.is_empty() {
-        "/api/v1".to_string()
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    for rt in types.iter().filter(|rt| {
-        rt.group == group && rt.versions.iter().any(|v| v == version) && !rt.create_only
-    }) {
-        let gvk = json!({"group": group, "version": version, "kind": rt.kind});
-        let schema_name = format!(
-            "{}.{version}.{}",
-            if group.is_empty() {
-                "io.k8s.api.core"
-            } else {
-                group
-            },
-            rt.kind
-        );
-        schemas.insert(
-            schema_name.clone(),
-            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                   "x-kubernetes-group-version-kind": [gvk]}),
-        );
-        let reference = json!({"$ref": format!("#/components/schemas/{schema_name}")});
-        let operation = |verb: &str| {
-            json!({
-                "operationId": format!("{verb}{}", rt.kind),
-                "x-kubernetes-action": verb,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": [
-                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                ],
-                "responses": {"200": {"content": {"application/json": {"schema": reference}}}},
-            })
-        };
-        let item = if rt.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
-        } else {
-            format!("{prefix}/{}/{{name}}", rt.plural)
-        };
-        paths.insert(
-            item,
-            json!({"get": operation("get"), "put": operation("put"), "patch": operation("patch"), "delete": operation("delete")}),
-        );
-        let collection = if rt.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
-        } else {
-            format!("{prefix}/{}", rt.plural)
-        };
-        paths.insert(
-            collection,
-            json!({"post": operation("post"), "get": operation("list")}),
-        );
-    }
-    if paths.is_empty() {
-        return None;
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": self::version()["gitVersion"]},
-        "paths": paths,
-        "components": {"schemas": schemas},
     }))
 }
 

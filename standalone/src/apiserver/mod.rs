@@ -12,6 +12,7 @@ mod front_proxy;
 mod gc;
 mod object;
 mod objects;
+mod openapi;
 mod patch;
 mod resources;
 mod route;

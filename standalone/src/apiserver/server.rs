@@ -35,6 +35,7 @@ use super::errors::ApiError;
 use super::fields;
 use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects, Propagation};
+use super::openapi;
 use super::patch::{self, PatchType};
 use super::resources::ResourceType;
 use super::route::{self, ResourcePath, Route};
@@ -363,10 +364,13 @@ impl Handler {
                 };
                 ok(list.ok_or(ApiError::NoSuchResource)?)
             }
-            Route::OpenApiV3Index => ok(discovery::openapi_v3_index(&types())),
+            Route::OpenApiV3Index => ok(openapi::openapi_v3_index(&types())),
             Route::OpenApiV3 { group, version } => {
-                ok(discovery::openapi_v3_document(&types(), &group, &version)
-                    .ok_or(ApiError::NoSuchResource)?)
+                let schema_of = |rt: &ResourceType| self.crd_schema(rt, &version).ok().flatten();
+                ok(
+                    openapi::openapi_v3_document(&types(), &group, &version, schema_of)
+                        .ok_or(ApiError::NoSuchResource)?,
+                )
             }
             Route::OpenApiV2 => Err(ApiError::NoSuchResource),
             Route::Resource(path) => {
@@ -602,19 +606,10 @@ impl Handler {
         if call.query.get("fieldValidation").map(String::as_str) != Some("Strict") {
             return Ok(());
         }
-        let crd_name = format!("{}.{}", rt.plural, rt.group);
-        let Some(crd) = self.objects.store.get(CRD_STORAGE_KEY, "", &crd_name)? else {
+        let Some(schema) = self.crd_schema(rt, version)? else {
             return Ok(());
         };
-        let schema = crd["spec"]["versions"]
-            .as_array()
-            .and_then(|versions| versions.iter().find(|v| v["name"] == version))
-            .map(|v| &v["schema"]["openAPIV3Schema"])
-            .filter(|schema| schema.is_object());
-        let Some(schema) = schema else {
-            return Ok(());
-        };
-        let unknown = fields::unknown_fields(schema, object);
+        let unknown = fields::unknown_fields(&schema, object);
         if unknown.is_empty() {
             return Ok(());
         }
@@ -627,6 +622,20 @@ impl Handler {
             named.join(", "),
             kind = rt.kind
         )))
+    }
+
+    /// The `openAPIV3Schema` of `version` in the CRD that declares `rt`, if it has one.
+    fn crd_schema(&self, rt: &ResourceType, version: &str) -> Result<Option<Value>, ApiError> {
+        let crd_name = format!("{}.{}", rt.plural, rt.group);
+        let Some(mut crd) = self.objects.store.get(CRD_STORAGE_KEY, "", &crd_name)? else {
+            return Ok(None);
+        };
+        let schema = crd["spec"]["versions"]
+            .as_array_mut()
+            .and_then(|versions| versions.iter_mut().find(|v| v["name"] == version))
+            .map(|v| v["schema"]["openAPIV3Schema"].take())
+            .filter(|schema| schema.is_object());
+        Ok(schema)
     }
 
     fn render_one(&self, rt: &ResourceType, accept: &str, object: Value) -> Value {

@@ -633,3 +633,32 @@ spec:
         );
     }
 }
+
+#[test]
+fn kubectl_explain_prints_the_descriptions_of_custom_and_built_in_fields() {
+    let c = Cluster::start(crds());
+    let source = c.ok(&["explain", "datavolume.spec.source"]);
+    for shown in [
+        "KIND:       DataVolume",
+        "FIELD: source <Object>",
+        "The source of the data.",
+        "http\t<Object>",
+        "An http(s) endpoint.",
+    ] {
+        assert!(source.contains(shown), "{shown:?} not in:\n{source}");
+    }
+    let url = c.ok(&["explain", "dv.spec.source.http.url"]);
+    assert!(url.contains("The URL of the image."), "{url}");
+    let run_strategy = c.ok(&["explain", "vm.spec.runStrategy"]);
+    assert!(run_strategy.contains("RerunOnFailure"), "{run_strategy}");
+    // Built-in kinds carry Kubernetes' own schemas.
+    let image = c.ok(&["explain", "pod.spec.containers.image"]);
+    assert!(image.contains("Container image name."), "{image}");
+    let claim = c.ok(&["explain", "pvc.spec.accessModes"]);
+    assert!(
+        claim.contains("accessModes contains the desired access modes"),
+        "{claim}"
+    );
+    let err = c.fails(&["explain", "datavolume.spec.sorce"]);
+    assert!(err.contains("field \"sorce\" does not exist"), "{err}");
+}

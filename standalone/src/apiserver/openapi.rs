@@ -1,0 +1,185 @@
+//! OpenAPI v3: the index and the per-group/version documents. kubectl reads them to learn
+//! that the server validates fields itself (so it sends `fieldValidation` instead of checking
+//! objects against schemas), and `kubectl explain` prints the schemas' descriptions.
+
+use k8s_openapi::api::admissionregistration;
+use k8s_openapi::api::{apps, coordination, core, events, rbac, storage};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use super::discovery;
+use super::resources::ResourceType;
+
+/// `/openapi/v3`: one document per group/version.
+pub fn openapi_v3_index(types: &[ResourceType]) -> Value {
+    let mut paths = serde_json::Map::new();
+    paths.insert(
+        "api/v1".into(),
+        json!({"serverRelativeURL": "/openapi/v3/api/v1"}),
+    );
+    for (group, versions) in discovery::groups(types) {
+        for version in versions {
+            let path = format!("apis/{group}/{version}");
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}")}),
+            );
+        }
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`: the operations of each
+/// resource, each PATCH declaring the `fieldValidation` parameter and its kind, which is
+/// what kubectl checks before it leaves validation to the server. A custom resource's schema
+/// is its CRD's (`schema_of`), descriptions included, which is what `kubectl explain` prints;
+/// the built-in types' schemas are open (`x-kubernetes-preserve-unknown-fields`).
+pub fn openapi_v3_document(
+    types: &[ResourceType],
+    group: &str,
+    version: &str,
+    schema_of: impl Fn(&ResourceType) -> Option<Value>,
+) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    let prefix = if group.is_empty() {
+        "/api/v1".to_string()
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    for rt in types.iter().filter(|rt| {
+        rt.group == group && rt.versions.iter().any(|v| v == version) && !rt.create_only
+    }) {
+        let gvk = json!({"group": group, "version": version, "kind": rt.kind});
+        let schema_name = format!(
+            "{}.{version}.{}",
+            if group.is_empty() {
+                "io.k8s.api.core"
+            } else {
+                group
+            },
+            rt.kind
+        );
+        let mut schema = schema_of(rt)
+            .or_else(|| builtin_schema(rt, version, &mut schemas))
+            .unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
+        schema["x-kubernetes-group-version-kind"] = json!([gvk]);
+        schemas.insert(schema_name.clone(), schema);
+        let reference = json!({"$ref": format!("#/components/schemas/{schema_name}")});
+        let operation = |verb: &str| {
+            json!({
+                "operationId": format!("{verb}{}", rt.kind),
+                "x-kubernetes-action": verb,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [
+                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                    {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                ],
+                "responses": {"200": {"content": {"application/json": {"schema": reference}}}},
+            })
+        };
+        let item = if rt.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", rt.plural)
+        };
+        paths.insert(
+            item,
+            json!({"get": operation("get"), "put": operation("put"), "patch": operation("patch"), "delete": operation("delete")}),
+        );
+        let collection = if rt.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", rt.plural)
+        } else {
+            format!("{prefix}/{}", rt.plural)
+        };
+        paths.insert(
+            collection,
+            json!({"post": operation("post"), "get": operation("list")}),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": discovery::version()["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}
+
+/// The schema of a built-in kind, as Kubernetes publishes it; the types it refers to are
+/// added to `schemas` (the document's `components.schemas`), where its `$ref`s point.
+fn builtin_schema(
+    rt: &ResourceType,
+    version: &str,
+    schemas: &mut Map<String, Value>,
+) -> Option<Value> {
+    if version != "v1" {
+        return None;
+    }
+    let root = match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Namespace") => root_schema::<core::v1::Namespace>(),
+        ("", "Pod") => root_schema::<core::v1::Pod>(),
+        ("", "PersistentVolumeClaim") => root_schema::<core::v1::PersistentVolumeClaim>(),
+        ("", "PersistentVolume") => root_schema::<core::v1::PersistentVolume>(),
+        ("", "Secret") => root_schema::<core::v1::Secret>(),
+        ("", "ConfigMap") => root_schema::<core::v1::ConfigMap>(),
+        ("", "Service") => root_schema::<core::v1::Service>(),
+        ("", "Endpoints") => root_schema::<core::v1::Endpoints>(),
+        ("", "Event") => root_schema::<core::v1::Event>(),
+        ("", "Node") => root_schema::<core::v1::Node>(),
+        ("", "ServiceAccount") => root_schema::<core::v1::ServiceAccount>(),
+        ("events.k8s.io", "Event") => root_schema::<events::v1::Event>(),
+        ("storage.k8s.io", "StorageClass") => root_schema::<storage::v1::StorageClass>(),
+        ("storage.k8s.io", "CSIDriver") => root_schema::<storage::v1::CSIDriver>(),
+        ("storage.k8s.io", "CSINode") => root_schema::<storage::v1::CSINode>(),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            root_schema::<apiextensions::v1::CustomResourceDefinition>()
+        }
+        ("apps", "Deployment") => root_schema::<apps::v1::Deployment>(),
+        ("apps", "DaemonSet") => root_schema::<apps::v1::DaemonSet>(),
+        ("coordination.k8s.io", "Lease") => root_schema::<coordination::v1::Lease>(),
+        ("rbac.authorization.k8s.io", "Role") => root_schema::<rbac::v1::Role>(),
+        ("rbac.authorization.k8s.io", "RoleBinding") => root_schema::<rbac::v1::RoleBinding>(),
+        ("rbac.authorization.k8s.io", "ClusterRole") => root_schema::<rbac::v1::ClusterRole>(),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            root_schema::<rbac::v1::ClusterRoleBinding>()
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            root_schema::<admissionregistration::v1::ValidatingWebhookConfiguration>()
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            root_schema::<admissionregistration::v1::MutatingWebhookConfiguration>()
+        }
+        ("apiregistration.k8s.io", "APIService") => {
+            root_schema::<apiregistration::v1::APIService>()
+        }
+        _ => return None,
+    };
+    let Value::Object(mut root) = root else {
+        return None;
+    };
+    if let Some(Value::Object(referenced)) = root
+        .remove("components")
+        .and_then(|mut c| c.get_mut("schemas").map(Value::take))
+    {
+        schemas.extend(referenced);
+    }
+    root.remove("$schema");
+    Some(Value::Object(root))
+}
+
+/// `T`'s schema in OpenAPI 3's dialect, its references under `components.schemas`.
+fn root_schema<T: JsonSchema>() -> Value {
+    SchemaSettings::openapi3()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
