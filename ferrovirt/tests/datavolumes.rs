@@ -85,6 +85,7 @@ fn unreachable_url_is_retried_and_reported() {
                 .is_some_and(|m| m.contains("404"))
     });
     assert_ne!(phase_of(&dv), "Succeeded", "{dv}");
+    assert_importer_logs(&platform, "importer-missing");
     // Stopped while its importer waits to be restarted, the platform unpublishes the
     // importer's volume: no mount is left behind.
     let mut platform = platform;
@@ -94,6 +95,43 @@ fn unreachable_url_is_retried_and_reported() {
     );
     platform.stop();
     assert_eq!(platform.mounts(), Vec::<String>::new());
+}
+
+/// `kubectl logs` of a failing importer, as users read it first: the current run, the one
+/// before (`--previous`), `--tail`, and refusals naming what is wrong.
+fn assert_importer_logs(platform: &Platform, pod: &str) {
+    // The run before the current one is there once the importer has been started again.
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    let previous = loop {
+        let out = platform.kubectl(&["logs", pod, "--previous"], None);
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("previous terminated container"), "{said}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no previous run: {said}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(previous.contains("404"), "previous run's log: {previous}");
+    assert!(
+        !previous.contains('\u{1b}'),
+        "colour codes in a log: {previous}"
+    );
+    let last = platform.ok(&["logs", pod, "--previous", "--tail=1"]);
+    assert_eq!(last.trim_end().lines().count(), 1, "{last}");
+    assert!(previous.trim_end().ends_with(last.trim_end()), "{last}");
+    let wrong = platform.kubectl(&["logs", pod, "-c", "nope"], None);
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success() && said.contains("container nope is not valid"),
+        "{said}"
+    );
+    // Followed, the log ends when the container does (it fails within seconds).
+    let followed = platform.kubectl(&["logs", "-f", pod, "--request-timeout=60s"], None);
+    assert!(followed.status.success(), "{followed:?}");
 }
 
 #[test]

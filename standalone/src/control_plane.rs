@@ -110,7 +110,7 @@ impl ControlPlane {
             client: client.clone(),
             csi,
             node: config.node.clone(),
-            state_dir: config.data_dir.join("node"),
+            state_dir: crate::node_agent::state_dir(&config.data_dir),
             executable: config.executable,
         };
         let node_agent = agent.start()?;

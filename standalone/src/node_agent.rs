@@ -303,6 +303,22 @@ pub fn pod_root(state_dir: &Path, pod_uid: &str) -> PathBuf {
     state_dir.join("pods").join(pod_uid).join("root")
 }
 
+/// The node agent's state directory in a platform's data directory.
+pub fn state_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("node")
+}
+
+/// What a pod's container wrote to stdout and stderr: in its current (or last) run, or with
+/// `previous` in the run before, as the kubelet keeps them for `kubectl logs [--previous]`.
+pub fn container_log(state_dir: &Path, pod_uid: &str, previous: bool) -> PathBuf {
+    let name = if previous {
+        "container.previous.log"
+    } else {
+        "container.log"
+    };
+    state_dir.join("pods").join(pod_uid).join(name)
+}
+
 /// Drops this agent's finalizer from `pod`, if it holds one.
 async fn release(client: &Client, pod: &Pod) {
     let result = patch_guarded(client, pod, |current| {
@@ -731,11 +747,17 @@ impl PodRun {
 
     fn spawn(&self, env: &[(String, String)]) -> Result<Child, AgentError> {
         let args = self.container.args.clone().unwrap_or_default();
-        let log_path = self
-            .root()
-            .parent()
-            .map(|p| p.join("container.log"))
-            .unwrap_or_default();
+        let uid = self.pod.uid().unwrap_or_default();
+        let log_path = container_log(&self.agent().state_dir, &uid, false);
+        // Each run gets a log of its own; the one before stays for `--previous`.
+        if log_path.exists() {
+            let previous = container_log(&self.agent().state_dir, &uid, true);
+            std::fs::rename(&log_path, &previous).map_err(|source| AgentError::Io {
+                what: "keeping the previous log",
+                path: previous,
+                source,
+            })?;
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

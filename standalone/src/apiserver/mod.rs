@@ -14,6 +14,7 @@ mod object;
 mod objects;
 mod openapi;
 mod patch;
+mod pod_log;
 mod resources;
 mod route;
 mod selector;
@@ -130,6 +131,7 @@ impl ApiServer {
             virtual_creates: config.virtual_creates,
             create_admission: config.create_admission,
             aggregated: aggregated.clone(),
+            pod_state_dir: crate::node_agent::state_dir(dir),
         });
         tokio::spawn(server::serve(listener, acceptor, handler, shutdown_rx));
         let kubeconfig = dir.join("kubeconfig");

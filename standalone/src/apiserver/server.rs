@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -37,6 +38,7 @@ use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects, Propagation};
 use super::openapi;
 use super::patch::{self, PatchType};
+use super::pod_log;
 use super::resources::ResourceType;
 use super::route::{self, ResourcePath, Route};
 use super::selector::{FieldSelector, LabelSelector};
@@ -69,6 +71,8 @@ pub struct Handler {
     /// Run before every create with the requesting user.
     pub create_admission: Vec<Box<CreateAdmission>>,
     pub aggregated: Arc<AggregatedApis>,
+    /// The node agent's state, where pods' logs are (`kubectl logs`).
+    pub pod_state_dir: PathBuf,
 }
 
 /// Serves `handler` on `listener` with TLS until `shutdown` changes.
@@ -426,8 +430,13 @@ impl Handler {
         if !rt.namespaced && path.namespace.is_some() {
             return Err(ApiError::NoSuchResource);
         }
+        let pod_log = path.subresource.as_deref() == Some("log")
+            && rt.group.is_empty()
+            && rt.plural == "pods"
+            && call.method == Method::GET;
         match path.subresource.as_deref() {
             None | Some("status") => {}
+            Some("log") if pod_log => {}
             Some(_) => return Err(ApiError::NoSuchResource),
         }
         if !call.user.is_master() {
@@ -442,6 +451,9 @@ impl Handler {
             if !allowed {
                 return Err(request_attributes(&rt, &call).forbidden(&call.user));
             }
+        }
+        if pod_log {
+            return self.pod_log(rt, &call).await;
         }
         if call.method == Method::GET && path.name.is_none() && is_true(call.query.get("watch")) {
             return self.watch(rt, &call);
@@ -470,6 +482,37 @@ impl Handler {
         tokio::task::spawn_blocking(move || handler.resource_blocking(&rt, &call))
             .await
             .map_err(ApiError::internal)?
+    }
+
+    /// `kubectl logs`: the pod's log file as text, followed while its container runs.
+    async fn pod_log(
+        self: Arc<Self>,
+        pods: ResourceType,
+        call: &Call,
+    ) -> Result<Response<Body>, ApiError> {
+        let options = pod_log::LogOptions::parse(&call.query)?;
+        let ns = call.path.namespace.clone().unwrap_or_default();
+        let name = call.path.name.clone().ok_or(ApiError::NoSuchResource)?;
+        let objects = self.objects.clone();
+        let (get_pods, get_ns, get_name) = (pods.clone(), ns.clone(), name.clone());
+        let pod = tokio::task::spawn_blocking(move || objects.get(&get_pods, &get_ns, &get_name))
+            .await
+            .map_err(ApiError::internal)??;
+        let file = pod_log::log_file(&self.pod_state_dir, &pod, &options)?;
+        let objects = self.objects.clone();
+        let running = move || pod_log::container_running(&objects, &pods, &ns, &name);
+        let (out, chunks) = tokio::sync::mpsc::channel(8);
+        tokio::task::spawn_blocking(move || {
+            if let Err(err) = pod_log::stream(file, options, running, out) {
+                tracing::warn!(%err, "reading a pod's log");
+            }
+        });
+        let body = StreamBody::new(ReceiverStream::new(chunks).map(|chunk| Ok(Frame::data(chunk))));
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(BodyExt::boxed(body))
+            .map_err(ApiError::internal)
     }
 
     /// The verbs, run on a blocking thread: they wait on the database.

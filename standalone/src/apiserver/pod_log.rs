@@ -1,0 +1,295 @@
+//! `GET /api/v1/namespaces/{ns}/pods/{name}/log`: what `kubectl logs` reads. The kubelet
+//! serves it on a cluster; here the node agent keeps each pod's output in files
+//! ([`crate::node_agent::container_log`]) and the API server reads them, following a running
+//! container's log as it grows.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::errors::ApiError;
+use super::objects::Objects;
+use super::resources::ResourceType;
+use crate::node_agent::container_log;
+
+/// How often a followed log is looked at for new output.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// How much is read and sent at a time.
+const CHUNK: usize = 64 << 10;
+
+/// The query of a log request (Kubernetes' `PodLogOptions`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    pub container: Option<String>,
+    pub follow: bool,
+    pub previous: bool,
+    pub tail_lines: Option<usize>,
+    pub limit_bytes: Option<u64>,
+}
+
+impl LogOptions {
+    pub fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+        for unsupported in ["sinceSeconds", "sinceTime", "timestamps"] {
+            if query
+                .get(unsupported)
+                .is_some_and(|v| !v.is_empty() && v != "false")
+            {
+                return Err(ApiError::BadRequest(format!(
+                    "{unsupported} is not supported by this server's pod logs (they carry no timestamps)"
+                )));
+            }
+        }
+        let number = |name: &str| -> Result<Option<i64>, ApiError> {
+            query
+                .get(name)
+                .map(|v| {
+                    v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                        ApiError::BadRequest(format!(
+                            "{name}: Invalid value: {v:?}: must be a number greater than or equal to 0"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        Ok(Self {
+            container: query.get("container").filter(|c| !c.is_empty()).cloned(),
+            follow: super::server::is_true(query.get("follow")),
+            previous: super::server::is_true(query.get("previous")),
+            tail_lines: number("tailLines")?.map(|n| n as usize),
+            limit_bytes: number("limitBytes")?.map(|n| n as u64),
+        })
+    }
+}
+
+/// The file to read for `pod`, or the error the kubelet would give.
+pub fn log_file(state_dir: &Path, pod: &Value, options: &LogOptions) -> Result<PathBuf, ApiError> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let containers = pod["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let container = match &options.container {
+        Some(wanted) => containers
+            .iter()
+            .find(|c| c["name"] == wanted.as_str())
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!("container {wanted} is not valid for pod {name}"))
+            })?,
+        None => match containers.as_slice() {
+            [only] => only,
+            _ => {
+                let names: Vec<&str> = containers
+                    .iter()
+                    .filter_map(|c| c["name"].as_str())
+                    .collect();
+                return Err(ApiError::BadRequest(format!(
+                    "a container name must be specified for pod {name}, choose one of: [{}]",
+                    names.join(" ")
+                )));
+            }
+        },
+    };
+    let container_name = container["name"].as_str().unwrap_or_default();
+    let path = container_log(state_dir, uid, options.previous);
+    if path.exists() {
+        return Ok(path);
+    }
+    Err(ApiError::BadRequest(if options.previous {
+        format!("previous terminated container \"{container_name}\" in pod \"{name}\" not found")
+    } else {
+        let reason = pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+            .as_str()
+            .unwrap_or("ContainerCreating");
+        format!("container \"{container_name}\" in pod \"{name}\" is waiting to start: {reason}")
+    }))
+}
+
+/// Where reading starts: the last `tail_lines` lines of `text`'s end (`text` holding the
+/// file's last bytes from `offset`), else the start of the file.
+pub fn tail_start(text: &[u8], offset: u64, tail_lines: usize) -> u64 {
+    if tail_lines == 0 {
+        return offset + text.len() as u64;
+    }
+    // A final newline ends the last line rather than starting another.
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    match body
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(tail_lines - 1)
+    {
+        Some((at, _)) => offset + at as u64 + 1,
+        None => offset,
+    }
+}
+
+/// Streams the log into `out` from where the options start it; with `follow`, goes on while
+/// `running` says the container runs.
+pub fn stream(
+    path: PathBuf,
+    options: LogOptions,
+    running: impl Fn() -> bool + Send + 'static,
+    out: mpsc::Sender<Bytes>,
+) -> std::io::Result<()> {
+    let mut file = std::fs::File::open(&path)?;
+    let mut pos = match options.tail_lines {
+        Some(lines) => start_of_tail(&mut file, lines)?,
+        None => 0,
+    };
+    let mut left = options.limit_bytes.unwrap_or(u64::MAX);
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        file.seek(SeekFrom::Start(pos))?;
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = file.read(&mut buf[..want])?;
+        if n > 0 {
+            pos += n as u64;
+            left -= n as u64;
+            if out
+                .blocking_send(Bytes::copy_from_slice(&buf[..n]))
+                .is_err()
+                || left == 0
+            {
+                return Ok(());
+            }
+            continue;
+        }
+        if !options.follow || !running() {
+            return Ok(());
+        }
+        std::thread::sleep(FOLLOW_POLL);
+        if out.is_closed() {
+            return Ok(());
+        }
+    }
+}
+
+/// The offset of the last `lines` lines of `file`, read backwards in chunks.
+fn start_of_tail(file: &mut std::fs::File, lines: usize) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    let mut window = CHUNK as u64;
+    loop {
+        let from = len.saturating_sub(window);
+        let mut text = Vec::new();
+        file.seek(SeekFrom::Start(from))?;
+        file.read_to_end(&mut text)?;
+        let start = tail_start(&text, from, lines);
+        if start > from || from == 0 {
+            return Ok(start);
+        }
+        window *= 2;
+    }
+}
+
+/// Whether the pod's (first) container runs now, as the store says.
+pub fn container_running(
+    objects: &Arc<Objects>,
+    pods: &ResourceType,
+    ns: &str,
+    name: &str,
+) -> bool {
+    objects
+        .get(pods, ns, name)
+        .ok()
+        .is_some_and(|pod| pod["status"]["containerStatuses"][0]["state"]["running"].is_object())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tail_starts_at_the_nth_line_from_the_end() {
+        let text = b"one\ntwo\nthree\n";
+        assert_eq!(tail_start(text, 0, 1), 8);
+        assert_eq!(tail_start(text, 0, 2), 4);
+        assert_eq!(tail_start(text, 0, 3), 0);
+        assert_eq!(tail_start(text, 0, 10), 0);
+        assert_eq!(tail_start(text, 0, 0), 14);
+        // A last line without its newline is a line.
+        assert_eq!(tail_start(b"one\ntwo", 100, 1), 104);
+    }
+
+    #[test]
+    fn options_parse_and_refuse_what_cannot_be_served() {
+        let query = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let options = LogOptions::parse(&query(&[
+            ("follow", "true"),
+            ("tailLines", "5"),
+            ("container", "c"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            options,
+            LogOptions {
+                container: Some("c".into()),
+                follow: true,
+                previous: false,
+                tail_lines: Some(5),
+                limit_bytes: None
+            }
+        );
+        for bad in [
+            ("tailLines", "-1"),
+            ("limitBytes", "x"),
+            ("sinceSeconds", "10"),
+            ("timestamps", "true"),
+        ] {
+            let err = LogOptions::parse(&query(&[bad])).unwrap_err().to_string();
+            assert!(err.contains(bad.0), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_file_or_the_kubelets_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod = json!({
+            "metadata": {"name": "p", "uid": "u1"},
+            "spec": {"containers": [{"name": "importer"}]},
+            "status": {"containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]},
+        });
+        let none = LogOptions::default();
+        let err = log_file(dir.path(), &pod, &none).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "container \"importer\" in pod \"p\" is waiting to start: ContainerCreating"
+            ),
+            "{err}"
+        );
+        let other = LogOptions {
+            container: Some("x".into()),
+            ..LogOptions::default()
+        };
+        let err = log_file(dir.path(), &pod, &other).unwrap_err().to_string();
+        assert!(err.contains("container x is not valid for pod p"), "{err}");
+        let current = container_log(dir.path(), "u1", false);
+        std::fs::create_dir_all(current.parent().unwrap()).unwrap();
+        std::fs::write(&current, "hello\n").unwrap();
+        assert_eq!(log_file(dir.path(), &pod, &none).unwrap(), current);
+        let previous = LogOptions {
+            previous: true,
+            ..LogOptions::default()
+        };
+        let err = log_file(dir.path(), &pod, &previous)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("previous terminated container \"importer\" in pod \"p\" not found"),
+            "{err}"
+        );
+    }
+}
