@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use api::cdi::pod_contract::env::{self as worker_env, clone_source as clone_env};
+use api::cdi::pod_contract::{DISK_IMAGE_FILE, FailureReason, TERMINATION_LOG_PATH, WorkerFailure};
 use bytes::Bytes;
 use clap::Args;
 use importer::clone_stream::{self, VolumeReader, WIRE_ENCODING};
@@ -26,9 +28,6 @@ use uploadproxy::routes::{
 use crate::pod_env::env;
 use crate::pod_paths::in_pod;
 
-const TERMINATION_LOG: &str = "/dev/termination-log";
-/// The disk image on a filesystem volume.
-const DISK_IMAGE: &str = "disk.img";
 /// Compressed bytes in flight between the reading thread and the request body.
 const CHUNK: usize = 1 << 20;
 const CHANNEL_DEPTH: usize = 8;
@@ -50,12 +49,19 @@ pub struct CloneSourceArgs {
 pub async fn run(args: CloneSourceArgs) -> Result<()> {
     let termination_log = env("FERROVIRT_TERMINATION_LOG")
         .map(PathBuf::from)
-        .unwrap_or_else(|| in_pod(TERMINATION_LOG));
+        .unwrap_or_else(|| in_pod(TERMINATION_LOG_PATH));
     let result = clone(&args).await;
     let message = match &result {
         Ok(()) if preallocation() => "Clone Complete, Preallocation applied".to_string(),
         Ok(()) => "Clone Complete".to_string(),
-        Err(err) => format!("Unable to clone: {err:#}").replace('\n', " "),
+        Err(err) => {
+            let reason = if err.chain().any(|cause| cause.is::<NoDiskImage>()) {
+                FailureReason::NoDiskImage
+            } else {
+                FailureReason::Other
+            };
+            WorkerFailure::new(reason, format!("Unable to clone: {err:#}")).termination_message()
+        }
     };
     if let Err(err) = std::fs::write(&termination_log, &message) {
         tracing::warn!(path = %termination_log.display(), %err, "cannot write the termination message");
@@ -63,8 +69,15 @@ pub async fn run(args: CloneSourceArgs) -> Result<()> {
     result
 }
 
+/// A filesystem source volume with no disk image (an archive's contents): no retry helps.
+#[derive(Debug, thiserror::Error)]
+#[error("the source volume has no {DISK_IMAGE_FILE} (at {}): {NO_DISK_IMAGE}, not archive contents", path.display())]
+struct NoDiskImage {
+    path: PathBuf,
+}
+
 fn preallocation() -> bool {
-    env("PREALLOCATION").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    env(worker_env::PREALLOCATION).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The file or device holding the source volume's bytes.
@@ -72,12 +85,9 @@ fn source_path(args: &CloneSourceArgs) -> Result<PathBuf> {
     match args.content_type.as_str() {
         FILESYSTEM_CLONE => {
             let mount = in_pod(args.mount.as_deref().unwrap_or(CLONE_SOURCE_MOUNT));
-            let image = mount.join(DISK_IMAGE);
+            let image = mount.join(DISK_IMAGE_FILE);
             if !image.exists() {
-                bail!(
-                    "the source volume has no {DISK_IMAGE} (at {}): {NO_DISK_IMAGE}, not archive contents",
-                    image.display()
-                );
+                return Err(NoDiskImage { path: image }.into());
             }
             Ok(image)
         }
@@ -90,17 +100,18 @@ fn source_path(args: &CloneSourceArgs) -> Result<PathBuf> {
 
 async fn clone(args: &CloneSourceArgs) -> Result<()> {
     let path = source_path(args)?;
-    let url = env("UPLOAD_URL").context("UPLOAD_URL (the target's upload server) is required")?;
+    let url = env(clone_env::UPLOAD_URL)
+        .context("UPLOAD_URL (the target's upload server) is required")?;
     let client = http_client(&url)?;
     let progress = Progress::new();
     let volume = VolumeReader::open(&path, progress.clone())?;
     let size = volume.size();
     tracing::info!(source = %path.display(), size, %url, "cloning");
-    if let Some(addr) = env("CLONER_METRICS_ADDR") {
+    if let Some(addr) = env(clone_env::METRICS_ADDRESS) {
         let addr: SocketAddr = addr
             .parse()
             .with_context(|| format!("CLONER_METRICS_ADDR {addr:?}"))?;
-        let owner = env("OWNER_UID").unwrap_or_default();
+        let owner = env(worker_env::OWNER_UID).unwrap_or_default();
         serve_progress_as(ProgressMetric::Clone, addr, owner, progress.clone()).await?;
     }
     let (body, reading) = wire_body(volume)?;
@@ -162,9 +173,9 @@ fn wire_body(volume: VolumeReader) -> Result<(reqwest::Body, tokio::task::JoinHa
 /// An HTTPS client with the clone's client certificate that trusts only the upload servers'
 /// CA, reaching UPLOAD_URL's host at FERROVIRT_UPLOAD_SERVER_ADDRESS when that is set.
 fn http_client(url: &str) -> Result<reqwest::Client> {
-    let key = env("CLIENT_KEY").context("CLIENT_KEY is required")?;
-    let cert = env("CLIENT_CERT").context("CLIENT_CERT is required")?;
-    let server_ca = env("SERVER_CA_CERT").context("SERVER_CA_CERT is required")?;
+    let key = env(clone_env::CLIENT_KEY).context("CLIENT_KEY is required")?;
+    let cert = env(clone_env::CLIENT_CERT).context("CLIENT_CERT is required")?;
+    let server_ca = env(clone_env::SERVER_CA_CERT).context("SERVER_CA_CERT is required")?;
     let identity = uploadproxy::tls::Identity::from_pem(cert.as_bytes(), key.as_bytes())
         .context("CLIENT_CERT and CLIENT_KEY")?;
     let roots = uploadproxy::tls::roots_from_pem(server_ca.as_bytes()).context("SERVER_CA_CERT")?;

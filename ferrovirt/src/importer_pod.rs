@@ -7,16 +7,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use api::cdi::pod_contract::env::{self as worker_env, importer as importer_env};
+use api::cdi::pod_contract::{
+    BLOCK_DEVICE_PATH, CompletionMessage, DATA_IMAGE_PATH, FailureReason, TERMINATION_LOG_PATH,
+    WorkerFailure,
+};
 use importer::source::http::{Credentials, parse_header};
 use importer::source::s3::S3Options;
-use importer::{Checksum, ContentType, ImportRequest};
-use serde::Serialize;
+use importer::{Checksum, ContentType, ImportError, ImportRequest};
 
 use crate::pod_env::{env, filesystem_image_size};
 
-const WRITE_PATH: &str = "/data/disk.img";
-const BLOCK_PATH: &str = "/dev/cdi-block-volume";
-const TERMINATION_LOG: &str = "/dev/termination-log";
 const SECRET_HEADERS_DIR: &str = "/extraheaders";
 
 /// The paths of the pod's volumes; overridable so the contract can be exercised outside a pod.
@@ -35,33 +36,46 @@ impl PodPaths {
                 .unwrap_or_else(|_| crate::pod_paths::in_pod(default))
         };
         Self {
-            data_file: path("FERROVIRT_IMPORTER_WRITE_PATH", WRITE_PATH),
-            block_device: path("FERROVIRT_IMPORTER_BLOCK_PATH", BLOCK_PATH),
-            termination_log: path("FERROVIRT_TERMINATION_LOG", TERMINATION_LOG),
+            data_file: path("FERROVIRT_IMPORTER_WRITE_PATH", DATA_IMAGE_PATH),
+            block_device: path("FERROVIRT_IMPORTER_BLOCK_PATH", BLOCK_DEVICE_PATH),
+            termination_log: path("FERROVIRT_TERMINATION_LOG", TERMINATION_LOG_PATH),
             secret_headers: path("FERROVIRT_IMPORTER_SECRET_HEADERS_DIR", SECRET_HEADERS_DIR),
         }
     }
 }
 
-/// CDI's success message, field names as upstream's TerminationMessage.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct TerminationMessage {
-    scratch_space_required: bool,
-    preallocation_applied: bool,
-    message: &'static str,
+/// A request the importer refuses before it starts: no retry can change it.
+#[derive(Debug, thiserror::Error)]
+enum InvalidRequest {
+    #[error("Cannot create empty disk with content type archive")]
+    BlankArchive,
+    #[error("Unknown data source: {0} (supported: http, registry, s3, none)")]
+    UnknownSource(String),
+}
+
+/// A blank image asked larger than its volume.
+#[derive(Debug, thiserror::Error)]
+#[error("target too small: {size} bytes requested, {available} available")]
+struct BlankTooLarge {
+    size: u64,
+    available: u64,
 }
 
 pub async fn run() -> Result<()> {
     let paths = PodPaths::from_env();
     let result = import(&paths).await;
     let message = match &result {
-        Ok(preallocated) => serde_json::to_string(&TerminationMessage {
-            scratch_space_required: false,
-            preallocation_applied: *preallocated,
-            message: "Import Complete",
+        Ok(preallocated) => serde_json::to_string(&CompletionMessage {
+            scratch_space_required: Some(false),
+            preallocation_applied: Some(*preallocated),
+            message: Some("Import Complete".to_string()),
+            ..Default::default()
         })?,
-        Err(err) => format!("Unable to process data: {err:#}").replace('\n', " "),
+        Err(err) => WorkerFailure::new(
+            failure_reason(err),
+            format!("Unable to process data: {err:#}"),
+        )
+        .termination_message(),
     };
     if let Err(err) = std::fs::write(&paths.termination_log, &message) {
         tracing::warn!(path = %paths.termination_log.display(), %err, "cannot write the termination message");
@@ -72,9 +86,11 @@ pub async fn run() -> Result<()> {
 /// Runs the import the environment describes; returns whether preallocation was applied.
 async fn import(paths: &PodPaths) -> Result<bool> {
     wait_for_ready_file().await?;
-    let source = env("IMPORTER_SOURCE").unwrap_or_else(|| "http".into());
-    let content_type: ContentType = env("IMPORTER_CONTENTTYPE").unwrap_or_default().parse()?;
-    let preallocate = match env("PREALLOCATION") {
+    let source = env(importer_env::SOURCE).unwrap_or_else(|| "http".into());
+    let content_type: ContentType = env(importer_env::CONTENT_TYPE)
+        .unwrap_or_default()
+        .parse()?;
+    let preallocate = match env(worker_env::PREALLOCATION) {
         None => false,
         Some(v) => {
             parse_bool(&v).with_context(|| format!("PREALLOCATION has a wrong value {v:?}"))?
@@ -86,28 +102,28 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     } else {
         paths.data_file.clone()
     };
-    let size = filesystem_image_size("IMPORTER_IMAGE_SIZE", block)?;
+    let size = filesystem_image_size(importer_env::IMAGE_SIZE, block)?;
     match source.as_str() {
         "http" | "registry" | "s3" => {}
         "none" if content_type == ContentType::Archive => {
-            bail!("Cannot create empty disk with content type archive")
+            return Err(InvalidRequest::BlankArchive.into());
         }
         "none" => return create_blank(&target, block, size, preallocate),
-        other => bail!("Unknown data source: {other} (supported: http, registry, s3, none)"),
+        other => return Err(InvalidRequest::UnknownSource(other.to_string()).into()),
     }
-    let endpoint =
-        env("IMPORTER_ENDPOINT").context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
+    let endpoint = env(importer_env::ENDPOINT)
+        .context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
     let mut request = ImportRequest::new(endpoint, target);
     request.content_type = content_type;
     request.size = size.filter(|_| content_type == ContentType::Kubevirt);
     request.preallocate = preallocate;
-    request.checksum = env("IMPORTER_CHECKSUM")
+    request.checksum = env(importer_env::CHECKSUM)
         .map(|c| c.parse::<Checksum>())
         .transpose()?;
     // The ConfigMap is mounted in the pod; under the pod root when run by the local node agent.
-    request.http.cert_dir = env("IMPORTER_CERT_DIR").map(|dir| crate::pod_paths::in_pod(&dir));
+    request.http.cert_dir = env(importer_env::CERT_DIR).map(|dir| crate::pod_paths::in_pod(&dir));
     request.http.insecure_tls =
-        env("INSECURE_TLS").is_some_and(|v| parse_bool(&v).unwrap_or(false));
+        env(importer_env::INSECURE_TLS).is_some_and(|v| parse_bool(&v).unwrap_or(false));
     // CDI names only the architecture; registry images are linux ones.
     if source == "s3" {
         request.s3 = Some(S3Options {
@@ -115,19 +131,19 @@ async fn import(paths: &PodPaths) -> Result<bool> {
             region: env("AWS_REGION"),
         });
     }
-    request.platform =
-        env("IMPORTER_REGISTRY_IMAGE_ARCHITECTURE").map(|arch| format!("linux/{arch}"));
+    request.platform = env(importer_env::REGISTRY_ARCHITECTURE).map(|arch| format!("linux/{arch}"));
     request.http.headers = extra_headers(&paths.secret_headers)?;
-    if let (Some(username), Some(password)) =
-        (env("IMPORTER_ACCESS_KEY_ID"), env("IMPORTER_SECRET_KEY"))
-    {
+    if let (Some(username), Some(password)) = (
+        env(importer_env::ACCESS_KEY_ID),
+        env(importer_env::SECRET_KEY),
+    ) {
         request.http.credentials = Some(Credentials { username, password });
     }
-    if let Some(addr) = env("IMPORTER_METRICS_ADDR") {
+    if let Some(addr) = env(importer_env::METRICS_ADDRESS) {
         let addr = addr
             .parse()
             .with_context(|| format!("IMPORTER_METRICS_ADDR {addr:?}"))?;
-        let owner = env("OWNER_UID").unwrap_or_default();
+        let owner = env(worker_env::OWNER_UID).unwrap_or_default();
         importer::metrics::serve_progress(addr, owner, request.progress.clone()).await?;
     }
     let outcome = importer::import(request).await?;
@@ -135,6 +151,57 @@ async fn import(paths: &PodPaths) -> Result<bool> {
         std::fs::File::create_new(&done).with_context(|| format!("creating done file {done}"))?;
     }
     Ok(outcome.preallocated)
+}
+
+/// Why the import failed, as far as retrying goes: from the typed error, never its text.
+fn failure_reason(err: &anyhow::Error) -> FailureReason {
+    for cause in err.chain() {
+        if cause.is::<InvalidRequest>() {
+            return FailureReason::InvalidRequest;
+        }
+        if cause.is::<BlankTooLarge>() {
+            return FailureReason::TargetTooSmall;
+        }
+        if let Some(import) = cause.downcast_ref::<ImportError>() {
+            return import_failure_reason(import);
+        }
+    }
+    FailureReason::Other
+}
+
+/// Which import errors no retry can fix: the source is not what the DataVolume says, or the
+/// volume is too small for it.
+fn import_failure_reason(err: &ImportError) -> FailureReason {
+    use ImportError as E;
+    match err {
+        E::ChecksumMismatch { .. } => FailureReason::ChecksumMismatch,
+        E::RequestedSizeTooSmall { .. } | E::TargetTooSmall { .. } => FailureReason::TargetTooSmall,
+        E::InvalidSource(..)
+        | E::OpenSource { .. }
+        | E::Dns { .. }
+        | E::Http { .. }
+        | E::HttpStatus { .. }
+        | E::CannotResume { .. }
+        | E::SourceChanged { .. }
+        | E::InvalidHeader(..)
+        | E::Tls(_)
+        | E::ReadSource(_)
+        | E::UnsupportedFormat(_)
+        | E::Decompress { .. }
+        | E::InvalidImage(_)
+        | E::InvalidFormat { .. }
+        | E::UnsupportedVariant { .. }
+        | E::Truncated(_)
+        | E::UnsafeArchive { .. }
+        | E::InvalidSize(..)
+        | E::ImageLargerThanTarget { .. }
+        | E::Target { .. }
+        | E::InvalidChecksum(..)
+        | E::Spill(_)
+        | E::Metrics { .. }
+        | E::Cancelled
+        | E::Registry { .. } => FailureReason::Other,
+    }
 }
 
 fn parse_bool(text: &str) -> Result<bool> {
@@ -149,7 +216,7 @@ fn parse_bool(text: &str) -> Result<bool> {
 /// secret headers directory (hidden entries, as a mounted Secret's `..data`, skipped).
 fn extra_headers(secret_dir: &Path) -> Result<Vec<(String, String)>> {
     let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(name, _)| name.starts_with("IMPORTER_EXTRA_HEADER_"))
+        .filter(|(name, _)| name.starts_with(importer_env::EXTRA_HEADER_PREFIX))
         .collect();
     vars.sort();
     let mut headers = Vec::new();
@@ -207,10 +274,11 @@ fn create_blank(target: &Path, block: bool, size: Option<u64>, preallocate: bool
         bail!("IMPORTER_IMAGE_SIZE is required for a blank image")
     };
     if size > sink_target.capacity() {
-        bail!(
-            "target too small: {size} bytes requested, {} available",
-            sink_target.capacity()
-        );
+        return Err(BlankTooLarge {
+            size,
+            available: sink_target.capacity(),
+        }
+        .into());
     }
     let sink = importer::sink::SparseSink::create(sink_target, Some(size), None, preallocate)?;
     sink.commit(size)?;

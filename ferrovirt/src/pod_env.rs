@@ -2,6 +2,7 @@
 //! alike.
 
 use anyhow::{Result, bail};
+use api::cdi::pod_contract::env::{self as worker_env};
 use importer::parse_quantity;
 
 /// Images on filesystem volumes are sized in whole MiB, as CDI sizes them.
@@ -23,7 +24,7 @@ pub fn filesystem_image_size(size_var: &str, block: bool) -> Result<Option<u64>>
     if block {
         return Ok(None);
     }
-    let overhead: f64 = env("FILESYSTEM_OVERHEAD")
+    let overhead: f64 = env(worker_env::FILESYSTEM_OVERHEAD)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     if !(0.0..1.0).contains(&overhead) {

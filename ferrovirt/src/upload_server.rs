@@ -10,8 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
+use api::cdi::pod_contract::env::{self as worker_env, upload_server as upload_env};
+use api::cdi::pod_contract::{
+    BLOCK_DEVICE_PATH, CompletionMessage, DATA_IMAGE_PATH, FailureReason, TERMINATION_LOG_PATH,
+    WorkerFailure,
+};
 use importer::Checksum;
-use serde::Serialize;
 use tokio::net::TcpListener;
 use uploadproxy::server::{DEFAULT_IDLE_TIMEOUT, serve_healthz};
 use uploadproxy::tls::{self, Identity};
@@ -20,29 +24,18 @@ use uploadproxy::{UploadServer, UploadServerConfig};
 use crate::pod_env::{env, filesystem_image_size};
 use crate::pod_paths::{POD_IP_ENV, in_pod};
 
-const WRITE_PATH: &str = "/data/disk.img";
-const BLOCK_PATH: &str = "/dev/cdi-block-volume";
-const TERMINATION_LOG: &str = "/dev/termination-log";
-
-/// CDI's TerminationMessage fields for an upload server.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct TerminationMessage {
-    message: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    preallocation_applied: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deadline_passed: Option<bool>,
-}
-
 pub async fn run() -> Result<()> {
     let termination_log = env("FERROVIRT_TERMINATION_LOG")
         .map(PathBuf::from)
-        .unwrap_or_else(|| in_pod(TERMINATION_LOG));
+        .unwrap_or_else(|| in_pod(TERMINATION_LOG_PATH));
     let result = serve().await;
     let message = match &result {
         Ok(message) => serde_json::to_string(message)?,
-        Err(err) => format!("Unable to process data: {err:#}").replace('\n', " "),
+        Err(err) => WorkerFailure::new(
+            FailureReason::Other,
+            format!("Unable to process data: {err:#}"),
+        )
+        .termination_message(),
     };
     if let Err(err) = std::fs::write(&termination_log, &message) {
         tracing::warn!(path = %termination_log.display(), %err, "cannot write the termination message");
@@ -50,21 +43,21 @@ pub async fn run() -> Result<()> {
     result.map(|_| ())
 }
 
-async fn serve() -> Result<TerminationMessage> {
+async fn serve() -> Result<CompletionMessage> {
     let config = config_from_env()?;
     let deadline = env("DEADLINE")
         .map(|text| parse_rfc3339(&text).with_context(|| format!("DEADLINE {text:?}")))
         .transpose()?;
-    let cert = env("TLS_CERT_FILE").context("TLS_CERT_FILE is required")?;
-    let key = env("TLS_KEY_FILE").context("TLS_KEY_FILE is required")?;
-    let client_ca = env("CLIENT_CERT_FILE")
+    let cert = env(upload_env::TLS_CERT_FILE).context("TLS_CERT_FILE is required")?;
+    let key = env(upload_env::TLS_KEY_FILE).context("TLS_KEY_FILE is required")?;
+    let client_ca = env(upload_env::CLIENT_CERT_FILE)
         .context("CLIENT_CERT_FILE (the CA of the proxy's client certificate) is required")?;
     let identity = Identity::from_files(&in_pod(&cert), &in_pod(&key))?;
     let roots = tls::roots_from_file(&in_pod(&client_ca))?;
     let tls_config = tls::server_config(&identity, Some(roots))?;
 
     let address = env("LISTEN_ADDRESS").unwrap_or_else(pod_address);
-    let port = env("LISTEN_PORT").unwrap_or_else(|| "8443".into());
+    let port = env(upload_env::LISTEN_PORT).unwrap_or_else(|| "8443".into());
     let listen = format!("{address}:{port}");
     let listener = TcpListener::bind(&listen)
         .await
@@ -99,16 +92,16 @@ async fn serve() -> Result<TerminationMessage> {
         outcome = server.succeeded() => {
             server.quiesce(Duration::from_secs(10)).await;
             tracing::info!(?outcome, "upload complete");
-            Ok(TerminationMessage {
-                message: "Upload Complete",
+            Ok(CompletionMessage {
+                message: Some("Upload Complete".to_string()),
                 preallocation_applied: Some(preallocate && outcome.preallocated),
-                deadline_passed: None,
+                ..Default::default()
             })
         }
-        () = until_deadline => Ok(TerminationMessage {
-            message: "Deadline Passed",
-            preallocation_applied: None,
+        () = until_deadline => Ok(CompletionMessage {
+            message: Some("Deadline Passed".to_string()),
             deadline_passed: Some(true),
+            ..Default::default()
         }),
     }
 }
@@ -122,11 +115,11 @@ fn pod_address() -> String {
 fn config_from_env() -> Result<UploadServerConfig> {
     let block_path = env("FERROVIRT_UPLOAD_BLOCK_PATH")
         .map(PathBuf::from)
-        .unwrap_or_else(|| in_pod(BLOCK_PATH));
+        .unwrap_or_else(|| in_pod(BLOCK_DEVICE_PATH));
     let destination = match env("DESTINATION") {
         Some(path) => in_pod(&path),
         None if block_path.exists() => block_path,
-        None => in_pod(WRITE_PATH),
+        None => in_pod(DATA_IMAGE_PATH),
     };
     let block = std::fs::metadata(&destination)
         .map(|m| {
@@ -135,14 +128,14 @@ fn config_from_env() -> Result<UploadServerConfig> {
         })
         .unwrap_or(false);
     let mut config = UploadServerConfig::new(&destination);
-    config.image_size = filesystem_image_size("UPLOAD_IMAGE_SIZE", block)?;
-    config.preallocate = match env("PREALLOCATION") {
+    config.image_size = filesystem_image_size(upload_env::IMAGE_SIZE, block)?;
+    config.preallocate = match env(worker_env::PREALLOCATION) {
         None => false,
         Some(v) => {
             parse_bool(&v).with_context(|| format!("PREALLOCATION has a wrong value {v:?}"))?
         }
     };
-    config.client_name = env("CLIENT_NAME");
+    config.client_name = env(upload_env::CLIENT_NAME);
     config.checksum = env("UPLOAD_CHECKSUM")
         .map(|c| c.parse::<Checksum>())
         .transpose()?;

@@ -6,6 +6,7 @@ pub mod datasource;
 pub mod datavolume;
 pub mod default;
 pub mod operator;
+pub mod pod_contract;
 pub mod storageprofile;
 pub mod validate;
 

@@ -24,7 +24,7 @@ use api::common::ConditionStatus;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -32,7 +32,8 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use crate::cdi::datasource::{source_patch, without_heartbeats};
-use crate::cdi::datavolume::reconcile::{CDI_CONFIG, is_insecure_registry};
+use crate::cdi::datavolume::settings::{CDI_CONFIG, is_insecure_registry};
+use crate::kube::{delete_ignoring_missing, patch_status};
 
 /// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
 pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
@@ -324,13 +325,7 @@ async fn reconcile(cron: Arc<DataImportCron>, ctx: Arc<Context>) -> Result<Actio
         strip(current) == strip(&outcome.status)
     });
     if !unchanged {
-        crons
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": outcome.status })),
-            )
-            .await?;
+        patch_status(&crons, &name, &outcome.status).await?;
     }
     Ok(Action::requeue(outcome.requeue))
 }
@@ -615,14 +610,6 @@ async fn collect_garbage(
         delete_ignoring_missing(data_volumes, &name).await?;
     }
     Ok(())
-}
-
-async fn delete_ignoring_missing(data_volumes: &Api<DataVolume>, name: &str) -> Result<(), Error> {
-    match data_volumes.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 fn error_policy(cron: Arc<DataImportCron>, err: &Error, _ctx: Arc<Context>) -> Action {

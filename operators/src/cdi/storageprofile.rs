@@ -10,11 +10,12 @@ use api::cdi::storageprofile::{CdiCloneStrategy, ClaimPropertySet};
 use api::cdi::{StorageProfile, StorageProfileSpec, StorageProfileStatus};
 use futures_util::StreamExt;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
+
+use crate::kube::patch_status;
 
 /// Provisioners whose volumes Ferrovirt knows: the hostpath CSI driver (ours and HPP's).
 pub const HOSTPATH_PROVISIONERS: [&str; 2] = [
@@ -104,13 +105,7 @@ async fn reconcile(class: Arc<StorageClass>, ctx: Arc<Context>) -> Result<Action
     };
     let status = desired_status(&class, &profile.spec);
     if profile.status.as_ref() != Some(&status) {
-        profiles
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await?;
+        patch_status(&profiles, &name, &status).await?;
     }
     Ok(Action::requeue(Duration::from_secs(600)))
 }

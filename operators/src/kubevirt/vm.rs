@@ -25,11 +25,13 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use crate::kube::{events, finalizer, is_status};
 
 /// A VM annotation: `"false"` defers creating DataVolumes until the VM starts.
 pub const IMMEDIATE_DATA_VOLUME_CREATION_ANNOTATION: &str =
@@ -558,30 +560,7 @@ fn is_ours(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> bool {
 /// A JSON patch adding (`add`) or removing the VM controller's finalizer, failing if the
 /// finalizers changed meanwhile.
 pub fn finalizer_patch(meta: &ObjectMeta, add: bool) -> Value {
-    let current = meta.finalizers.clone();
-    let mut next: Vec<String> = current
-        .iter()
-        .flatten()
-        .filter(|f| f.as_str() != keys::VM_CONTROLLER_FINALIZER)
-        .cloned()
-        .collect();
-    if add {
-        next.push(keys::VM_CONTROLLER_FINALIZER.to_string());
-    }
-    match current {
-        Some(current) => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": current},
-            {"op": "replace", "path": "/metadata/finalizers", "value": next},
-        ]),
-        None => {
-            let mut ops = Vec::new();
-            if let Some(rv) = &meta.resource_version {
-                ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
-            }
-            ops.push(json!({"op": "add", "path": "/metadata/finalizers", "value": next}));
-            Value::Array(ops)
-        }
-    }
+    finalizer::json_patch(meta, keys::VM_CONTROLLER_FINALIZER, add)
 }
 
 /// The spec patch that turns a halted VM on (`runStrategy: Always`, or `running: true`
@@ -1246,10 +1225,6 @@ struct Context {
     recorder: Recorder,
 }
 
-fn is_status(err: &kube::Error, code: u16) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == code)
-}
-
 fn json_patch(value: Value) -> Result<Patch<()>, Error> {
     Ok(Patch::Json(serde_json::from_value(value)?))
 }
@@ -1300,20 +1275,7 @@ async fn observe(
 }
 
 async fn publish(ctx: &Context, vm: &VirtualMachine, ev: &VmEvent) {
-    let event = Event {
-        type_: if ev.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: ev.reason.to_string(),
-        note: Some(ev.message.clone()),
-        action: "Reconcile".to_string(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&event, &vm.object_ref(&())).await {
-        tracing::warn!(%err, reason = ev.reason, "cannot publish event");
-    }
+    events::publish(&ctx.recorder, vm, ev.warning, ev.reason, &ev.message).await;
 }
 
 /// Applies one action; `Ok(false)` when it had nothing to do (its event is not published).
@@ -1498,7 +1460,7 @@ fn error_policy(vm: Arc<VirtualMachine>, err: &Error, _ctx: Arc<Context>) -> Act
 
 /// Runs the VirtualMachine controller until its watches end: VMs are watched, with the
 /// VMIs and DataVolumes they own.
-pub async fn run(client: Client, config: Arc<crate::ControllerConfig>) {
+pub async fn run(client: Client, config: Arc<crate::config::ControllerConfig>) {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -2501,7 +2463,7 @@ mod cluster_tests {
         let client = Client::try_from(config).unwrap();
         let controller = tokio::spawn(run(
             client.clone(),
-            Arc::new(crate::ControllerConfig::default()),
+            Arc::new(crate::config::ControllerConfig::default()),
         ));
 
         let vms = Api::<VirtualMachine>::namespaced(client.clone(), "default");

@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 use uploadproxy::UploadTokenValidator;
 use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
 
-use super::reconcile::delete_ignoring_missing;
-use super::{Context, Error};
-use crate::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
+use super::context::{Context, Error};
+use crate::config::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
+use crate::kube::{delete_ignoring_missing, finalizer};
 
 /// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
 pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";
@@ -95,7 +95,8 @@ pub async fn hand_over(
     let target_ns = dv.namespace().unwrap_or_default();
     let target_name = dv.name_any();
     // Before anything the target namespace cannot own exists.
-    add_finalizer(ctx, dv).await?;
+    let dvs: Api<DataVolume> = Api::namespaced(ctx.client.clone(), &target_ns);
+    finalizer::set(&dvs, dv, FINALIZER, true).await?;
     let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
     let handed = volumes
         .list(&ListParams::default())
@@ -184,11 +185,10 @@ async fn take_from_temporary_claim(
     Ok(Some(volume_name))
 }
 
-/// Gives a handed-over volume its reclaim policy back once the target claim holds it, and
-/// then takes the DataVolume's [`FINALIZER`] off: nothing is left to clean up.
+/// Gives a handed-over volume its reclaim policy back once the target claim holds it; the
+/// DataVolume's [`FINALIZER`] can come off then: nothing is left to clean up.
 pub async fn restore_reclaim_policy(
     ctx: &Context,
-    dv: &DataVolume,
     target: &PersistentVolumeClaim,
 ) -> Result<(), Error> {
     let bound = target.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
@@ -216,7 +216,7 @@ pub async fn restore_reclaim_policy(
             )
             .await?;
     }
-    remove_finalizer(ctx, dv).await
+    Ok(())
 }
 
 /// What a deleted DataVolume leaves of its clone: its temporary claim is deleted, wherever it
@@ -224,7 +224,7 @@ pub async fn restore_reclaim_policy(
 /// (a claimRef without uid reserves it for a claim that will never come); then the
 /// [`FINALIZER`] comes off. Called while the DataVolume has a deletionTimestamp.
 pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
-    if !has_finalizer(dv) {
+    if !finalizer::has(dv, FINALIZER) {
         return Ok(());
     }
     let uid = dv.metadata.uid.clone().unwrap_or_default();
@@ -257,7 +257,9 @@ pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
             )
             .await?;
     }
-    remove_finalizer(ctx, dv).await
+    let dvs: Api<DataVolume> =
+        Api::namespaced(ctx.client.clone(), &dv.namespace().unwrap_or_default());
+    Ok(finalizer::remove_from_latest(&dvs, dv, FINALIZER).await?)
 }
 
 /// The merge patch that releases `volume` when it was handed over to the target claim of
@@ -279,88 +281,6 @@ fn release_patch(volume: &PersistentVolume, dv: &DataVolume) -> Option<Value> {
         patch["spec"]["claimRef"] = json!({"uid": dv.metadata.uid});
     }
     Some(patch)
-}
-
-pub(super) fn has_finalizer(dv: &DataVolume) -> bool {
-    dv.finalizers().iter().any(|f| f == FINALIZER)
-}
-
-/// `finalizers` with [`FINALIZER`] added (`None` if it is there already), or taken off.
-fn finalizers_with(finalizers: &[String], present: bool) -> Option<Vec<String>> {
-    let has = finalizers.iter().any(|f| f == FINALIZER);
-    match (has, present) {
-        (false, true) => {
-            let mut list = finalizers.to_vec();
-            list.push(FINALIZER.to_string());
-            Some(list)
-        }
-        (true, false) => Some(
-            finalizers
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect(),
-        ),
-        _ => None,
-    }
-}
-
-/// The merge patch that sets `dv`'s finalizers, conditional on its resourceVersion (a
-/// concurrent change conflicts instead of being overwritten).
-fn finalizers_patch(dv: &DataVolume, finalizers: &[String]) -> Value {
-    let list = if finalizers.is_empty() {
-        Value::Null
-    } else {
-        json!(finalizers)
-    };
-    json!({"metadata": {"finalizers": list, "resourceVersion": dv.resource_version()}})
-}
-
-pub(super) async fn add_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
-    let Some(finalizers) = finalizers_with(dv.finalizers(), true) else {
-        return Ok(());
-    };
-    let dvs: Api<DataVolume> =
-        Api::namespaced(ctx.client.clone(), &dv.namespace().unwrap_or_default());
-    let patch = finalizers_patch(dv, &finalizers);
-    dvs.patch(
-        &dv.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Takes [`FINALIZER`] off `dv`, as it is now on the server (the observed copy may be older).
-pub(super) async fn remove_finalizer(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
-    if !has_finalizer(dv) {
-        return Ok(());
-    }
-    let dvs: Api<DataVolume> =
-        Api::namespaced(ctx.client.clone(), &dv.namespace().unwrap_or_default());
-    let Some(current) = dvs.get_opt(&dv.name_any()).await? else {
-        return Ok(());
-    };
-    if current.metadata.uid != dv.metadata.uid {
-        return Ok(());
-    }
-    let Some(finalizers) = finalizers_with(current.finalizers(), false) else {
-        return Ok(());
-    };
-    let patch = finalizers_patch(&current, &finalizers);
-    match dvs
-        .patch(
-            &dv.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(err) => Err(err.into()),
-    }
 }
 
 #[cfg(test)]
@@ -414,27 +334,5 @@ mod tests {
         let mut not_handed = handed_volume(None);
         not_handed.metadata.annotations = None;
         assert!(release_patch(&not_handed, &dv()).is_none());
-    }
-
-    #[test]
-    fn the_finalizer_is_added_and_removed_keeping_the_others() {
-        let others = vec!["example.com/keep".to_string()];
-        let added = finalizers_with(&others, true).expect("added");
-        assert_eq!(
-            added,
-            vec!["example.com/keep".to_string(), FINALIZER.into()]
-        );
-        assert_eq!(finalizers_with(&added, true), None);
-        assert_eq!(finalizers_with(&added, false), Some(others.clone()));
-        assert_eq!(finalizers_with(&others, false), None);
-    }
-
-    #[test]
-    fn finalizer_patches_are_conditional_on_the_resource_version() {
-        let patch = finalizers_patch(&dv(), &[FINALIZER.to_string()]);
-        assert_eq!(patch["metadata"]["resourceVersion"], "7");
-        assert_eq!(patch["metadata"]["finalizers"], json!([FINALIZER]));
-        // The last finalizer off removes the list.
-        assert!(finalizers_patch(&dv(), &[]).get("metadata").unwrap()["finalizers"].is_null());
     }
 }

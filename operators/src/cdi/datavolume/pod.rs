@@ -2,12 +2,18 @@
 //! upload server pod (`cdi-upload-<pvc>`, behind the service of the same name) carry CDI's
 //! environment contract, read by `ferrovirt importer` and `ferrovirt upload-server`; a pod's
 //! phase, restarts and termination message become the PVC annotations CDI writes
-//! (`cdi.kubevirt.io/storage.pod.phase`, `storage.condition.running*`, ...).
+//! (`cdi.kubevirt.io/storage.pod.phase`, `storage.condition.running*`, ...). Whether a
+//! failure is final is the typed reason the worker gave in its termination message
+//! ([`api::cdi::pod_contract`]), recorded on the PVC as [`ANN_FAILURE_REASON`].
 
 use std::collections::BTreeMap;
 
 use api::cdi::DataVolume;
 use api::cdi::datavolume::{STORAGE_RESOURCE, annotations};
+use api::cdi::pod_contract::env::{
+    self as worker_env, clone_source as clone_env, importer as importer_env,
+    upload_server as upload_env,
+};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, ContainerPort, ContainerState, EnvVar, EnvVarSource,
     HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe,
@@ -17,21 +23,25 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
-use serde::Deserialize;
 
-use super::pvc::BLOCK;
-use super::{
-    ANN_CREATED_BY, CDI_LABEL, COMPONENT_LABEL, ImportSource, PROMETHEUS_LABEL, content_type,
+pub use api::cdi::pod_contract::{FailureReason, WorkerFailure};
+use api::cdi::pod_contract::{TERMINATION_LOG_PATH, TerminationMessage};
+
+use super::keys::{
+    ANN_CREATED_BY, ANN_FAILURE_REASON, CDI_LABEL, COMPONENT_LABEL, PROMETHEUS_LABEL, content_type,
 };
-use crate::ControllerConfig;
+pub use super::keys::{UPLOAD_CLIENT_CA_CONFIG_MAP, UPLOAD_CLIENT_NAME};
+use super::pvc::BLOCK;
+use super::transfer::ImportSource;
+use crate::config::ControllerConfig;
 use uploadproxy::routes::{BLOCKDEVICE_CLONE, FILESYSTEM_CLONE};
 
 /// The volume of the target PVC in every worker pod.
 pub const DATA_VOLUME_NAME: &str = "cdi-data-vol";
-/// Where a filesystem PVC is mounted.
-pub const DATA_MOUNT_PATH: &str = "/data";
 /// Where a block PVC appears.
-pub const BLOCK_DEVICE_PATH: &str = "/dev/cdi-block-volume";
+pub use api::cdi::pod_contract::BLOCK_DEVICE_PATH;
+/// Where a filesystem PVC is mounted.
+pub use api::cdi::pod_contract::DATA_MOUNT_PATH;
 /// The volume of the source's CA certificates.
 pub const CERT_VOLUME_NAME: &str = "cdi-cert-vol";
 /// Where the source's CA certificates are mounted (IMPORTER_CERT_DIR).
@@ -48,8 +58,6 @@ pub const UPLOAD_HEALTHZ_PORT: i32 = 8080;
 pub const UPLOAD_TLS_DIR: &str = "/etc/tls";
 /// Where the CA bundle of upload clients is mounted.
 pub const UPLOAD_CLIENT_CA_DIR: &str = "/etc/client";
-/// The ConfigMap with the CA bundle of upload clients (CDI's name).
-pub const UPLOAD_CLIENT_CA_CONFIG_MAP: &str = "cdi-uploadserver-client-signer-bundle";
 /// The ConfigMap, in CDI's namespace, with the CA bundle (`ca-bundle.crt`) of the upload
 /// proxy's serving certificate, as CDI's operator keeps it.
 pub const UPLOAD_PROXY_CA_CONFIG_MAP: &str = "cdi-uploadproxy-signer-bundle";
@@ -57,8 +65,6 @@ pub const UPLOAD_PROXY_CA_CONFIG_MAP: &str = "cdi-uploadproxy-signer-bundle";
 pub const CDI_NAMESPACE: &str = "cdi";
 /// The key of a CA bundle ConfigMap.
 pub const CA_BUNDLE_KEY: &str = "ca-bundle.crt";
-/// The common name of the upload proxy's client certificate (CDI's).
-pub const UPLOAD_CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
 /// The label tying an upload server pod to its service: the PVC's uid.
 pub const UPLOAD_TARGET_LABEL: &str = "cdi.kubevirt.io/uploadTarget";
 /// CDI's Running condition reason of a running pod.
@@ -240,37 +246,56 @@ pub fn importer_pod(
 ) -> Pod {
     let block = is_block(pvc);
     let mut vars = vec![
-        env("IMPORTER_SOURCE", source.kind),
+        env(importer_env::SOURCE, source.kind),
         env(
-            "IMPORTER_ENDPOINT",
+            importer_env::ENDPOINT,
             source.endpoint.clone().unwrap_or_default(),
         ),
-        env("IMPORTER_CONTENTTYPE", content_type(dv)),
+        env(importer_env::CONTENT_TYPE, content_type(dv)),
         env(
-            "IMPORTER_IMAGE_SIZE",
+            importer_env::IMAGE_SIZE,
             requested_size(pvc).unwrap_or_default(),
         ),
-        env("OWNER_UID", dv.metadata.uid.clone().unwrap_or_default()),
         env(
-            "FILESYSTEM_OVERHEAD",
+            worker_env::OWNER_UID,
+            dv.metadata.uid.clone().unwrap_or_default(),
+        ),
+        env(
+            worker_env::FILESYSTEM_OVERHEAD,
             overhead_text(settings.filesystem_overhead, block),
         ),
-        env("INSECURE_TLS", settings.insecure_tls.to_string()),
-        env("PREALLOCATION", settings.preallocation.to_string()),
-        env("IMPORTER_METRICS_ADDR", format!("0.0.0.0:{METRICS_PORT}")),
+        env(
+            importer_env::INSECURE_TLS,
+            settings.insecure_tls.to_string(),
+        ),
+        env(
+            worker_env::PREALLOCATION,
+            settings.preallocation.to_string(),
+        ),
+        env(
+            importer_env::METRICS_ADDRESS,
+            format!("0.0.0.0:{METRICS_PORT}"),
+        ),
     ];
     if let Some(checksum) = &source.checksum {
-        vars.push(env("IMPORTER_CHECKSUM", checksum.clone()));
+        vars.push(env(importer_env::CHECKSUM, checksum.clone()));
     }
     if let Some(arch) = &source.architecture {
-        vars.push(env("IMPORTER_REGISTRY_IMAGE_ARCHITECTURE", arch.clone()));
+        vars.push(env(importer_env::REGISTRY_ARCHITECTURE, arch.clone()));
     }
     if let Some(secret) = &source.secret_ref {
-        vars.push(secret_env("IMPORTER_ACCESS_KEY_ID", secret, "accessKeyId"));
-        vars.push(secret_env("IMPORTER_SECRET_KEY", secret, "secretKey"));
+        vars.push(secret_env(
+            importer_env::ACCESS_KEY_ID,
+            secret,
+            "accessKeyId",
+        ));
+        vars.push(secret_env(importer_env::SECRET_KEY, secret, "secretKey"));
     }
     for (i, header) in source.extra_headers.iter().enumerate() {
-        vars.push(env(&format!("IMPORTER_EXTRA_HEADER_{i}"), header.clone()));
+        vars.push(env(
+            &format!("{}{i}", importer_env::EXTRA_HEADER_PREFIX),
+            header.clone(),
+        ));
     }
     let mut container = Container {
         name: "importer".to_string(),
@@ -283,14 +308,14 @@ pub fn importer_pod(
             protocol: Some("TCP".to_string()),
             ..Default::default()
         }]),
-        termination_message_path: Some("/dev/termination-log".to_string()),
+        termination_message_path: Some(TERMINATION_LOG_PATH.to_string()),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Default::default()
     };
     let mut volumes = Vec::new();
     attach_target(pvc, &mut container, &mut volumes);
     if let Some(cm) = &source.cert_config_map {
-        vars.push(env("IMPORTER_CERT_DIR", CERT_DIR));
+        vars.push(env(importer_env::CERT_DIR, CERT_DIR));
         volumes.push(Volume {
             name: CERT_VOLUME_NAME.to_string(),
             config_map: Some(ConfigMapVolumeSource {
@@ -366,20 +391,32 @@ pub fn upload_pod(
         labels.insert(UPLOAD_TARGET_LABEL.to_string(), uid.clone());
     }
     let vars = vec![
-        env("TLS_KEY_FILE", format!("{UPLOAD_TLS_DIR}/tls.key")),
-        env("TLS_CERT_FILE", format!("{UPLOAD_TLS_DIR}/tls.crt")),
         env(
-            "CLIENT_CERT_FILE",
+            upload_env::TLS_KEY_FILE,
+            format!("{UPLOAD_TLS_DIR}/tls.key"),
+        ),
+        env(
+            upload_env::TLS_CERT_FILE,
+            format!("{UPLOAD_TLS_DIR}/tls.crt"),
+        ),
+        env(
+            upload_env::CLIENT_CERT_FILE,
             format!("{UPLOAD_CLIENT_CA_DIR}/ca-bundle.crt"),
         ),
-        env("CLIENT_NAME", client_name),
-        env("UPLOAD_IMAGE_SIZE", requested_size(pvc).unwrap_or_default()),
+        env(upload_env::CLIENT_NAME, client_name),
         env(
-            "FILESYSTEM_OVERHEAD",
+            upload_env::IMAGE_SIZE,
+            requested_size(pvc).unwrap_or_default(),
+        ),
+        env(
+            worker_env::FILESYSTEM_OVERHEAD,
             overhead_text(settings.filesystem_overhead, block),
         ),
-        env("PREALLOCATION", settings.preallocation.to_string()),
-        env("LISTEN_PORT", UPLOAD_PORT.to_string()),
+        env(
+            worker_env::PREALLOCATION,
+            settings.preallocation.to_string(),
+        ),
+        env(upload_env::LISTEN_PORT, UPLOAD_PORT.to_string()),
     ];
     let mut container = Container {
         name: "cdi-upload-server".to_string(),
@@ -403,7 +440,7 @@ pub fn upload_pod(
             period_seconds: Some(5),
             ..Default::default()
         }),
-        termination_message_path: Some("/dev/termination-log".to_string()),
+        termination_message_path: Some(TERMINATION_LOG_PATH.to_string()),
         ..Default::default()
     };
     let mut volumes = Vec::new();
@@ -503,13 +540,22 @@ pub fn clone_source_pod(
         (FILESYSTEM_CLONE, CLONE_SOURCE_MOUNT)
     };
     let mut vars = vec![
-        env("CLIENT_KEY", connection.client_key_pem.clone()),
-        env("CLIENT_CERT", connection.client_cert_pem.clone()),
-        env("SERVER_CA_CERT", connection.server_ca_pem.clone()),
-        env("UPLOAD_URL", connection.upload_url.clone()),
-        env("OWNER_UID", dv.metadata.uid.clone().unwrap_or_default()),
-        env("PREALLOCATION", settings.preallocation.to_string()),
-        env("CLONER_METRICS_ADDR", format!("0.0.0.0:{METRICS_PORT}")),
+        env(clone_env::CLIENT_KEY, connection.client_key_pem.clone()),
+        env(clone_env::CLIENT_CERT, connection.client_cert_pem.clone()),
+        env(clone_env::SERVER_CA_CERT, connection.server_ca_pem.clone()),
+        env(clone_env::UPLOAD_URL, connection.upload_url.clone()),
+        env(
+            worker_env::OWNER_UID,
+            dv.metadata.uid.clone().unwrap_or_default(),
+        ),
+        env(
+            worker_env::PREALLOCATION,
+            settings.preallocation.to_string(),
+        ),
+        env(
+            clone_env::METRICS_ADDRESS,
+            format!("0.0.0.0:{METRICS_PORT}"),
+        ),
     ];
     if let Some(address) = &connection.server_address {
         vars.push(env(UPLOAD_SERVER_ADDRESS_ENV, address.clone()));
@@ -532,7 +578,7 @@ pub fn clone_source_pod(
             protocol: Some("TCP".to_string()),
             ..Default::default()
         }]),
-        termination_message_path: Some("/dev/termination-log".to_string()),
+        termination_message_path: Some(TERMINATION_LOG_PATH.to_string()),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Default::default()
     };
@@ -570,6 +616,21 @@ pub fn clone_source_pod(
     }
 }
 
+/// Puts a clone source's credentials (the client certificate and key, the CA of the upload
+/// servers, PEM) into its pod's environment; they are issued only when the pod is created.
+pub fn set_clone_credentials(pod: &mut Pod, cert_pem: &str, key_pem: &str, server_ca_pem: &str) {
+    let containers = pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
+    for var in containers.flat_map(|c| c.env.iter_mut().flatten()) {
+        let value = match var.name.as_str() {
+            clone_env::CLIENT_CERT => cert_pem,
+            clone_env::CLIENT_KEY => key_pem,
+            clone_env::SERVER_CA_CERT => server_ca_pem,
+            _ => continue,
+        };
+        var.value = Some(value.to_string());
+    }
+}
+
 /// The service `cdi-upload-<pvc>` in front of the upload server pod (the upload proxy's
 /// `https://cdi-upload-<pvc>.<namespace>.svc`).
 pub fn upload_service(dv: &DataVolume, pvc: &PersistentVolumeClaim) -> Service {
@@ -599,31 +660,6 @@ pub fn upload_service(dv: &DataVolume, pvc: &PersistentVolumeClaim) -> Service {
     }
 }
 
-/// CDI's termination message JSON (the importer's and upload server's success message).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TerminationMessage {
-    #[serde(default)]
-    preallocation_applied: Option<bool>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-/// Failures that no retry can fix: the import ends Failed instead of restarting the pod.
-pub const TERMINAL_FAILURES: [&str; 6] = [
-    "checksum mismatch",
-    "too small",
-    "Cannot create empty disk with content type archive",
-    "Unknown data source",
-    NO_DISK_IMAGE,
-    SOURCE_DELETED,
-];
-
-/// Whether a termination message reports a failure that a retry cannot fix.
-pub fn is_terminal_message(message: &str) -> bool {
-    TERMINAL_FAILURES.iter().any(|m| message.contains(m))
-}
-
 fn container_state(pod: &Pod) -> Option<(&ContainerState, Option<&ContainerState>, i32)> {
     let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
     Some((
@@ -633,9 +669,9 @@ fn container_state(pod: &Pod) -> Option<(&ContainerState, Option<&ContainerState
     ))
 }
 
-/// The message of a terminal failure of the pod's worker, in its current or last state
-/// (a restarted pod keeps the last failure in `lastState`).
-pub fn terminal_failure(pod: &Pod) -> Option<String> {
+/// The terminal failure of the pod's worker, in its current or last state (a restarted pod
+/// keeps the last failure in `lastState`).
+pub fn worker_failure(pod: &Pod) -> Option<WorkerFailure> {
     let (state, last, _) = container_state(pod)?;
     [Some(state), last]
         .into_iter()
@@ -643,8 +679,74 @@ pub fn terminal_failure(pod: &Pod) -> Option<String> {
         .filter_map(|s| s.terminated.as_ref())
         .filter(|t| t.exit_code != 0)
         .filter_map(|t| t.message.as_deref())
-        .find(|m| is_terminal_message(m))
-        .map(|m| m.trim().to_string())
+        .filter_map(|m| TerminationMessage::parse(m).failure())
+        .find(WorkerFailure::is_final)
+}
+
+/// The message of a terminal failure of the pod's worker; see [`worker_failure`].
+pub fn terminal_failure(pod: &Pod) -> Option<String> {
+    worker_failure(pod).map(|f| f.message)
+}
+
+/// The terminal failure recorded on the PVC, if any: its message.
+pub fn recorded_terminal_failure(pvc: &PersistentVolumeClaim) -> Option<String> {
+    let ann = pvc.annotations();
+    if ann.get(annotations::POD_PHASE).map(String::as_str) != Some("Failed") {
+        return None;
+    }
+    let reason: FailureReason = ann.get(ANN_FAILURE_REASON)?.parse().ok()?;
+    if !reason.is_final() {
+        return None;
+    }
+    ann.get(annotations::RUNNING_CONDITION_MESSAGE).cloned()
+}
+
+/// The PVC annotations that record a terminal failure, as a worker's would.
+pub fn failure_annotations(failure: &WorkerFailure) -> BTreeMap<String, String> {
+    [
+        (annotations::POD_PHASE, "Failed"),
+        (annotations::RUNNING_CONDITION, "false"),
+        (
+            annotations::RUNNING_CONDITION_MESSAGE,
+            failure.message.as_str(),
+        ),
+        (annotations::RUNNING_CONDITION_REASON, "Error"),
+        (ANN_FAILURE_REASON, failure.reason.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// A worker's Running condition annotations and the clone source's counterparts.
+pub const SOURCE_RUNNING_KEYS: [(&str, &str); 3] = [
+    (
+        annotations::RUNNING_CONDITION,
+        annotations::SOURCE_RUNNING_CONDITION,
+    ),
+    (
+        annotations::RUNNING_CONDITION_MESSAGE,
+        annotations::SOURCE_RUNNING_CONDITION_MESSAGE,
+    ),
+    (
+        annotations::RUNNING_CONDITION_REASON,
+        annotations::SOURCE_RUNNING_CONDITION_REASON,
+    ),
+];
+
+/// The target PVC's annotations of a clone source pod's Running condition (CDI's
+/// `storage.condition.source.running*`) that differ from `current`: a source that fails and
+/// restarts says why on the DataVolume, not only in its own pod.
+pub fn source_annotations(
+    source_pod: &Pod,
+    current: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let from_pod = pvc_annotations_from_pod(source_pod, &BTreeMap::new());
+    SOURCE_RUNNING_KEYS
+        .into_iter()
+        .filter_map(|(from, to)| Some((to.to_string(), from_pod.get(from)?.clone())))
+        .filter(|(k, v)| current.get(k) != Some(v))
+        .collect()
 }
 
 /// Whether the pod is running and ready (the upload server accepts data).
@@ -672,7 +774,7 @@ pub fn pvc_annotations_from_pod(
     current: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut ann = BTreeMap::new();
-    let terminal = terminal_failure(pod);
+    let terminal = worker_failure(pod);
     let phase = if terminal.is_some() {
         "Failed".to_string()
     } else {
@@ -708,8 +810,12 @@ pub fn pvc_annotations_from_pod(
             reason.to_string(),
         );
     };
-    if let Some(message) = &terminal {
-        running("false", message, "Error");
+    if let Some(failure) = &terminal {
+        running("false", &failure.message, "Error");
+        ann.insert(
+            ANN_FAILURE_REASON.to_string(),
+            failure.reason.as_str().to_string(),
+        );
     } else if state.running.is_some() {
         running("true", "", POD_RUNNING_REASON);
     } else if let Some(waiting) = state
@@ -727,12 +833,7 @@ pub fn pvc_annotations_from_pod(
         last.and_then(|l| l.terminated.as_ref())
             .filter(|_| state.waiting.is_some())
     }) {
-        let text = terminated.message.as_deref().unwrap_or_default().trim();
-        let parsed: Option<TerminationMessage> = serde_json::from_str(text).ok();
-        let message = parsed
-            .as_ref()
-            .and_then(|m| m.message.clone())
-            .unwrap_or_else(|| text.to_string());
+        let parsed = TerminationMessage::parse(terminated.message.as_deref().unwrap_or_default());
         let reason = terminated.reason.clone().unwrap_or_else(|| {
             if terminated.exit_code == 0 {
                 "Completed"
@@ -741,8 +842,8 @@ pub fn pvc_annotations_from_pod(
             }
             .to_string()
         });
-        running("false", &message, &reason);
-        if parsed.and_then(|m| m.preallocation_applied) == Some(true) {
+        running("false", &parsed.message, &reason);
+        if parsed.preallocation_applied == Some(true) {
             ann.insert(
                 annotations::PREALLOCATION_APPLIED.to_string(),
                 "true".to_string(),
@@ -1048,6 +1149,11 @@ mod tests {
         }
     }
 
+    /// A worker's termination message of a failure for `reason`.
+    fn failed(reason: FailureReason, message: &str) -> String {
+        WorkerFailure::new(reason, message).termination_message()
+    }
+
     #[test]
     fn running_and_completed_pods_become_cdis_annotations() {
         let running = ContainerState {
@@ -1079,7 +1185,12 @@ mod tests {
     fn checksum_and_size_failures_are_terminal_others_are_not() {
         let msg =
             "Unable to process data: checksum mismatch: expected sha256:00, calculated sha256:11";
-        let pod = pod_with(terminated(1, msg), None, "Failed", 0);
+        let pod = pod_with(
+            terminated(1, &failed(FailureReason::ChecksumMismatch, msg)),
+            None,
+            "Failed",
+            0,
+        );
         assert_eq!(terminal_failure(&pod).as_deref(), Some(msg));
         let ann = pvc_annotations_from_pod(&pod, &BTreeMap::new());
         assert_eq!(ann[annotations::POD_PHASE], "Failed");
@@ -1091,7 +1202,12 @@ mod tests {
             ..Default::default()
         };
         let small = "Unable to process data: target too small to contain image: needs 2 bytes, 1 available on /data/disk.img";
-        let pod = pod_with(running.clone(), Some(terminated(1, small)), "Running", 1);
+        let pod = pod_with(
+            running.clone(),
+            Some(terminated(1, &failed(FailureReason::TargetTooSmall, small))),
+            "Running",
+            1,
+        );
         assert_eq!(terminal_failure(&pod).as_deref(), Some(small));
         let transient = pod_with(
             running,
@@ -1133,7 +1249,47 @@ mod tests {
         assert_eq!(ann[annotations::POD_PHASE], "Running", "404 is retried");
         let small = "Unable to process data: requested size 1048576 is too small for the \
                      image's virtual size 33554432: a larger volume is required";
-        let pod = pod_with(backoff, Some(terminated(1, small)), "Running", 2);
+        let pod = pod_with(
+            backoff,
+            Some(terminated(1, &failed(FailureReason::TargetTooSmall, small))),
+            "Running",
+            2,
+        );
         assert_eq!(terminal_failure(&pod).as_deref(), Some(small));
+    }
+
+    #[test]
+    fn the_reason_not_the_wording_makes_a_failure_final() {
+        // Worded like a final failure, but given as one a retry may fix: retried.
+        let worded = "Unable to process data: checksum mismatch, target too small";
+        let pod = pod_with(
+            terminated(1, &failed(FailureReason::Other, worded)),
+            None,
+            "Running",
+            1,
+        );
+        assert_eq!(terminal_failure(&pod), None);
+        let ann = pvc_annotations_from_pod(&pod, &BTreeMap::new());
+        assert_eq!(ann[annotations::RUNNING_CONDITION_MESSAGE], worded);
+        assert!(!ann.contains_key(ANN_FAILURE_REASON));
+        // Worded like anything, given as final: the DataVolume fails with that message.
+        let reworded = "Unable to process data: the bytes are not the ones asked for";
+        let pod = pod_with(
+            terminated(1, &failed(FailureReason::ChecksumMismatch, reworded)),
+            None,
+            "Running",
+            1,
+        );
+        let ann = pvc_annotations_from_pod(&pod, &BTreeMap::new());
+        assert_eq!(ann[annotations::POD_PHASE], "Failed");
+        assert_eq!(ann[ANN_FAILURE_REASON], "ChecksumMismatch");
+        let claim = PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                annotations: Some(ann),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(recorded_terminal_failure(&claim).as_deref(), Some(reworded));
     }
 }

@@ -18,9 +18,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use super::{
-    ANN_CLONE_TYPE, ANN_CREATED_FOR_DATA_VOLUME, CDI_LABEL, ImportSource, Transfer, content_type,
-};
+use super::keys::{ANN_CLONE_TYPE, ANN_CREATED_FOR_DATA_VOLUME, CDI_LABEL, content_type};
+use super::transfer::{ImportSource, Transfer};
 
 /// CDI aligns image sizes up to 1 MiB before adding the overhead.
 pub const ALIGN: u128 = 1 << 20;

@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use super::Transfer;
-use super::pod::is_terminal_message;
+use super::pod::{SOURCE_RUNNING_KEYS, recorded_terminal_failure};
+use super::transfer::Transfer;
 
 /// An event to publish when the phase changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub struct PhaseEvent {
 
 /// What the status is computed from.
 #[derive(Clone, Copy, Debug)]
-pub struct Observed<'a> {
+pub struct StatusInputs<'a> {
     /// The status as stored.
     pub current: Option<&'a DataVolumeStatus>,
     /// What fills the PVC.
@@ -97,7 +97,7 @@ fn pvc_phase(pvc: &PersistentVolumeClaim) -> &str {
         .unwrap_or("Pending")
 }
 
-fn bound_condition(conditions: &mut Vec<DataVolumeCondition>, obs: &Observed<'_>) {
+fn bound_condition(conditions: &mut Vec<DataVolumeCondition>, obs: &StatusInputs<'_>) {
     use ConditionStatus::{False, True};
     use DataVolumeConditionType::{Bound, Ready};
     let now = obs.now;
@@ -194,7 +194,7 @@ fn failing_source(
         return None;
     }
     let mut view = ann.clone();
-    for (to, from) in super::host_clone::SOURCE_RUNNING_KEYS {
+    for (to, from) in SOURCE_RUNNING_KEYS {
         if let Some(value) = ann.get(from) {
             view.insert(to.to_string(), value.clone());
         }
@@ -204,7 +204,7 @@ fn failing_source(
 
 /// The phase, progress and event of the transfer as the PVC's annotations report it.
 fn transfer_phase(
-    obs: &Observed<'_>,
+    obs: &StatusInputs<'_>,
     pvc: &PersistentVolumeClaim,
 ) -> (DataVolumePhase, Option<PhaseEvent>) {
     use DataVolumePhase as P;
@@ -366,19 +366,8 @@ fn transfer_phase(
     }
 }
 
-/// The terminal failure recorded on the PVC, if any.
-pub fn terminal_failure(pvc: &PersistentVolumeClaim) -> Option<String> {
-    let ann = pvc.annotations();
-    if ann.get(annotations::POD_PHASE).map(String::as_str) != Some("Failed") {
-        return None;
-    }
-    ann.get(annotations::RUNNING_CONDITION_MESSAGE)
-        .filter(|m| is_terminal_message(m))
-        .cloned()
-}
-
 /// The status the DataVolume should have, and the event of a phase change.
-pub fn desired_status(obs: &Observed<'_>) -> (DataVolumeStatus, Option<PhaseEvent>) {
+pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<PhaseEvent>) {
     use DataVolumePhase as P;
     let mut status = obs.current.cloned().unwrap_or_default();
     let previous = status.phase;
@@ -388,7 +377,7 @@ pub fn desired_status(obs: &Observed<'_>) -> (DataVolumeStatus, Option<PhaseEven
 
     let (phase, mut event) = if previous == Some(P::Failed) {
         (P::Failed, None)
-    } else if let Some(message) = obs.pvc.and_then(terminal_failure) {
+    } else if let Some(message) = obs.pvc.and_then(recorded_terminal_failure) {
         (
             P::Failed,
             Some(PhaseEvent {
@@ -459,7 +448,7 @@ pub fn desired_status(obs: &Observed<'_>) -> (DataVolumeStatus, Option<PhaseEven
         _ => ("", String::new()),
     };
     if phase == P::Failed {
-        let message = obs.pvc.and_then(terminal_failure).or_else(|| {
+        let message = obs.pvc.and_then(recorded_terminal_failure).or_else(|| {
             conditions
                 .iter()
                 .find(|c| c.type_ == DataVolumeConditionType::Ready)
@@ -528,8 +517,10 @@ pub fn parse_progress(metrics: &str, owner_uid: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ImportSource;
+    use super::super::keys::ANN_FAILURE_REASON;
+    use super::super::transfer::ImportSource;
     use super::*;
+    use api::cdi::pod_contract::{FailureReason, WorkerFailure};
     use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
     use kube::api::ObjectMeta;
 
@@ -569,8 +560,8 @@ mod tests {
         pvc: Option<&'a PersistentVolumeClaim>,
         current: Option<&'a DataVolumeStatus>,
         now: &'a Time,
-    ) -> Observed<'a> {
-        Observed {
+    ) -> StatusInputs<'a> {
+        StatusInputs {
             current,
             transfer,
             pvc,
@@ -722,7 +713,10 @@ mod tests {
             "Successfully cloned from ns/golden into ns/disk"
         );
         let message = "Unable to clone: the source volume has no disk.img (at /x): only disk images are cloned this way, not archive contents";
-        let failed_ann = super::super::host_clone::failure_annotations(message);
+        let failed_ann = super::super::pod::failure_annotations(&WorkerFailure::new(
+            FailureReason::NoDiskImage,
+            message,
+        ));
         let failed_ann: Vec<(&str, &str)> = failed_ann
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -784,6 +778,7 @@ mod tests {
                 (annotations::RUNNING_CONDITION, "false"),
                 (annotations::RUNNING_CONDITION_MESSAGE, msg),
                 (annotations::RUNNING_CONDITION_REASON, "Error"),
+                (ANN_FAILURE_REASON, "ChecksumMismatch"),
             ],
         );
         let (status, event) = desired_status(&observe(&t, Some(&failed), None, &now));

@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Servi
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
+use super::context::{Context, Error};
+use super::keys::CDI_LABEL;
 use super::pod::{self, upload_pod_name};
-use super::{CDI_LABEL, Context, Error};
 
 /// The DNS names a PVC's upload server answers to (its service's names).
 pub fn server_names(namespace: &str, pvc: &str) -> Vec<String> {

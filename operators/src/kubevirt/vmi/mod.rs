@@ -18,13 +18,14 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use crate::ControllerConfig;
+use crate::config::ControllerConfig;
+use crate::kube::{events, finalizer, is_status};
 use launcher_pod::{LauncherPodSettings, claim_of};
 use plan::{Claim, Observed, VmiAction};
 
@@ -205,18 +206,10 @@ async fn apply(
     match action {
         VmiAction::WriteStatus(_) => {}
         VmiAction::AddFinalizer | VmiAction::RemoveFinalizer => {
-            let mut finalizers = current.finalizers().to_vec();
-            finalizers.retain(|f| f != keys::VMI_FINALIZER);
-            if matches!(action, VmiAction::AddFinalizer) {
-                finalizers.push(keys::VMI_FINALIZER.into());
+            let add = matches!(action, VmiAction::AddFinalizer);
+            if let Some(patched) = finalizer::set(&api, current, keys::VMI_FINALIZER, add).await? {
+                *current = patched;
             }
-            let patch = json!({"metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": current.resource_version(),
-            }});
-            *current = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
         }
         VmiAction::LabelNode(node) => {
             if current.labels().get(keys::NODE_NAME_LABEL) != Some(&node) {
@@ -232,29 +225,14 @@ async fn apply(
         }
         VmiAction::DeletePod(pod) => match pods.delete(&pod, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(vmi = %name, %pod, "deleting the launcher pod"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) if is_status(&err, 404) => {}
             Err(err) => return Err(err.into()),
         },
         VmiAction::Event {
             warning,
             reason,
             message,
-        } => {
-            let event = Event {
-                type_: if warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: reason.into(),
-                note: Some(message),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(err) = ctx.recorder.publish(&event, &current.object_ref(&())).await {
-                tracing::warn!(%err, reason, "cannot publish event");
-            }
-        }
+        } => events::publish(&ctx.recorder, &*current, warning, reason, &message).await,
     }
     Ok(())
 }
