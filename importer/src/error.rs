@@ -23,6 +23,19 @@ pub enum ImportError {
         "connection to {url} dropped after {offset} bytes and the server does not support Range requests, so the transfer cannot resume"
     )]
     CannotResume { url: String, offset: u64 },
+    #[error("no bytes from {url} for {idle:?} after {offset} bytes: the server stalled, giving up")]
+    Stalled {
+        url: String,
+        offset: u64,
+        idle: std::time::Duration,
+    },
+    #[error("transfer from {url} failed at byte {offset} after {attempts} attempts: {reason}")]
+    Interrupted {
+        url: String,
+        offset: u64,
+        attempts: u32,
+        reason: String,
+    },
     #[error("{url} changed while it was being downloaded (resumed at byte {offset})")]
     SourceChanged { url: String, offset: u64 },
     #[error("invalid header {0:?}: {1}")]

@@ -28,12 +28,17 @@ pub enum Target {
 
 impl Target {
     /// Looks at `path`: an existing block device, or a file to create or replace. The space
-    /// available to a file counts what the file it replaces holds now.
+    /// available to a file counts what the file it replaces holds now, and what the staging
+    /// file of an earlier import that was killed holds (it is truncated when writing starts).
     pub fn inspect(path: &Path) -> Result<Self, ImportError> {
         let err = |source: io::Error| ImportError::Target {
             path: path.to_path_buf(),
             source,
         };
+        let stale = fs::symlink_metadata(staging_path(path))
+            .ok()
+            .filter(|meta| meta.is_file())
+            .map_or(0, |meta| meta.blocks() * 512);
         match fs::metadata(path) {
             Ok(meta) if meta.file_type().is_block_device() => {
                 let mut device = File::open(path).map_err(err)?;
@@ -48,12 +53,12 @@ impl Target {
                 let reclaimable = meta.blocks() * 512;
                 Ok(Target::File {
                     path: path.to_path_buf(),
-                    available: free_space(path)? + reclaimable,
+                    available: free_space(path)? + reclaimable + stale,
                 })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Target::File {
                 path: path.to_path_buf(),
-                available: free_space(path)?,
+                available: free_space(path)? + stale,
             }),
             Err(e) => Err(err(e)),
         }
@@ -317,6 +322,22 @@ mod tests {
         // Misaligned start: granules follow absolute offsets.
         assert_eq!(nonzero_runs(4000, &data[..200]), vec![(0, 96)]);
         assert!(nonzero_runs(0, &vec![0u8; 100_000]).is_empty());
+    }
+
+    #[test]
+    fn a_killed_imports_staging_file_counts_as_available() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk.img");
+        let before = Target::inspect(&path).unwrap().capacity();
+        // What an importer killed with SIGKILL leaves: its staging file, full of data.
+        fs::write(staging_path(&path), vec![1u8; 16 << 20]).unwrap();
+        File::open(staging_path(&path)).unwrap().sync_all().unwrap();
+        let after = Target::inspect(&path).unwrap().capacity();
+        // Other writers on the filesystem make this approximate; 16 MiB would be lost.
+        assert!(
+            after + (4 << 20) >= before,
+            "the staging file's space is reclaimable: {before} before, {after} after"
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+pub mod faulty_http;
 pub mod fuzz;
+pub mod loopfs;
 pub mod pki;
 pub mod registry;
 pub mod s3;

@@ -28,7 +28,14 @@ impl Platform {
 
     /// `ferrovirt up` with more arguments.
     pub fn start_with(label: &str, args: &[&str]) -> Platform {
+        Self::start_prepared(label, args, |_| {})
+    }
+
+    /// `ferrovirt up` on a data directory that `prepare` got to set up first (a pool on a
+    /// filesystem of its own, say).
+    pub fn start_prepared(label: &str, args: &[&str], prepare: impl FnOnce(&Path)) -> Platform {
         let dir = TempDir::new(label);
+        prepare(dir.path());
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let child = spawn_up(&dir, &args);
         let mut platform = Platform { child, dir, args };
@@ -47,11 +54,26 @@ impl Platform {
     /// Kills the control plane with SIGKILL (its pods die with it) and starts it again on
     /// the same data directory.
     pub fn kill_and_restart(&mut self) {
+        self.kill();
+        self.restart();
+    }
+
+    /// Kills the control plane with SIGKILL (its pods die with it).
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts the control plane again on the same data directory after [`Self::kill`].
+    pub fn restart(&mut self) {
         let _ = std::fs::remove_file(self.dir.join("ferrovirt.pid"));
         self.child = spawn_up(&self.dir, &self.args);
         self.wait_started();
+    }
+
+    /// The process id of `ferrovirt up`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn wait_started(&mut self) {

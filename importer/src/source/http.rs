@@ -59,8 +59,12 @@ impl Default for RetryPolicy {
     }
 }
 
+/// How long a connection may deliver no bytes before it counts as dropped: a server that
+/// stalls is asked again (with Range) or the import fails, instead of waiting forever.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Everything about talking to the server besides the URL.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub credentials: Option<Credentials>,
     /// Extra request headers, as `(name, value)`.
@@ -71,6 +75,22 @@ pub struct HttpOptions {
     pub retry: RetryPolicy,
     /// Signs each request (S3's Signature Version 4) instead of basic auth.
     pub signer: Option<Arc<dyn RequestSigner>>,
+    /// The longest wait for the next bytes of an answer ([`DEFAULT_IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            credentials: None,
+            headers: Vec::new(),
+            cert_dir: None,
+            insecure_tls: false,
+            retry: RetryPolicy::default(),
+            signer: None,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
 }
 
 /// Adds authentication headers computed per request, such as a signature over the URL and
@@ -161,6 +181,7 @@ struct HttpClient {
     credentials: Option<Credentials>,
     headers: HeaderMap,
     retry: RetryPolicy,
+    idle_timeout: Duration,
     /// ETag or Last-Modified of the first response, so a resumed download is the same file.
     validator: Option<HeaderValue>,
     signer: Option<Arc<dyn RequestSigner>>,
@@ -173,7 +194,7 @@ impl HttpClient {
         let mut builder = Client::builder()
             .user_agent(concat!("ferrovirt-importer/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(30))
-            .read_timeout(Duration::from_secs(120))
+            .read_timeout(options.idle_timeout)
             .tls_danger_accept_invalid_certs(options.insecure_tls);
         if let Some(dir) = &options.cert_dir {
             builder = builder.tls_certs_merge(load_ca_dir(dir)?);
@@ -194,6 +215,7 @@ impl HttpClient {
             credentials: options.credentials.clone(),
             headers,
             retry: options.retry.clone(),
+            idle_timeout: options.idle_timeout,
             validator: None,
             signer: options.signer.clone(),
         })
@@ -352,36 +374,85 @@ async fn pump_body(
     ranges: bool,
     tx: mpsc::Sender<Chunk>,
 ) {
+    // Resumptions in a row that brought no byte: a server that stalls or drops every
+    // connection at the same place is given up on after the retry policy's attempts.
+    let mut fruitless = 0u32;
     loop {
-        let dropped = match response.chunk().await {
+        let interruption = match response.chunk().await {
             Ok(Some(bytes)) => {
                 pos += bytes.len() as u64;
+                fruitless = 0;
                 if tx.send(Ok(bytes.to_vec())).await.is_err() {
                     return; // The pipeline is done with this stream.
                 }
                 continue;
             }
             Ok(None) if end.is_none_or(|end| pos >= end) => return,
-            Ok(None) => "the body ended early".to_string(),
-            Err(e) => error_chain(&e),
+            Ok(None) => Interruption::EndedEarly,
+            Err(e) if e.is_timeout() => Interruption::Stalled,
+            Err(e) => Interruption::Failed(error_chain(&e)),
         };
-        if !ranges {
-            let _ = tx
-                .send(Err(ImportError::CannotResume {
+        let give_up = if !ranges {
+            Some(match interruption {
+                Interruption::Stalled => ImportError::Stalled {
                     url: http.url.to_string(),
                     offset: pos,
-                }
-                .into_io()))
-                .await;
+                    idle: http.idle_timeout,
+                },
+                _ => ImportError::CannotResume {
+                    url: http.url.to_string(),
+                    offset: pos,
+                },
+            })
+        } else if fruitless >= http.retry.attempts {
+            Some(match interruption {
+                Interruption::Stalled => ImportError::Stalled {
+                    url: http.url.to_string(),
+                    offset: pos,
+                    idle: http.idle_timeout,
+                },
+                ref other => ImportError::Interrupted {
+                    url: http.url.to_string(),
+                    offset: pos,
+                    attempts: fruitless + 1,
+                    reason: other.to_string(),
+                },
+            })
+        } else {
+            None
+        };
+        if let Some(err) = give_up {
+            tracing::warn!(url = %http.url, offset = pos, %err, "transfer failed");
+            let _ = tx.send(Err(err.into_io())).await;
             return;
         }
-        tracing::warn!(url = %http.url, offset = pos, reason = %dropped, "transfer dropped; resuming");
+        fruitless += 1;
+        tracing::warn!(url = %http.url, offset = pos, reason = %interruption, attempt = fruitless, "transfer interrupted; resuming");
         match http.get_range(pos, end).await {
             Ok(resumed) => response = resumed,
             Err(err) => {
                 let _ = tx.send(Err(err.into_io())).await;
                 return;
             }
+        }
+    }
+}
+
+/// Why a body stopped before its end.
+enum Interruption {
+    /// No bytes for the idle timeout.
+    Stalled,
+    /// The connection closed cleanly before the announced length.
+    EndedEarly,
+    Failed(String),
+}
+
+impl fmt::Display for Interruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Interruption::Stalled => f.write_str("no bytes within the idle timeout"),
+            Interruption::EndedEarly => f.write_str("the body ended early"),
+            Interruption::Failed(reason) => f.write_str(reason),
         }
     }
 }
