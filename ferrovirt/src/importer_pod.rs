@@ -182,6 +182,8 @@ fn import_failure_reason(err: &ImportError) -> FailureReason {
         | E::Http { .. }
         | E::HttpStatus { .. }
         | E::CannotResume { .. }
+        | E::Stalled { .. }
+        | E::Interrupted { .. }
         | E::SourceChanged { .. }
         | E::InvalidHeader(..)
         | E::Tls(_)
