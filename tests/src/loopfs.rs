@@ -87,11 +87,11 @@ impl LoopFilesystem {
 
 impl Drop for LoopFilesystem {
     fn drop(&mut self) {
-        if !self.mount_point.as_os_str().is_empty() {
-            if run(Command::new("umount").arg(&self.mount_point)).is_err() {
-                // Still busy (a process of a failed test): detach it lazily.
-                let _ = run(Command::new("umount").arg("-l").arg(&self.mount_point));
-            }
+        if !self.mount_point.as_os_str().is_empty()
+            && run(Command::new("umount").arg(&self.mount_point)).is_err()
+        {
+            // Still busy (a process of a failed test): detach it lazily.
+            let _ = run(Command::new("umount").arg("-l").arg(&self.mount_point));
         }
         let _ = run(Command::new("losetup").args(["-d", &self.device]));
     }
