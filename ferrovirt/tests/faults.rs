@@ -248,8 +248,11 @@ spec:
         .json(&["get", "datavolume", "big"])
         .expect("the DataVolume");
     assert_ne!(phase_of(&dv), "Succeeded", "{dv}");
+    // The data directory goes once its pool is unmounted.
+    let data_dir = platform.data_dir().to_path_buf();
     drop(platform);
     drop(pool);
+    let _ = std::fs::remove_dir_all(data_dir);
 }
 
 /// A second StorageClass of the same driver: a clone into it is host-assisted (a source

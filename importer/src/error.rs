@@ -118,14 +118,37 @@ impl ImportError {
 
 pub type Result<T, E = ImportError> = std::result::Result<T, E>;
 
-/// An error and every cause under it on one line, so "error sending request" says why.
+/// An error and every cause under it on one line, so "error sending request" says why. A
+/// cause the message already ends with (an error that prints its source) is not repeated.
 pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let full = ImportError::Target {
+            path: PathBuf::from("/data/disk.img"),
+            source: io::Error::from_raw_os_error(28),
+        };
+        assert_eq!(
+            error_chain(&full),
+            "target /data/disk.img: No space left on device (os error 28)"
+        );
+        let wrapped = io::Error::other(ImportError::Cancelled);
+        assert_eq!(error_chain(&wrapped), "import was cancelled");
+    }
 }

@@ -1,6 +1,15 @@
 //! Upload throughput: the same image written directly (the import pipeline reading the local
-//! file) against uploaded with curl through the proxy to an upload server (two TLS hops, the
-//! second with mTLS), and straight to the upload server (one hop), all on loopback.
+//! file, the limit), uploaded with curl through the proxy to our upload server (two TLS hops,
+//! the second with mTLS), and uploaded the same way to a model of CDI's upload server, all on
+//! loopback.
+//!
+//! The CDI model follows `pkg/importer/upload-datasource.go`: an image that needs no
+//! conversion (raw, possibly compressed) is streamed into the target, zero blocks skipped; one
+//! that does (qcow2) is written to a scratch file first, decompressed on the way if it came
+//! compressed, and then converted with `qemu-img convert -t writeback -O raw scratch target`.
+//! It runs behind the same proxy with the same TLS and HTTP stack as our server, so only what
+//! the server does with the body differs. (CDI decompresses xz with a Go library; the model
+//! uses `xz -dc`, which is faster, so its figures flatter CDI.)
 //!
 //! Run with `cargo bench -p ferrovirt-uploadproxy [FILTER]`. FILTER keeps the images whose
 //! name contains it; `FV_BENCH_ROUNDS` sets the rounds (default 5; the median of each is
@@ -9,10 +18,17 @@
 //! 1 GiB disk with ~560 MB of data). Every output is checked against the image's raw digest
 //! once. Server and proxy run in this process on a two-thread runtime; curl is the client.
 
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
 
 use ferrovirt_tests::pki::Ca;
 use importer::ImportRequest;
@@ -44,9 +60,20 @@ impl Setup {
     }
 }
 
+/// Which upload server the proxy forwards to.
+#[derive(Clone, Copy, PartialEq)]
+enum Server {
+    Ferrovirt,
+    /// The model of CDI's upload server (see the module's comment).
+    Cdi,
+}
+
 /// A fresh upload server (one per upload) and a proxy routing `bench/disk` to it.
-async fn start(setup: &Setup, target: &Path) -> (String, String, Vec<tokio::task::JoinHandle<()>>) {
-    let server = UploadServer::new(UploadServerConfig::new(target));
+async fn start(
+    setup: &Setup,
+    target: &Path,
+    kind: Server,
+) -> (String, String, Vec<tokio::task::JoinHandle<()>>) {
     let (cert, key) = setup.server_ca.leaf("upload-server");
     let identity = Identity::from_pem(cert.as_bytes(), key.as_bytes()).unwrap();
     let roots = tls::roots_from_pem(setup.client_ca.pem.as_bytes()).unwrap();
@@ -55,10 +82,18 @@ async fn start(setup: &Setup, target: &Path) -> (String, String, Vec<tokio::task
         "https://localhost:{}",
         listener.local_addr().unwrap().port()
     );
-    let server_task = server.serve(
-        listener,
-        tls::server_config(&identity, Some(roots)).unwrap(),
-    );
+    let server_tls = tls::server_config(&identity, Some(roots)).unwrap();
+    let server_task = match kind {
+        Server::Ferrovirt => {
+            UploadServer::new(UploadServerConfig::new(target)).serve(listener, server_tls)
+        }
+        Server::Cdi => {
+            let target = target.to_path_buf();
+            tls::serve(listener, server_tls, move |request, _peer| {
+                cdi_upload(request, target.clone())
+            })
+        }
+    };
 
     let resolver = Arc::new(StaticResolver::new());
     resolver.insert(
@@ -90,6 +125,157 @@ async fn start(setup: &Setup, target: &Path) -> (String, String, Vec<tokio::task
     );
     let proxy_task = proxy.serve(listener, tls::server_config(&identity, None).unwrap());
     (proxy_url, server_url, vec![server_task, proxy_task])
+}
+
+/// CDI's upload server, modelled: the body goes to a writer thread (Go's io.Copy on the
+/// request body), which streams it into the target or, for an image that needs converting,
+/// into a scratch file that `qemu-img convert` then turns into the target.
+async fn cdi_upload(request: Request<Incoming>, target: PathBuf) -> Response<Full<Bytes>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let writer = std::thread::spawn(move || {
+        cdi_process(
+            ChunkReader {
+                rx,
+                current: Bytes::new(),
+            },
+            &target,
+        )
+    });
+    let mut body = request.into_body();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        if let Ok(data) = frame.into_data()
+            && tx.send(data).await.is_err()
+        {
+            break;
+        }
+    }
+    drop(tx);
+    let result = tokio::task::spawn_blocking(move || writer.join())
+        .await
+        .unwrap()
+        .unwrap();
+    match result {
+        Ok(()) => Response::new(Full::new(Bytes::from_static(b"OK"))),
+        Err(e) => {
+            let mut response = Response::new(Full::new(Bytes::from(e)));
+            *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+            response
+        }
+    }
+}
+
+/// The request body as a `Read`, on the writer thread.
+struct ChunkReader {
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+/// Reads until `buf` is full or the stream ends; how much was read.
+fn read_full(source: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+/// CDI's `StreamDataToFile` without preallocation: 32 KiB blocks (Go's io.Copy), all-zero
+/// ones skipped, then the length set and the file synced.
+fn stream_to_file(head: &[u8], source: &mut dyn Read, path: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut offset = 0u64;
+    let write = |block: &[u8], offset: &mut u64| -> std::io::Result<()> {
+        if block.iter().any(|b| *b != 0) {
+            file.write_all_at(block, *offset)?;
+        }
+        *offset += block.len() as u64;
+        Ok(())
+    };
+    write(head, &mut offset)?;
+    let mut buf = vec![0u8; 32 << 10];
+    loop {
+        let n = read_full(source, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        write(&buf[..n], &mut offset)?;
+    }
+    file.set_len(offset)?;
+    file.sync_all()
+}
+
+fn cdi_process(mut body: ChunkReader, target: &Path) -> Result<(), String> {
+    let err = |e: std::io::Error| e.to_string();
+    let mut magic = [0u8; 6];
+    let n = read_full(&mut body, &mut magic).map_err(err)?;
+    // A compressed body is decompressed as it streams (CDI's format readers).
+    let (mut source, decompressor): (Box<dyn Read>, _) = if magic[..n] == *b"\xfd7zXZ\0" {
+        let mut child = Command::new("xz")
+            .args(["-dc", "-T1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(err)?;
+        let mut stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            stdin.write_all(&magic[..n])?;
+            std::io::copy(&mut body, &mut stdin)?;
+            Ok::<_, std::io::Error>(())
+        });
+        (Box::new(stdout), Some((child, feeder)))
+    } else {
+        (
+            Box::new(std::io::Cursor::new(magic[..n].to_vec()).chain(body)),
+            None,
+        )
+    };
+    let mut head = [0u8; 4];
+    let n = read_full(&mut source, &mut head).map_err(err)?;
+    if head[..n] == *b"QFI\xfb" {
+        // Needs converting: scratch space, then qemu-img.
+        let scratch = target.with_extension("scratch");
+        stream_to_file(&head[..n], &mut source, &scratch).map_err(err)?;
+        let status = Command::new("qemu-img")
+            .args(["convert", "-t", "writeback", "-O", "raw"])
+            .arg(&scratch)
+            .arg(target)
+            .status()
+            .map_err(err)?;
+        let _ = std::fs::remove_file(&scratch);
+        if !status.success() {
+            return Err(format!("qemu-img convert: {status}"));
+        }
+    } else {
+        stream_to_file(&head[..n], &mut source, target).map_err(err)?;
+    }
+    if let Some((mut child, feeder)) = decompressor {
+        feeder.join().unwrap().map_err(err)?;
+        let status = child.wait().map_err(err)?;
+        if !status.success() {
+            return Err(format!("xz: {status}"));
+        }
+    }
+    Ok(())
 }
 
 /// curl uploads `image` to `url` (sync route: it returns once the volume is complete).
@@ -173,9 +359,6 @@ fn main() {
         client,
     };
     let proxy_ca = setup.write("proxy-ca.pem", &setup.proxy_ca.pem);
-    let server_ca = setup.write("server-ca.pem", &setup.server_ca.pem);
-    let client_cert = setup.write("client.pem", &setup.client.0);
-    let client_key = setup.write("client-key.pem", &setup.client.1);
     let token = setup.issuer.issue("bench", "disk").unwrap();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -184,19 +367,25 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "upload benchmark: median of {rounds} rounds, MB/s of image bytes (1 MB = 10^6 bytes)"
+        "upload benchmark: median [min-max] of {rounds} rounds, MB/s of image bytes (1 MB = 10^6 bytes)"
     );
     println!(
-        "{:<16} {:>9} {:>12} {:>12} {:>12} {:>15} {:>15}",
-        "image",
-        "size MB",
-        "direct MB/s",
-        "server MB/s",
-        "proxy MB/s",
-        "proxy/direct",
-        "proxy/server"
+        "{:<14} {:>7} {:>20} {:>20} {:>20} {:>9} {:>9}",
+        "image", "MB", "direct", "ferrovirt (proxy)", "CDI model (proxy)", "fv/CDI", "fv/direct"
     );
     let target = dir.join("disk.img");
+    let upload = |kind: Server, image: &Path| -> f64 {
+        let _ = std::fs::remove_file(&target);
+        warm(image);
+        runtime.block_on(async {
+            let (proxy_url, _, tasks) = start(&setup, &target, kind).await;
+            let extra = vec!["--cacert".into(), proxy_ca.clone()];
+            let url = format!("{proxy_url}/v1beta1/upload");
+            let secs = curl(image, &url, &extra, &token).await;
+            tasks.iter().for_each(|t| t.abort());
+            secs
+        })
+    };
     for name in IMAGES {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
@@ -207,7 +396,8 @@ fn main() {
             continue;
         }
         let size = std::fs::metadata(&image).unwrap().len() as f64;
-        let (mut direct, mut server, mut proxy) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut direct, mut ferrovirt, mut cdi) = (Vec::new(), Vec::new(), Vec::new());
+        // Interleaved, so that the machine's drifts hit every case alike.
         for round in 0..rounds {
             let _ = std::fs::remove_file(&target);
             warm(&image);
@@ -222,59 +412,41 @@ fn main() {
             if round == 0 {
                 assert_eq!(sha256(&target), expected, "direct import of {name}");
             }
-
-            let _ = std::fs::remove_file(&target);
-            warm(&image);
-            let secs = runtime.block_on(async {
-                let (_, server_url, tasks) = start(&setup, &target).await;
-                let extra = vec![
-                    "--cacert".into(),
-                    server_ca.clone(),
-                    "--cert".into(),
-                    client_cert.clone(),
-                    "--key".into(),
-                    client_key.clone(),
-                ];
-                let url = format!("{server_url}/v1beta1/upload");
-                let secs = curl(&image, &url, &extra, &token).await;
-                tasks.iter().for_each(|t| t.abort());
-                secs
-            });
-            server.push(secs);
+            ferrovirt.push(upload(Server::Ferrovirt, &image));
             if round == 0 {
-                assert_eq!(sha256(&target), expected, "upload of {name} to the server");
+                assert_eq!(sha256(&target), expected, "upload of {name}");
             }
-
-            let _ = std::fs::remove_file(&target);
-            warm(&image);
-            let secs = runtime.block_on(async {
-                let (proxy_url, _, tasks) = start(&setup, &target).await;
-                let extra = vec!["--cacert".into(), proxy_ca.clone()];
-                let url = format!("{proxy_url}/v1beta1/upload");
-                let secs = curl(&image, &url, &extra, &token).await;
-                tasks.iter().for_each(|t| t.abort());
-                secs
-            });
-            proxy.push(secs);
+            cdi.push(upload(Server::Cdi, &image));
             if round == 0 {
-                assert_eq!(
-                    sha256(&target),
-                    expected,
-                    "upload of {name} through the proxy"
-                );
+                assert_eq!(sha256(&target), expected, "CDI model's upload of {name}");
             }
         }
-        let (direct, server, proxy) = (median(direct), median(server), median(proxy));
         let rate = |secs: f64| size / secs / 1e6;
+        let cell = |samples: &[f64]| {
+            let (low, high) = samples
+                .iter()
+                .fold((f64::MAX, 0f64), |(l, h), s| (l.min(*s), h.max(*s)));
+            format!(
+                "{:.0} [{:.0}-{:.0}]",
+                rate(median(samples.to_vec())),
+                rate(high),
+                rate(low)
+            )
+        };
+        let (d, f, c) = (
+            median(direct.clone()),
+            median(ferrovirt.clone()),
+            median(cdi.clone()),
+        );
         println!(
-            "{:<16} {:>9.0} {:>12.0} {:>12.0} {:>12.0} {:>14.0}% {:>14.0}%",
+            "{:<14} {:>7.0} {:>20} {:>20} {:>20} {:>8.2}x {:>8.0}%",
             name,
             size / 1e6,
-            rate(direct),
-            rate(server),
-            rate(proxy),
-            100.0 * direct / proxy,
-            100.0 * server / proxy
+            cell(&direct),
+            cell(&ferrovirt),
+            cell(&cdi),
+            c / f,
+            100.0 * d / f
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
