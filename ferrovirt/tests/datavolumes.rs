@@ -7,27 +7,9 @@ mod platform;
 use std::time::Duration;
 
 use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir};
-use platform::{Platform, condition, digest_prefix, phase_of};
+use platform::{Platform, condition, digest_prefix, http_datavolume, phase_of};
 
 const IMPORT_LIMIT: Duration = Duration::from_secs(120);
-
-fn http_datavolume(name: &str, url: &str, size: &str, extra: &str) -> String {
-    format!(
-        r#"apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
-metadata:
-  name: {name}
-spec:
-  source:
-    http:
-      url: "{url}"{extra}
-  storage:
-    resources:
-      requests:
-        storage: {size}
-"#
-    )
-}
 
 #[test]
 fn http_qcow2_xz_import_succeeds_with_the_converted_image() {

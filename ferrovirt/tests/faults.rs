@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ferrovirt_tests::loopfs::LoopFilesystem;
-use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, fixture, reference_sha256};
-use platform::{Platform, condition, phase_of};
+use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, fixture, noise, reference_sha256};
+use platform::{Platform, condition, http_datavolume, other_storage_class, phase_of};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -147,19 +147,6 @@ fn an_import_killed_at_random_points_ends_byte_identical_to_qemu_img() {
     }
 }
 
-/// Pseudo-random bytes (xorshift64*): data no filesystem can compress or leave as holes.
-fn noise(len: usize, mut seed: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        seed ^= seed >> 12;
-        seed ^= seed << 25;
-        seed ^= seed >> 27;
-        out.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
 /// A fixture of `mib` MiB of noise, zstd-compressed (so its size is unknown until its end),
 /// written once into the fixture directory the test HTTP server serves; its name.
 fn noise_fixture(mib: usize) -> String {
@@ -192,22 +179,7 @@ fn a_datavolume_on_a_full_pool_never_succeeds_and_says_why() {
         ));
     });
     let pool = pool.expect("the pool's filesystem");
-    platform.apply(&format!(
-        r#"apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
-metadata:
-  name: big
-spec:
-  source:
-    http:
-      url: "{}"
-  storage:
-    resources:
-      requests:
-        storage: 64Mi
-"#,
-        server.url(&image)
-    ));
+    platform.apply(&http_datavolume("big", &server.url(&image), "64Mi", ""));
     // Someone else fills the pool once the volume is made (its image is sparse).
     let deadline = Instant::now() + LIMIT;
     while platform
@@ -255,25 +227,6 @@ spec:
     let _ = std::fs::remove_dir_all(data_dir);
 }
 
-/// A second StorageClass of the same driver: a clone into it is host-assisted (a source
-/// pod streams the volume to an upload server), so it takes long enough to be killed in.
-fn other_storage_class(platform: &Platform) -> String {
-    let default = platform
-        .json(&["get", "storageclass", "hostpath-csi"])
-        .expect("the default StorageClass");
-    let provisioner = default["provisioner"].as_str().expect("a provisioner");
-    format!(
-        r#"apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: hostpath-copy
-provisioner: {provisioner}
-reclaimPolicy: Delete
-volumeBindingMode: WaitForFirstConsumer
-"#
-    )
-}
-
 #[test]
 fn a_clone_interrupted_by_kill_9_of_the_control_plane_completes_with_the_source() {
     let mut rng = Rng::from_env("kill-clone");
@@ -283,22 +236,7 @@ fn a_clone_interrupted_by_kill_9_of_the_control_plane_completes_with_the_source(
     let server = HttpServer::start(HttpServerOptions::default());
     let mut platform = Platform::start("kill-clone");
     platform.apply(&other_storage_class(&platform));
-    platform.apply(&format!(
-        r#"apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
-metadata:
-  name: golden
-spec:
-  source:
-    http:
-      url: "{}"
-  storage:
-    resources:
-      requests:
-        storage: 320Mi
-"#,
-        server.url(&image)
-    ));
+    platform.apply(&http_datavolume("golden", &server.url(&image), "320Mi", ""));
     platform.wait_phase("default", "golden", "Succeeded", LIMIT);
     let source = TempDir::new("kill-clone-source");
     platform.extract_disk("default", "golden", &source.join("disk.img"));

@@ -8,27 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, reference_sha256, reference_size};
-use platform::{Platform, condition, digest_prefix};
+use platform::{Platform, condition, digest_prefix, other_storage_class};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A second StorageClass of the same driver: a clone into it cannot be a CSI clone.
-fn other_storage_class(platform: &Platform) -> String {
-    let default = platform
-        .json(&["get", "storageclass", "hostpath-csi"])
-        .expect("the default StorageClass");
-    let provisioner = default["provisioner"].as_str().expect("a provisioner");
-    format!(
-        r#"apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: hostpath-copy
-provisioner: {provisioner}
-reclaimPolicy: Delete
-volumeBindingMode: WaitForFirstConsumer
-"#
-    )
-}
 
 /// DataVolume `golden` in `namespace`, importing `url` into 64Mi of the default class.
 fn golden_datavolume(namespace: &str, url: &str) -> String {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ferrovirt_tests::{HttpServer, HttpServerOptions, fixture};
-use platform::{Platform, phase_of};
+use platform::{Platform, http_datavolume, phase_of};
 
 const IMAGE: &str = "v3.qcow2";
 const WAVE_LIMIT: Duration = Duration::from_secs(900);
@@ -88,24 +88,6 @@ fn loop_devices_under(dir: &std::path::Path) -> Vec<String> {
         .filter(|l| l.contains(&dir))
         .map(str::to_string)
         .collect()
-}
-
-fn import_dv(name: &str, url: &str) -> String {
-    format!(
-        r#"apiVersion: cdi.kubevirt.io/v1beta1
-kind: DataVolume
-metadata:
-  name: {name}
-spec:
-  source:
-    http:
-      url: "{url}"
-  storage:
-    resources:
-      requests:
-        storage: 64Mi
-"#
-    )
 }
 
 fn image_upload(platform: &Platform, name: &str) -> std::process::Child {
@@ -182,7 +164,7 @@ fn soak_imports_and_uploads_with_bounded_memory_and_no_leaks() {
             .collect();
         let yaml: Vec<String> = imports
             .iter()
-            .map(|name| import_dv(name, &server.url(IMAGE)))
+            .map(|name| http_datavolume(name, &server.url(IMAGE), "64Mi", ""))
             .collect();
         platform.apply(&yaml.join("---\n"));
         let clients: Vec<_> = uploads

@@ -10,7 +10,7 @@ use ferrovirt_tests::loopfs::LoopFilesystem;
 use ferrovirt_tests::registry::{
     ImageSpec, LayerCompression, LayerSpec, OciLayout, RegistryServer, RegistryServerOptions,
 };
-use ferrovirt_tests::{TempDir, fixture, reference_sha256, sha256_file};
+use ferrovirt_tests::{TempDir, fixture, noise, reference_sha256, sha256_file};
 use importer::source::http::RetryPolicy;
 use importer::{ImportError, ImportOutcome, ImportRequest, import};
 
@@ -191,19 +191,6 @@ async fn a_registry_blob_that_does_not_match_its_digest_fails_and_leaves_no_targ
         }
     })
     .await
-}
-
-/// Pseudo-random bytes (xorshift64*), which no filesystem can compress or leave as holes.
-fn noise(len: usize, mut seed: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        seed ^= seed >> 12;
-        seed ^= seed << 25;
-        seed ^= seed >> 27;
-        out.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

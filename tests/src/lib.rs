@@ -259,3 +259,17 @@ impl Drop for TempDir {
         let _ = fs::remove_dir_all(&self.0);
     }
 }
+
+/// `len` pseudo-random bytes from `seed` (xorshift64*): data no filesystem or compressor can
+/// shrink, and the same for the same seed.
+pub fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        out.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}

@@ -387,3 +387,41 @@ pub fn digest_prefix(path: &Path, len: u64) -> (String, bool) {
     }
     (hex::encode(hasher.finalize()), zero_tail)
 }
+
+/// A DataVolume importing `url` into a claim of `size`; `extra` is YAML added after the URL
+/// (more fields of the http source).
+pub fn http_datavolume(name: &str, url: &str, size: &str, extra: &str) -> String {
+    format!(
+        r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: {name}
+spec:
+  source:
+    http:
+      url: "{url}"{extra}
+  storage:
+    resources:
+      requests:
+        storage: {size}
+"#
+    )
+}
+
+/// A second StorageClass of the same driver: a clone into it cannot be a CSI clone.
+pub fn other_storage_class(platform: &Platform) -> String {
+    let default = platform
+        .json(&["get", "storageclass", "hostpath-csi"])
+        .expect("the default StorageClass");
+    let provisioner = default["provisioner"].as_str().expect("a provisioner");
+    format!(
+        r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: hostpath-copy
+provisioner: {provisioner}
+reclaimPolicy: Delete
+volumeBindingMode: WaitForFirstConsumer
+"#
+    )
+}
