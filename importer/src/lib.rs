@@ -8,6 +8,7 @@
 //! described by an [`ImportRequest`]; the modules are its stages.
 
 pub mod archive;
+mod blocking;
 pub mod checksum;
 pub mod clone_stream;
 pub mod decompress;

@@ -120,9 +120,7 @@ pub async fn import_from(
     request: ImportRequest,
     source: OpenedSource,
 ) -> Result<ImportOutcome, ImportError> {
-    tokio::task::spawn_blocking(move || convert(&request, source))
-        .await
-        .map_err(|e| ImportError::ReadSource(std::io::Error::other(e)))?
+    crate::blocking::run(move || convert(&request, source)).await
 }
 
 async fn open_source(request: &ImportRequest) -> Result<OpenedSource, ImportError> {
@@ -157,9 +155,7 @@ async fn open_source(request: &ImportRequest) -> Result<OpenedSource, ImportErro
         ));
     }
     let path = PathBuf::from(source.strip_prefix("file://").unwrap_or(source));
-    tokio::task::spawn_blocking(move || file::open(&follow_vmdk_descriptor(path)?))
-        .await
-        .map_err(|e| ImportError::ReadSource(std::io::Error::other(e)))?
+    crate::blocking::run(move || file::open(&follow_vmdk_descriptor(path)?)).await
 }
 
 /// A local monolithicFlat VMDK is a text descriptor naming a raw extent file beside it:

@@ -88,13 +88,12 @@ pub async fn open(reference: &str, options: &RegistryOptions) -> Result<OpenedSo
         let reference = reference.to_string();
         let path = path.to_string();
         let platform = platform.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let archive = archive::OciArchive::open(&reference, &path)?;
             let layers = archive.resolve(&platform)?;
-            Ok::<_, ImportError>((layers, Arc::new(archive) as Arc<dyn BlobOpener>))
+            Ok((layers, Arc::new(archive) as Arc<dyn BlobOpener>))
         })
-        .await
-        .map_err(|e| ImportError::ReadSource(std::io::Error::other(e)))??
+        .await?
     } else {
         return Err(ImportError::InvalidSource(
                 reference.to_string(),
