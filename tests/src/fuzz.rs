@@ -2,7 +2,6 @@
 //! targets found (`fuzz/regressions/<target>/`), through the entry points the targets use.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::repo_root;
@@ -12,12 +11,7 @@ fn seeds() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = repo_root().join("target/fuzz-seeds");
-        let status = Command::new("bash")
-            .arg(repo_root().join("fixtures/fuzz-seeds.sh"))
-            .arg(&dir)
-            .status()
-            .expect("running fixtures/fuzz-seeds.sh");
-        assert!(status.success(), "fixtures/fuzz-seeds.sh failed");
+        crate::run_fixture_script("fuzz-seeds.sh", &[dir.as_os_str()]);
         dir
     })
 }

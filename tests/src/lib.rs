@@ -25,19 +25,25 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs the generator `fixtures/SCRIPT` with `args`, failing the test if it fails. The
+/// generators keep their output current themselves (a stamp under a lock).
+pub fn run_fixture_script(script: &str, args: &[&std::ffi::OsStr]) {
+    let status = Command::new("bash")
+        .arg(repo_root().join("fixtures").join(script))
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("running fixtures/{script}: {e}"));
+    assert!(status.success(), "fixtures/{script} {args:?} failed");
+}
+
 /// The fixture directory, generated (once per machine, guarded by a lock) by
 /// `fixtures/generate.sh`.
 pub fn fixtures() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = repo_root().join("target/fixtures");
-        let status = Command::new("bash")
-            .arg(repo_root().join("fixtures/generate.sh"))
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .status()
-            .expect("running fixtures/generate.sh");
-        assert!(status.success(), "fixtures/generate.sh failed");
+        run_fixture_script("generate.sh", &[dir.as_os_str()]);
         dir
     })
 }
@@ -46,14 +52,7 @@ pub fn fixtures() -> &'static Path {
 /// a lock) by `fixtures/guests.sh`.
 pub fn guest(kind: &str) -> PathBuf {
     let out = repo_root().join("target/guests");
-    let status = Command::new("bash")
-        .arg(repo_root().join("fixtures/guests.sh"))
-        .arg(&out)
-        .arg(kind)
-        .stdout(Stdio::null())
-        .status()
-        .expect("running fixtures/guests.sh");
-    assert!(status.success(), "fixtures/guests.sh {kind} failed");
+    run_fixture_script("guests.sh", &[out.as_os_str(), kind.as_ref()]);
     out.join(kind)
 }
 
