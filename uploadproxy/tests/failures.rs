@@ -34,9 +34,7 @@ async fn a_second_upload_during_one_is_503() {
             }
         });
         let request = harness
-            .client()
-            .post(harness.url("/v1beta1/upload"))
-            .bearer_auth(harness.token())
+            .upload_request()
             .body(reqwest::Body::wrap_stream(stream));
         tokio::spawn(request.send())
     };

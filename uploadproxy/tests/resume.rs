@@ -136,9 +136,7 @@ async fn an_abandoned_upload_fails_and_starts_again() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(harness.server.committed(), 0);
     let response = harness
-        .client()
-        .post(harness.url("/v1beta1/upload"))
-        .bearer_auth(harness.token())
+        .upload_request()
         .header("Upload-Offset", 4 << 20)
         .body(data[4 << 20..].to_vec())
         .send()
@@ -152,14 +150,7 @@ async fn an_abandoned_upload_fails_and_starts_again() {
         !harness.disk().exists(),
         "nothing is left of the failed upload"
     );
-    let response = harness
-        .client()
-        .post(harness.url("/v1beta1/upload"))
-        .bearer_auth(harness.token())
-        .body(data)
-        .send()
-        .await
-        .unwrap();
+    let response = harness.upload_request().body(data).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(sha256(&harness.disk()), reference_sha256("v3.qcow2"));
 }
@@ -180,9 +171,7 @@ async fn a_restarted_clone_stream_resumes_from_its_start() {
     let wire = encoded.stdout;
     let clone_post = || {
         harness
-            .client()
-            .post(harness.url("/v1beta1/upload"))
-            .bearer_auth(harness.token())
+            .upload_request()
             .header("x-cdi-content-type", "blockdevice-clone")
             .header("Content-Encoding", "zstd")
             .header("Upload-Offset", 0)

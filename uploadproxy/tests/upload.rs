@@ -100,9 +100,7 @@ async fn sync_upload_with_reqwest_streamed_qcow2_xz() {
         .unwrap();
     let stream = tokio_util_stream(file);
     let response = harness
-        .client()
-        .post(harness.url("/v1beta1/upload"))
-        .bearer_auth(harness.token())
+        .upload_request()
         .body(reqwest::Body::wrap_stream(stream))
         .send()
         .await

@@ -71,9 +71,7 @@ fn proxy_client_config(harness: &Harness) -> rustls::ClientConfig {
 async fn upload_whole(harness: &Harness, data: &[u8]) -> (u16, String) {
     for _ in 0..200 {
         let response = harness
-            .client()
-            .post(harness.url("/v1beta1/upload"))
-            .bearer_auth(harness.token())
+            .upload_request()
             .header("Upload-Offset", 0)
             .body(data.to_vec())
             .send()
@@ -150,23 +148,14 @@ async fn a_client_vanishing_at_the_upload_server_is_abandoned_and_a_new_upload_s
     }
     assert!(!harness.disk().exists(), "an abandoned upload left a disk");
     // The server still serves: a new, plain upload of the whole image succeeds.
-    let response = harness
-        .client()
-        .post(harness.url("/v1beta1/upload"))
-        .bearer_auth(harness.token())
-        .body(data)
-        .send()
-        .await
-        .unwrap();
+    let response = harness.upload_request().body(data).send().await.unwrap();
     let status = response.status();
     let body = response.text().await.unwrap();
     // The abandonment is reported once, to the first request after it (409, offset 0).
     let status = if status == 409 && body.contains("upload abandoned") {
         let data = std::fs::read(fixture(image)).unwrap();
         harness
-            .client()
-            .post(harness.url("/v1beta1/upload"))
-            .bearer_auth(harness.token())
+            .upload_request()
             .body(data)
             .send()
             .await

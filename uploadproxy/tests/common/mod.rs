@@ -169,6 +169,14 @@ impl Harness {
         format!("{}{route}", self.proxy_url)
     }
 
+    /// A POST of an upload through the proxy, with a valid token; the body and any other
+    /// headers are the caller's.
+    pub fn upload_request(&self) -> reqwest::RequestBuilder {
+        self.client()
+            .post(self.url("/v1beta1/upload"))
+            .bearer_auth(self.token())
+    }
+
     /// A reqwest client trusting the proxy's CA.
     pub fn client(&self) -> reqwest::Client {
         let roots = tls::roots_from_pem(self.pki.proxy_ca.pem.as_bytes()).unwrap();
