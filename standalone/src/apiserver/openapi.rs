@@ -2,6 +2,9 @@
 //! that the server validates fields itself (so it sends `fieldValidation` instead of checking
 //! objects against schemas), and `kubectl explain` prints the schemas' descriptions.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
 use k8s_openapi::api::admissionregistration;
 use k8s_openapi::api::{apps, coordination, core, events, rbac, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
@@ -114,17 +117,40 @@ pub fn openapi_v3_document(
     }))
 }
 
+/// A built-in kind's schema and the schemas it refers to.
+#[derive(Clone)]
+struct BuiltinSchema {
+    root: Value,
+    referenced: Map<String, Value>,
+}
+
 /// The schema of a built-in kind, as Kubernetes publishes it; the types it refers to are
-/// added to `schemas` (the document's `components.schemas`), where its `$ref`s point.
+/// added to `schemas` (the document's `components.schemas`), where its `$ref`s point. Each
+/// kind's is generated once: kubectl fetches these documents on every `apply`.
 fn builtin_schema(
     rt: &ResourceType,
     version: &str,
     schemas: &mut Map<String, Value>,
 ) -> Option<Value> {
+    type Cache = Mutex<HashMap<(String, String), Option<BuiltinSchema>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     if version != "v1" {
         return None;
     }
-    let root = match (rt.group.as_str(), rt.kind.as_str()) {
+    let key = (rt.group.clone(), rt.kind.clone());
+    let found = CACHE
+        .get_or_init(Cache::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(key)
+        .or_insert_with(|| generate_builtin(&rt.group, &rt.kind))
+        .clone()?;
+    schemas.extend(found.referenced);
+    Some(found.root)
+}
+
+fn generate_builtin(group: &str, kind: &str) -> Option<BuiltinSchema> {
+    let root = match (group, kind) {
         ("", "Namespace") => root_schema::<core::v1::Namespace>(),
         ("", "Pod") => root_schema::<core::v1::Pod>(),
         ("", "PersistentVolumeClaim") => root_schema::<core::v1::PersistentVolumeClaim>(),
@@ -166,14 +192,18 @@ fn builtin_schema(
     let Value::Object(mut root) = root else {
         return None;
     };
-    if let Some(Value::Object(referenced)) = root
+    let referenced = match root
         .remove("components")
         .and_then(|mut c| c.get_mut("schemas").map(Value::take))
     {
-        schemas.extend(referenced);
-    }
+        Some(Value::Object(referenced)) => referenced,
+        _ => Map::new(),
+    };
     root.remove("$schema");
-    Some(Value::Object(root))
+    Some(BuiltinSchema {
+        root: Value::Object(root),
+        referenced,
+    })
 }
 
 /// `T`'s schema in OpenAPI 3's dialect, its references under `components.schemas`.
