@@ -140,18 +140,18 @@ pub fn stream(
     out: mpsc::Sender<Bytes>,
 ) -> std::io::Result<()> {
     let mut file = std::fs::File::open(&path)?;
-    let mut pos = match options.tail_lines {
+    let start = match options.tail_lines {
         Some(lines) => start_of_tail(&mut file, lines)?,
         None => 0,
     };
+    // Reads go on from here; past the end they return what the container wrote since.
+    file.seek(SeekFrom::Start(start))?;
     let mut left = options.limit_bytes.unwrap_or(u64::MAX);
     let mut buf = vec![0u8; CHUNK];
     loop {
-        file.seek(SeekFrom::Start(pos))?;
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let n = file.read(&mut buf[..want])?;
         if n > 0 {
-            pos += n as u64;
             left -= n as u64;
             if out
                 .blocking_send(Bytes::copy_from_slice(&buf[..n]))
