@@ -243,7 +243,7 @@ fn a_clone_interrupted_by_kill_9_of_the_control_plane_completes_with_the_source(
     let source_digest = sha256(&source.join("disk.img"));
     // Two clones: a CSI clone (same class) and a host-assisted one (a source pod streams the
     // volume to an upload server); the control plane is killed at a random point of both,
-    // twice.
+    // twice, and comes back on another pod network each time.
     platform.apply(
         r#"apiVersion: cdi.kubevirt.io/v1beta1
 kind: DataVolume
@@ -286,7 +286,9 @@ spec:
         };
         let before = phases(&platform);
         platform.kill();
-        platform.restart();
+        // Another platform takes this one's pod network meanwhile: the upload server comes
+        // back at a new address, which its source pod must follow.
+        platform.restart_elsewhere();
         let after = phases(&platform);
         killed_mid_clone |= before.iter().chain(&after).any(|p| p != "Succeeded");
         eprintln!(

@@ -129,9 +129,9 @@ impl LocalNodeAgent {
     /// Claims a pod network and runs the pods of this node until the pod watch ends or the
     /// returned handle shuts the agent down.
     pub fn start(self) -> Result<NodeAgentHandle, AgentError> {
-        let network = PodNetwork::claim().map_err(|source| AgentError::Io {
+        let network = PodNetwork::claim(&self.state_dir).map_err(|source| AgentError::Io {
             what: "claiming a pod network",
-            path: std::env::temp_dir(),
+            path: self.state_dir.clone(),
             source,
         })?;
         let shared = Arc::new(Shared {
@@ -221,7 +221,12 @@ impl Shared {
         }
         let (stop, stopped) = stop_signal::channel(false);
         self.running().insert(uid.clone(), Running { stop });
-        let ip = self.pod_ip();
+        let previous_ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_ref())
+            .and_then(|ip| ip.parse().ok());
+        let ip = self.network.assign(previous_ip);
         let shared = self.clone();
         let mut tasks = self.tasks();
         // Reap the tasks of pods that are done.
@@ -239,11 +244,8 @@ impl Shared {
                 tracing::warn!(pod = %name, %err, "pod failed to run");
             }
             shared.running().remove(&uid);
+            shared.network.release(ip);
         });
-    }
-
-    fn pod_ip(&self) -> Ipv4Addr {
-        self.network.next_address()
     }
 
     /// Tells the pod's process to stop; `false` when none runs. The pod stays listed as

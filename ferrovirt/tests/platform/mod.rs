@@ -19,6 +19,8 @@ pub struct Platform {
     dir: TempDir,
     /// More arguments of `ferrovirt up`, kept for restarts.
     args: Vec<String>,
+    /// Pod networks this platform had, held by the test from [`Self::restart_elsewhere`] on.
+    taken_networks: Vec<std::fs::File>,
 }
 
 impl Platform {
@@ -38,7 +40,12 @@ impl Platform {
         prepare(dir.path());
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let child = spawn_up(&dir, &args);
-        let mut platform = Platform { child, dir, args };
+        let mut platform = Platform {
+            child,
+            dir,
+            args,
+            taken_networks: Vec::new(),
+        };
         platform.wait_started();
         platform
     }
@@ -69,6 +76,31 @@ impl Platform {
         let _ = std::fs::remove_file(self.dir.join("ferrovirt.pid"));
         self.child = spawn_up(&self.dir, &self.args);
         self.wait_started();
+    }
+
+    /// [`Self::restart`] while another platform holds the pod network this one had, as a
+    /// platform started meanwhile may: every pod comes back at a new address. The network
+    /// stays held until the platform is dropped, so no later restart returns to it.
+    pub fn restart_elsewhere(&mut self) {
+        let state_dir = standalone::node_agent::state_dir(self.dir.path());
+        let block = standalone::pod_network::recorded_block(&state_dir)
+            .expect("the platform recorded its pod network");
+        let lock = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(standalone::pod_network::lock_path(block))
+            .expect("open the pod network's lock");
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .expect("take the pod network");
+        self.taken_networks.push(lock);
+        self.restart();
+        let moved = standalone::pod_network::recorded_block(&state_dir);
+        assert_ne!(
+            moved,
+            Some(block),
+            "the platform came back on a network held elsewhere"
+        );
     }
 
     /// The process id of `ferrovirt up`.

@@ -799,11 +799,33 @@ fn source_pod_actions<'a>(
         actions.push(DvAction::DeletePod { namespace, name });
         return SourceState::Failed(failure);
     }
+    if calls_a_former_server(config, target, obs.worker.as_ref(), existing) {
+        // The upload server came back at another address (its node restarted): this pod
+        // would keep calling the old one. A new one is made with the new address.
+        actions.push(DvAction::DeletePod { namespace, name });
+        return SourceState::Waiting(existing);
+    }
     if pod::phase(existing) == "Running" {
         SourceState::Running(existing)
     } else {
         SourceState::Waiting(existing)
     }
+}
+
+/// Whether the source pod was told an upload server address that is no longer the server's
+/// (only where there is no cluster DNS: elsewhere it calls the Service, which follows the pod).
+fn calls_a_former_server(
+    config: &ControllerConfig,
+    target: &PersistentVolumeClaim,
+    server: Option<&Pod>,
+    source_pod: &Pod,
+) -> bool {
+    let Some(server) = server.filter(|p| pod::is_ready(p)) else {
+        return false;
+    };
+    let told = pod::env_value(source_pod, pod::UPLOAD_SERVER_ADDRESS_ENV);
+    let current = connection(config, target, server).server_address;
+    told.is_some() && current.is_some() && told != current
 }
 
 /// How the source pod reaches the target's upload server `server`; the credentials are

@@ -631,6 +631,15 @@ pub fn set_clone_credentials(pod: &mut Pod, cert_pem: &str, key_pem: &str, serve
     }
 }
 
+/// The value a pod's containers were given for the environment variable `name`.
+pub fn env_value(pod: &Pod, name: &str) -> Option<String> {
+    let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
+    containers
+        .flat_map(|c| c.env.iter().flatten())
+        .find(|var| var.name == name)
+        .and_then(|var| var.value.clone())
+}
+
 /// The service `cdi-upload-<pvc>` in front of the upload server pod (the upload proxy's
 /// `https://cdi-upload-<pvc>.<namespace>.svc`).
 pub fn upload_service(dv: &DataVolume, pvc: &PersistentVolumeClaim) -> Service {

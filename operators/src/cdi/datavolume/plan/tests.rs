@@ -605,3 +605,44 @@ fn a_deleted_datavolume_cleans_up_only_what_its_finalizer_holds() {
         ]
     );
 }
+
+#[test]
+fn a_source_pod_calling_the_upload_servers_former_address_is_replaced() {
+    let config = ControllerConfig {
+        no_cluster_dns: true,
+        ..ControllerConfig::default()
+    };
+    let mut observed = observed(clone_of("ns"));
+    observed.clone_source = Some(CloneSource {
+        exists: true,
+        claim: Some(source_claim("ns", "other-class")),
+        ..Default::default()
+    });
+    observed.pvc = Some(claim("Bound", &[(annotations::POD_PHASE, "Running")]));
+    observed.worker = Some(pod("cdi-upload-disk", "Running", true, Some(running())));
+    let source_pod = plan(&observed, &config)
+        .into_iter()
+        .find_map(|a| match a {
+            DvAction::CreateCloneSourcePod { pod, .. } => Some(*pod),
+            _ => None,
+        })
+        .expect("a clone source pod");
+    let deletes_it = |actions: &[DvAction]| {
+        actions
+            .iter()
+            .any(|a| matches!(a, DvAction::DeletePod { name, .. } if name == "uid-pvc-source-pod"))
+    };
+    let mut source_pod = source_pod;
+    source_pod.status = pod("uid-pvc-source-pod", "Running", true, Some(running())).status;
+    observed.host_clone.source_pod = Some(source_pod);
+    assert!(!deletes_it(&plan(&observed, &config)), "same address: kept");
+
+    // The platform restarted and its upload server came back elsewhere.
+    let server = observed.worker.as_mut().unwrap();
+    server.status.as_mut().unwrap().pod_ip = Some("10.0.0.8".into());
+    let actions = plan(&observed, &config);
+    assert!(deletes_it(&actions), "{actions:?}");
+    assert_ne!(phase(&actions), Some(P::Failed));
+    // With cluster DNS the pod calls the Service, which follows the server.
+    assert!(!deletes_it(&run(&observed)));
+}
