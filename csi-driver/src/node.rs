@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use api::quantity::parse_bytes;
 use ferrovirt_hostpath::{AccessType, CreateVolume, VolumeMode};
 use tonic::{Request, Response, Status};
 
@@ -27,29 +28,6 @@ impl NodeService {
     pub fn new(shared: Shared) -> Self {
         Self { shared }
     }
-}
-
-/// Parses a Kubernetes quantity such as `512Mi`, `1G` or `1048576`.
-fn parse_quantity(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, suffix) = text.split_at(split);
-    let value: u64 = digits.parse().ok()?;
-    let multiplier: u64 = match suffix {
-        "" => 1,
-        "k" => 1000,
-        "M" => 1000u64.pow(2),
-        "G" => 1000u64.pow(3),
-        "T" => 1000u64.pow(4),
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => return None,
-    };
-    value.checked_mul(multiplier)
 }
 
 #[tonic::async_trait]
@@ -117,8 +95,8 @@ impl Node for NodeService {
             }
             let size = match req.volume_context.get(EPHEMERAL_SIZE_KEY) {
                 None => DEFAULT_EPHEMERAL_SIZE,
-                Some(text) => parse_quantity(text).ok_or_else(|| {
-                    Status::invalid_argument(format!("ephemeral volume size {text:?} is invalid"))
+                Some(text) => parse_bytes(text).map_err(|err| {
+                    Status::invalid_argument(format!("ephemeral volume size: {err}"))
                 })?,
             };
             let create = CreateVolume {
@@ -285,19 +263,5 @@ impl Node for NodeService {
             max_volumes_per_node: 0,
             accessible_topology: Some(self.shared.topology()),
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("512Mi"), Some(512 << 20));
-        assert_eq!(parse_quantity("1G"), Some(1_000_000_000));
-        assert_eq!(parse_quantity("4096"), Some(4096));
-        assert_eq!(parse_quantity("1.5Gi"), None);
-        assert_eq!(parse_quantity("Gi"), None);
     }
 }

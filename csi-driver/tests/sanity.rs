@@ -1347,23 +1347,32 @@ async fn inline_ephemeral_volume() {
     let mut d = TestDriver::start().await;
     let target = d.path("target/ephemeral");
     let id = "csi-0123456789abcdef";
-    d.node
-        .node_publish_volume(NodePublishVolumeRequest {
-            volume_id: id.into(),
-            target_path: target.display().to_string(),
-            volume_capability: Some(mount_cap()),
-            volume_context: [
-                (
-                    "csi.storage.k8s.io/ephemeral".to_string(),
-                    "true".to_string(),
-                ),
-                ("size".to_string(), "16Mi".to_string()),
-            ]
-            .into(),
-            ..Default::default()
-        })
+    let request = |size: &str| NodePublishVolumeRequest {
+        volume_id: id.into(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(mount_cap()),
+        volume_context: [
+            (
+                "csi.storage.k8s.io/ephemeral".to_string(),
+                "true".to_string(),
+            ),
+            ("size".to_string(), size.to_string()),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let refused = d
+        .node
+        .node_publish_volume(request("16MB"))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(
+        refused.message(),
+        "ephemeral volume size: \"16MB\" is not a valid quantity: unknown suffix"
+    );
+    assert!(!target.exists(), "nothing is left of a refused publish");
+    d.node.node_publish_volume(request("16Mi")).await.unwrap();
     std::fs::write(target.join("scratch"), b"ephemeral").unwrap();
     let vfs = rustix::fs::statvfs(&target).unwrap();
     assert!(vfs.f_blocks * vfs.f_frsize <= ferrovirt_hostpath::filesystem::image_len(16 << 20));

@@ -4,11 +4,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use api::quantity::parse_bytes;
 use clap::Args;
 use importer::progress::report_on_stderr;
 use importer::source::http::{Credentials, parse_header};
 use importer::source::s3::S3Options;
-use importer::{Checksum, ContentType, ImportRequest, parse_quantity};
+use importer::{Checksum, ContentType, ImportRequest};
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
@@ -66,7 +67,7 @@ pub struct ImportArgs {
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
-    parse_quantity(text).map_err(|e| e.to_string())
+    parse_bytes(text).map_err(|e| e.to_string())
 }
 
 fn parse_header_arg(text: &str) -> Result<(String, String), String> {

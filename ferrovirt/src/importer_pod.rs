@@ -195,7 +195,6 @@ fn import_failure_reason(err: &ImportError) -> FailureReason {
         | E::UnsupportedVariant { .. }
         | E::Truncated(_)
         | E::UnsafeArchive { .. }
-        | E::InvalidSize(..)
         | E::ImageLargerThanTarget { .. }
         | E::Target { .. }
         | E::InvalidChecksum(..)

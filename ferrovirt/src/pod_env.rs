@@ -1,9 +1,9 @@
 //! What CDI's worker pods (the importer and the upload server) read from their environment
 //! alike.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use api::cdi::pod_contract::env::{self as worker_env};
-use importer::parse_quantity;
+use api::quantity::parse_bytes;
 
 /// Images on filesystem volumes are sized in whole MiB, as CDI sizes them.
 const ALIGN: u64 = 1 << 20;
@@ -20,7 +20,7 @@ pub fn filesystem_image_size(size_var: &str, block: bool) -> Result<Option<u64>>
     let Some(text) = env(size_var) else {
         return Ok(None);
     };
-    let requested = parse_quantity(&text)?;
+    let requested = parse_bytes(&text).with_context(|| size_var.to_string())?;
     if block {
         return Ok(None);
     }

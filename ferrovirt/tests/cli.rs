@@ -82,7 +82,7 @@ fn failures_exit_non_zero_with_one_line_on_stderr() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr_of(&output).contains("invalid size \"lots\""));
+    assert!(stderr_of(&output).contains("\"lots\" is not a valid quantity: no number"));
 }
 
 #[test]

@@ -61,8 +61,6 @@ pub enum ImportError {
     Truncated(String),
     #[error("archive entry {entry} refused: {reason}")]
     UnsafeArchive { entry: String, reason: String },
-    #[error("invalid size {0:?}: {1}")]
-    InvalidSize(String, String),
     #[error(
         "requested size {requested} is too small for the image's virtual size {virtual_size}: a larger volume is required"
     )]

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ferrovirt_hostpath::persist::{Readers, write_file};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
@@ -57,9 +58,8 @@ impl CertificateAuthority {
             let path = path.to_path_buf();
             move |source| CertError::Io { path, source }
         };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        write_private(&key_path, &ca.key_pem()).map_err(io(&key_path))?;
-        std::fs::write(&cert_path, &ca.cert_pem).map_err(io(&cert_path))?;
+        write_file(&key_path, ca.key_pem().as_bytes(), Readers::Owner).map_err(io(&key_path))?;
+        write_file(&cert_path, ca.cert_pem.as_bytes(), Readers::Anyone).map_err(io(&cert_path))?;
         Ok(ca)
     }
 
@@ -172,18 +172,6 @@ fn ca_params(common_name: &str) -> Result<CertificateParams, CertError> {
         .distinguished_name
         .push(DnType::CommonName, common_name);
     Ok(params)
-}
-
-fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(content.as_bytes())
 }
 
 /// What the DataVolume controller needs to give each upload server its certificates: the CA

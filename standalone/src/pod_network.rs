@@ -16,6 +16,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use ferrovirt_hostpath::persist::{Readers, write_file};
 use rustix::fs::{FlockOperation, flock};
 
 /// The blocks tried, in order: 127.1/16 first (127.0/16 holds 127.0.0.1).
@@ -47,8 +48,8 @@ impl PodNetwork {
         let recorded = recorded_block(state_dir);
         let network = Self::claim_first(recorded.into_iter().chain(BLOCKS))?;
         if recorded != Some(network.block) {
-            std::fs::create_dir_all(state_dir)?;
-            std::fs::write(state_dir.join(RECORD), format!("{}\n", network.block))?;
+            let record = format!("{}\n", network.block);
+            write_file(&state_dir.join(RECORD), record.as_bytes(), Readers::Anyone)?;
         }
         Ok(network)
     }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ferrovirt_hostpath::persist::{Readers, write_file};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rsa::pkcs1::{DecodeRsaPrivateKey, EncodeRsaPrivateKey, LineEnding};
@@ -141,7 +142,7 @@ impl UploadTokenIssuer {
             Err(err) => return Err(key_error(err.to_string())),
         }
         let issuer = Self::generate().map_err(|e| key_error(e.to_string()))?;
-        write_private(&path, issuer.private_key_pem().as_bytes())
+        write_file(&path, issuer.private_key_pem().as_bytes(), Readers::Owner)
             .map_err(|e| key_error(e.to_string()))?;
         tracing::info!(path = %path.display(), "created the upload token signing key");
         Ok(issuer)
@@ -365,25 +366,6 @@ fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs()
-}
-
-/// Writes a private file: mode 0600 from creation, then renamed into place.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let staged = path.with_extension("pem.tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&staged)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&staged, path)
 }
 
 #[cfg(test)]

@@ -3,13 +3,12 @@
 //! and kept; and the kubeconfig that hands all of it to kubectl and client libraries.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use ferrovirt_hostpath::persist::{Readers, write_file};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -125,23 +124,12 @@ impl Credentials {
     }
 }
 
-/// Writes a file readable by its owner only, replacing it atomically.
+/// Writes a file readable by its owner only, replacing it atomically and durably.
 pub fn write_private(path: &Path, content: &str) -> Result<(), CredentialsError> {
-    let err = |source| CredentialsError::Write {
+    write_file(path, content.as_bytes(), Readers::Owner).map_err(|source| CredentialsError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let staging = path.with_extension("tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&staging)
-        .map_err(err)?;
-    file.write_all(content.as_bytes()).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    fs::rename(&staging, path).map_err(err)
+    })
 }
 
 #[cfg(test)]
