@@ -9,11 +9,10 @@ use crate::checksum::{Checksum, ChecksumTee};
 use crate::decompress::{Decompressed, decompress, decompress_declared};
 use crate::error::ImportError;
 use crate::format::detect::{Compression, detect_format};
-use crate::format::extent::{MetaRead, RandomMeta, StreamPrefix, clamp_to_source, read_extents};
 use crate::format::qcow2::sequential::HoldLimits;
-use crate::format::qcow2::{self, Qcow2Header};
 use crate::format::raw::Tail;
-use crate::format::{DiskFormat, raw, vdi, vhd, vhdx, vmdk};
+use crate::format::reader::{self, Input};
+use crate::format::{DiskFormat, raw, vmdk};
 use crate::progress::{CountingReader, Progress};
 use crate::sink::{SparseSink, Target};
 use crate::source::http::HttpOptions;
@@ -201,102 +200,64 @@ fn convert(request: &ImportRequest, source: OpenedSource) -> Result<ImportOutcom
         let Decompressed { reader, layers } = decompress_declared(teed, Compression::Zstd)?;
         return convert_raw(request, reader, layers, None, Tail::Data);
     }
-    let Decompressed { mut reader, layers } = decompress(teed)?;
+    let Decompressed { reader, layers } = decompress(teed)?;
     let format = detect_format(reader.head());
     tracing::info!(%format, compressions = ?layers, "identified image");
     if request.content_type == ContentType::Archive {
         return extract_archive(request, reader, format, layers);
     }
-    let plain = layers.is_empty();
-
-    match format {
-        DiskFormat::Raw | DiskFormat::Iso => {
-            convert_raw(request, reader, layers, source_size, Tail::MayBeVhdFooter)
-        }
-        DiskFormat::Qcow2 => {
-            let header = Qcow2Header::parse(reader.head())?;
-            if header.dirty {
-                tracing::warn!(
-                    "qcow2 image was not closed cleanly (dirty bit); its tables are used as they are"
-                );
-            }
-            // The checksum covers every byte, so it needs the whole stream read in order.
-            let random = random_access.filter(|_| plain && request.checksum.is_none());
-            let target_size = write_image(request, header.virtual_size, |pool| match &random {
-                Some(source) => {
-                    drop(reader);
-                    qcow2::random::convert(source.as_ref(), &header, pool, &request.progress)
-                }
-                None => qcow2::sequential::convert(&mut reader, &header, pool, &request.hold),
-            })?;
-            Ok(outcome(
-                request,
-                format,
-                layers,
-                header.virtual_size,
-                target_size,
-                random.is_some(),
-            ))
-        }
-        DiskFormat::Vhd | DiskFormat::Vdi | DiskFormat::Vhdx | DiskFormat::Vmdk => {
-            let vmdk = (format == DiskFormat::Vmdk)
-                .then(|| vmdk::SparseHeader::parse(reader.head()))
-                .transpose()?;
-            if let Some(header) = vmdk.as_ref().filter(|h| h.is_stream_optimized()) {
-                let virtual_size = header.virtual_size();
-                let target_size = write_image(request, virtual_size, |pool| {
-                    vmdk::convert_stream(&mut reader, header, pool)
-                })?;
-                return Ok(outcome(
-                    request,
-                    format,
-                    layers,
-                    virtual_size,
-                    target_size,
-                    false,
-                ));
-            }
-            let map_tables = |meta: &mut dyn MetaRead| match format {
-                DiskFormat::Vhd => vhd::map(meta),
-                DiskFormat::Vdi => vdi::map(meta),
-                DiskFormat::Vhdx => vhdx::map(meta),
-                _ => vmdk::map(meta, vmdk.as_ref().expect("parsed above")),
-            };
-            let random = random_access.filter(|_| plain && request.checksum.is_none());
-            let (map, target_size) = match &random {
-                Some(source) => {
-                    drop(reader);
-                    let mut meta = RandomMeta {
-                        source: source.as_ref(),
-                        progress: &request.progress,
-                    };
-                    let mut map = map_tables(&mut meta)?;
-                    clamp_to_source(&mut map.extents, source.size())?;
-                    let size = write_image(request, map.virtual_size, |pool| {
-                        read_extents(source.as_ref(), &map.extents, pool, &request.progress)
-                    })?;
-                    (map, size)
-                }
-                None => {
-                    let mut prefix = StreamPrefix::new(&mut reader, STREAM_METADATA_LIMIT);
-                    let map = map_tables(&mut prefix)?;
-                    let size = write_image(request, map.virtual_size, |pool| {
-                        prefix.copy_extents(&map.extents, pool)
-                    })?;
-                    (map, size)
-                }
-            };
-            Ok(outcome(
-                request,
-                format,
-                layers,
-                map.virtual_size,
-                target_size,
-                random.is_some(),
-            ))
-        }
-        other => Err(ImportError::UnsupportedFormat(other)),
+    if matches!(format, DiskFormat::Raw | DiskFormat::Iso) {
+        return convert_raw(request, reader, layers, source_size, Tail::MayBeVhdFooter);
     }
+    // Random access reads only what the disk uses, but a checksum covers every byte and a
+    // compressed stream has no offsets: those read the stream in order.
+    let random = random_access.filter(|_| {
+        layers.is_empty()
+            && request.checksum.is_none()
+            && !reader::needs_stream(format, reader.head())
+    });
+    let head = reader.head().to_vec();
+    match &random {
+        Some(source) => {
+            // The stream is not read: its connection is let go before the ranged reads.
+            drop(reader);
+            let input = Input::Random {
+                source: source.as_ref(),
+                progress: &request.progress,
+            };
+            convert_image(request, format, &head, input, layers, true)
+        }
+        None => {
+            let mut reader = reader;
+            let input = Input::Stream {
+                reader: &mut reader,
+                hold: &request.hold,
+            };
+            convert_image(request, format, &head, input, layers, false)
+        }
+    }
+}
+
+/// An image with a format reader: its tables read, the target sized, its data written.
+fn convert_image(
+    request: &ImportRequest,
+    format: DiskFormat,
+    head: &[u8],
+    input: Input<'_>,
+    layers: Vec<Compression>,
+    random_access: bool,
+) -> Result<ImportOutcome, ImportError> {
+    let image = reader::open(format, head, input)?;
+    let virtual_size = image.virtual_size();
+    let target_size = write_image(request, virtual_size, |pool| image.convert(pool))?;
+    Ok(outcome(
+        request,
+        format,
+        layers,
+        virtual_size,
+        target_size,
+        random_access,
+    ))
 }
 
 /// contentType archive: the (decompressed) stream must be a tar, extracted into the target
@@ -323,9 +284,6 @@ fn extract_archive(
         false,
     ))
 }
-
-/// How far into a stream a format's tables may lie (they are at its start in practice).
-const STREAM_METADATA_LIMIT: usize = 64 << 20;
 
 /// Raw data (and ISO images, which are raw): the stream is the disk. Its size may only be
 /// known at the end, where a fixed VHD's footer is also found and removed.

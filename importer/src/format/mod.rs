@@ -7,6 +7,7 @@ pub mod extent;
 mod fields;
 pub mod qcow2;
 pub mod raw;
+pub mod reader;
 pub mod vdi;
 pub mod vhd;
 pub mod vhdx;

@@ -94,3 +94,16 @@ pub fn map(meta: &mut dyn MetaRead) -> Result<ImageMap, ImportError> {
     }
     Ok(ImageMap::new(virtual_size, extents))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::reader::testing::{assert_converts_as_qemu_img, qemu_image, scratch};
+
+    #[test]
+    fn converts_as_qemu_img_through_the_seam() {
+        let dir = scratch("vdi");
+        let writes = ["-P 0xa1 0 64k", "-P 0xb2 2M 4k", "-P 0xc3 5M 100k"];
+        let image = qemu_image(dir.path(), "vdi", "", "6M", &writes);
+        assert_converts_as_qemu_img(&image);
+    }
+}

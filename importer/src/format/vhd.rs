@@ -176,4 +176,13 @@ mod tests {
         bad[100] ^= 1;
         assert!(Footer::parse(&bad).is_none());
     }
+
+    #[test]
+    fn a_dynamic_vhd_converts_as_qemu_img_through_the_seam() {
+        use crate::format::reader::testing::{assert_converts_as_qemu_img, qemu_image, scratch};
+        let dir = scratch("vhd");
+        let writes = ["-P 0xa1 0 64k", "-P 0xb2 2M 4k", "-P 0xc3 5M 100k"];
+        let image = qemu_image(dir.path(), "vpc", "subformat=dynamic", "6M", &writes);
+        assert_converts_as_qemu_img(&image);
+    }
 }

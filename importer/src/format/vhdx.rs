@@ -226,4 +226,13 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn converts_as_qemu_img_through_the_seam() {
+        use crate::format::reader::testing::{assert_converts_as_qemu_img, qemu_image, scratch};
+        let dir = scratch("vhdx");
+        let writes = ["-P 0xa1 0 64k", "-P 0xb2 2M 4k", "-P 0xc3 9M 100k"];
+        let image = qemu_image(dir.path(), "vhdx", "block_size=1M", "10M", &writes);
+        assert_converts_as_qemu_img(&image);
+    }
 }

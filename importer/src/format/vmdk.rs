@@ -299,3 +299,20 @@ impl Read for Position<'_> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::reader::testing::{assert_converts_as_qemu_img, qemu_image, scratch};
+
+    #[test]
+    fn converts_as_qemu_img_through_the_seam() {
+        // Whole grains, in order: a streamOptimized image is written only that way.
+        let writes = ["-P 0xa1 0 64k", "-P 0xb2 1M 64k", "-P 0xc3 3M 128k"];
+        for subformat in ["monolithicSparse", "streamOptimized"] {
+            let dir = scratch(subformat);
+            let options = format!("subformat={subformat}");
+            let image = qemu_image(dir.path(), "vmdk", &options, "4M", &writes);
+            assert_converts_as_qemu_img(&image);
+        }
+    }
+}
