@@ -11,16 +11,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use api::cdi::pod_contract::env::{self as worker_env, clone_source as clone_env};
-use api::cdi::pod_contract::{DISK_IMAGE_FILE, FailureReason, TERMINATION_LOG_PATH, WorkerFailure};
+use api::cdi::pod_contract::env::{CloneSourceEnv, ProcessEnv, clone_source};
+use api::cdi::pod_contract::{
+    BLOCK_DEVICE_PATH, CLONE_SOURCE_MOUNT, DISK_IMAGE_FILE, FailureReason, NO_DISK_IMAGE,
+    TERMINATION_LOG_PATH, WorkerFailure,
+};
 use bytes::Bytes;
 use clap::Args;
 use importer::clone_stream::{self, VolumeReader, WIRE_ENCODING};
 use importer::metrics::{ProgressMetric, serve_progress_as};
 use importer::progress::Progress;
-use operators::cdi::datavolume::pod::{
-    BLOCK_DEVICE_PATH, CLONE_SOURCE_MOUNT, NO_DISK_IMAGE, UPLOAD_SERVER_ADDRESS_ENV,
-};
 use uploadproxy::routes::{
     BLOCKDEVICE_CLONE, CONTENT_TYPE_HEADER, FILESYSTEM_CLONE, OFFSET_HEADER,
 };
@@ -50,9 +50,14 @@ pub async fn run(args: CloneSourceArgs) -> Result<()> {
     let termination_log = env("FERROVIRT_TERMINATION_LOG")
         .map(PathBuf::from)
         .unwrap_or_else(|| in_pod(TERMINATION_LOG_PATH));
-    let result = clone(&args).await;
+    let vars = CloneSourceEnv::from_env(&ProcessEnv);
+    let result = match &vars {
+        Ok(vars) => clone(&args, vars).await,
+        Err(err) => Err(err.clone().into()),
+    };
+    let preallocation = vars.is_ok_and(|vars| vars.volume.preallocation);
     let message = match &result {
-        Ok(()) if preallocation() => "Clone Complete, Preallocation applied".to_string(),
+        Ok(()) if preallocation => "Clone Complete, Preallocation applied".to_string(),
         Ok(()) => "Clone Complete".to_string(),
         Err(err) => {
             let reason = if err.chain().any(|cause| cause.is::<NoDiskImage>()) {
@@ -76,10 +81,6 @@ struct NoDiskImage {
     path: PathBuf,
 }
 
-fn preallocation() -> bool {
-    env(worker_env::PREALLOCATION).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
-
 /// The file or device holding the source volume's bytes.
 fn source_path(args: &CloneSourceArgs) -> Result<PathBuf> {
     match args.content_type.as_str() {
@@ -98,25 +99,24 @@ fn source_path(args: &CloneSourceArgs) -> Result<PathBuf> {
     }
 }
 
-async fn clone(args: &CloneSourceArgs) -> Result<()> {
+async fn clone(args: &CloneSourceArgs, vars: &CloneSourceEnv) -> Result<()> {
     let path = source_path(args)?;
-    let url = env(clone_env::UPLOAD_URL)
-        .context("UPLOAD_URL (the target's upload server) is required")?;
-    let client = http_client(&url)?;
+    let url = &vars.upload_url;
+    let client = http_client(vars)?;
     let progress = Progress::new();
     let volume = VolumeReader::open(&path, progress.clone())?;
     let size = volume.size();
     tracing::info!(source = %path.display(), size, %url, "cloning");
-    if let Some(addr) = env(clone_env::METRICS_ADDRESS) {
+    if let Some(addr) = &vars.metrics_address {
         let addr: SocketAddr = addr
             .parse()
             .with_context(|| format!("CLONER_METRICS_ADDR {addr:?}"))?;
-        let owner = env(worker_env::OWNER_UID).unwrap_or_default();
+        let owner = vars.volume.owner_uid.clone();
         serve_progress_as(ProgressMetric::Clone, addr, owner, progress.clone()).await?;
     }
     let (body, reading) = wire_body(volume)?;
     let response = client
-        .post(&url)
+        .post(url)
         .header(CONTENT_TYPE_HEADER, BLOCKDEVICE_CLONE)
         .header(reqwest::header::CONTENT_ENCODING, WIRE_ENCODING)
         // The stream of an unchanged (read-only) volume at one zstd level is the same bytes
@@ -172,23 +172,28 @@ fn wire_body(volume: VolumeReader) -> Result<(reqwest::Body, tokio::task::JoinHa
 
 /// An HTTPS client with the clone's client certificate that trusts only the upload servers'
 /// CA, reaching UPLOAD_URL's host at FERROVIRT_UPLOAD_SERVER_ADDRESS when that is set.
-fn http_client(url: &str) -> Result<reqwest::Client> {
-    let key = env(clone_env::CLIENT_KEY).context("CLIENT_KEY is required")?;
-    let cert = env(clone_env::CLIENT_CERT).context("CLIENT_CERT is required")?;
-    let server_ca = env(clone_env::SERVER_CA_CERT).context("SERVER_CA_CERT is required")?;
-    let identity = uploadproxy::tls::Identity::from_pem(cert.as_bytes(), key.as_bytes())
-        .context("CLIENT_CERT and CLIENT_KEY")?;
-    let roots = uploadproxy::tls::roots_from_pem(server_ca.as_bytes()).context("SERVER_CA_CERT")?;
+fn http_client(vars: &CloneSourceEnv) -> Result<reqwest::Client> {
+    let url = &vars.upload_url;
+    let identity = uploadproxy::tls::Identity::from_pem(
+        vars.client_cert.as_bytes(),
+        vars.client_key.as_bytes(),
+    )
+    .context("CLIENT_CERT and CLIENT_KEY")?;
+    let roots = uploadproxy::tls::roots_from_pem(vars.server_ca_cert.as_bytes())
+        .context("SERVER_CA_CERT")?;
     let tls = uploadproxy::tls::client_config(roots, &identity)?;
     let mut builder = reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .http1_only()
         .no_proxy()
         .connect_timeout(Duration::from_secs(10));
-    if let Some(address) = env(UPLOAD_SERVER_ADDRESS_ENV) {
-        let address: SocketAddr = address
-            .parse()
-            .with_context(|| format!("{UPLOAD_SERVER_ADDRESS_ENV} {address:?} (ip:port)"))?;
+    if let Some(address) = &vars.upload_server_address {
+        let address: SocketAddr = address.parse().with_context(|| {
+            format!(
+                "{} {address:?} (ip:port)",
+                clone_source::UPLOAD_SERVER_ADDRESS
+            )
+        })?;
         let host = reqwest::Url::parse(url)
             .with_context(|| format!("UPLOAD_URL {url:?}"))?
             .host_str()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use api::cdi::pod_contract::env::{self as worker_env, importer as importer_env};
+use api::cdi::pod_contract::env::{ImporterEnv, ProcessEnv, SourceCredentials};
 use api::cdi::pod_contract::{
     BLOCK_DEVICE_PATH, CompletionMessage, DATA_IMAGE_PATH, FailureReason, TERMINATION_LOG_PATH,
     WorkerFailure,
@@ -16,7 +16,7 @@ use importer::source::http::{Credentials, parse_header};
 use importer::source::s3::S3Options;
 use importer::{Checksum, ContentType, ImportError, ImportRequest};
 
-use crate::pod_env::{env, filesystem_image_size};
+use crate::pod_env::env;
 
 const SECRET_HEADERS_DIR: &str = "/extraheaders";
 
@@ -86,23 +86,17 @@ pub async fn run() -> Result<()> {
 /// Runs the import the environment describes; returns whether preallocation was applied.
 async fn import(paths: &PodPaths) -> Result<bool> {
     wait_for_ready_file().await?;
-    let source = env(importer_env::SOURCE).unwrap_or_else(|| "http".into());
-    let content_type: ContentType = env(importer_env::CONTENT_TYPE)
-        .unwrap_or_default()
-        .parse()?;
-    let preallocate = match env(worker_env::PREALLOCATION) {
-        None => false,
-        Some(v) => {
-            parse_bool(&v).with_context(|| format!("PREALLOCATION has a wrong value {v:?}"))?
-        }
-    };
+    let vars = ImporterEnv::from_env(&ProcessEnv)?;
+    let source = vars.source.clone().unwrap_or_else(|| "http".into());
+    let content_type: ContentType = vars.content_type.clone().unwrap_or_default().parse()?;
+    let preallocate = vars.volume.preallocation;
     let block = paths.block_device.exists();
     let target = if block {
         paths.block_device.clone()
     } else {
         paths.data_file.clone()
     };
-    let size = filesystem_image_size(importer_env::IMAGE_SIZE, block)?;
+    let size = vars.volume.filesystem_image_size(block)?;
     match source.as_str() {
         "http" | "registry" | "s3" => {}
         "none" if content_type == ContentType::Archive => {
@@ -111,40 +105,44 @@ async fn import(paths: &PodPaths) -> Result<bool> {
         "none" => return create_blank(&target, block, size, preallocate),
         other => return Err(InvalidRequest::UnknownSource(other.to_string()).into()),
     }
-    let endpoint = env(importer_env::ENDPOINT)
+    let endpoint = vars
+        .endpoint
         .context("endpoint \"IMPORTER_ENDPOINT\" is missing or blank")?;
     let mut request = ImportRequest::new(endpoint, target);
     request.content_type = content_type;
     request.size = size.filter(|_| content_type == ContentType::Kubevirt);
     request.preallocate = preallocate;
-    request.checksum = env(importer_env::CHECKSUM)
-        .map(|c| c.parse::<Checksum>())
-        .transpose()?;
+    request.checksum = vars.checksum.map(|c| c.parse::<Checksum>()).transpose()?;
     // The ConfigMap is mounted in the pod; under the pod root when run by the local node agent.
-    request.http.cert_dir = env(importer_env::CERT_DIR).map(|dir| crate::pod_paths::in_pod(&dir));
-    request.http.insecure_tls =
-        env(importer_env::INSECURE_TLS).is_some_and(|v| parse_bool(&v).unwrap_or(false));
-    // CDI names only the architecture; registry images are linux ones.
+    request.http.cert_dir = vars.cert_dir.map(|dir| crate::pod_paths::in_pod(&dir));
+    request.http.insecure_tls = vars.insecure_tls;
     if source == "s3" {
         request.s3 = Some(S3Options {
             endpoint: env("AWS_ENDPOINT_URL"),
             region: env("AWS_REGION"),
         });
     }
-    request.platform = env(importer_env::REGISTRY_ARCHITECTURE).map(|arch| format!("linux/{arch}"));
-    request.http.headers = extra_headers(&paths.secret_headers)?;
-    if let (Some(username), Some(password)) = (
-        env(importer_env::ACCESS_KEY_ID),
-        env(importer_env::SECRET_KEY),
-    ) {
-        request.http.credentials = Some(Credentials { username, password });
+    // CDI names only the architecture; registry images are linux ones.
+    request.platform = vars
+        .registry_architecture
+        .map(|arch| format!("linux/{arch}"));
+    request.http.headers = extra_headers(&vars.extra_headers, &paths.secret_headers)?;
+    if let Some(SourceCredentials::Values {
+        access_key_id,
+        secret_key,
+    }) = vars.credentials
+    {
+        request.http.credentials = Some(Credentials {
+            username: access_key_id,
+            password: secret_key,
+        });
     }
-    if let Some(addr) = env(importer_env::METRICS_ADDRESS) {
+    if let Some(addr) = vars.metrics_address {
         let addr = addr
             .parse()
             .with_context(|| format!("IMPORTER_METRICS_ADDR {addr:?}"))?;
-        let owner = env(worker_env::OWNER_UID).unwrap_or_default();
-        importer::metrics::serve_progress(addr, owner, request.progress.clone()).await?;
+        importer::metrics::serve_progress(addr, vars.volume.owner_uid, request.progress.clone())
+            .await?;
     }
     let outcome = importer::import(request).await?;
     if let Some(done) = env("IMPORTER_DONE_FILE") {
@@ -205,24 +203,12 @@ fn import_failure_reason(err: &ImportError) -> FailureReason {
     }
 }
 
-fn parse_bool(text: &str) -> Result<bool> {
-    match text.to_ascii_lowercase().as_str() {
-        "1" | "t" | "true" => Ok(true),
-        "0" | "f" | "false" => Ok(false),
-        _ => bail!("not a boolean"),
-    }
-}
-
-/// Extra headers: `IMPORTER_EXTRA_HEADER_<n>` variables, then one header per file of the
-/// secret headers directory (hidden entries, as a mounted Secret's `..data`, skipped).
-fn extra_headers(secret_dir: &Path) -> Result<Vec<(String, String)>> {
-    let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(name, _)| name.starts_with(importer_env::EXTRA_HEADER_PREFIX))
-        .collect();
-    vars.sort();
+/// Extra headers: the `IMPORTER_EXTRA_HEADER_<n>` variables, then one header per file of
+/// the secret headers directory (hidden entries, as a mounted Secret's `..data`, skipped).
+fn extra_headers(from_env: &[String], secret_dir: &Path) -> Result<Vec<(String, String)>> {
     let mut headers = Vec::new();
-    for (_, value) in vars {
-        headers.push(parse_header(&value)?);
+    for value in from_env {
+        headers.push(parse_header(value)?);
     }
     let Ok(entries) = std::fs::read_dir(secret_dir) else {
         return Ok(headers);

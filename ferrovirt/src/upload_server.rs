@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
-use api::cdi::pod_contract::env::{self as worker_env, upload_server as upload_env};
+use anyhow::{Context, Result};
+use api::cdi::pod_contract::env::{ProcessEnv, UploadServerEnv};
 use api::cdi::pod_contract::{
     BLOCK_DEVICE_PATH, CompletionMessage, DATA_IMAGE_PATH, FailureReason, TERMINATION_LOG_PATH,
     WorkerFailure,
@@ -21,7 +21,7 @@ use uploadproxy::server::{DEFAULT_IDLE_TIMEOUT, serve_healthz};
 use uploadproxy::tls::{self, Identity};
 use uploadproxy::{UploadServer, UploadServerConfig};
 
-use crate::pod_env::{env, filesystem_image_size};
+use crate::pod_env::env;
 use crate::pod_paths::{POD_IP_ENV, in_pod};
 
 pub async fn run() -> Result<()> {
@@ -44,20 +44,17 @@ pub async fn run() -> Result<()> {
 }
 
 async fn serve() -> Result<CompletionMessage> {
-    let config = config_from_env()?;
+    let vars = UploadServerEnv::from_env(&ProcessEnv)?;
+    let config = config_from_env(&vars)?;
     let deadline = env("DEADLINE")
         .map(|text| parse_rfc3339(&text).with_context(|| format!("DEADLINE {text:?}")))
         .transpose()?;
-    let cert = env(upload_env::TLS_CERT_FILE).context("TLS_CERT_FILE is required")?;
-    let key = env(upload_env::TLS_KEY_FILE).context("TLS_KEY_FILE is required")?;
-    let client_ca = env(upload_env::CLIENT_CERT_FILE)
-        .context("CLIENT_CERT_FILE (the CA of the proxy's client certificate) is required")?;
-    let identity = Identity::from_files(&in_pod(&cert), &in_pod(&key))?;
-    let roots = tls::roots_from_file(&in_pod(&client_ca))?;
+    let identity = Identity::from_files(&in_pod(&vars.tls_cert_file), &in_pod(&vars.tls_key_file))?;
+    let roots = tls::roots_from_file(&in_pod(&vars.client_cert_file))?;
     let tls_config = tls::server_config(&identity, Some(roots))?;
 
     let address = env("LISTEN_ADDRESS").unwrap_or_else(pod_address);
-    let port = env(upload_env::LISTEN_PORT).unwrap_or_else(|| "8443".into());
+    let port = vars.listen_port.as_deref().unwrap_or("8443");
     let listen = format!("{address}:{port}");
     let listener = TcpListener::bind(&listen)
         .await
@@ -112,7 +109,7 @@ fn pod_address() -> String {
     env(POD_IP_ENV).unwrap_or_else(|| "0.0.0.0".into())
 }
 
-fn config_from_env() -> Result<UploadServerConfig> {
+fn config_from_env(vars: &UploadServerEnv) -> Result<UploadServerConfig> {
     let block_path = env("FERROVIRT_UPLOAD_BLOCK_PATH")
         .map(PathBuf::from)
         .unwrap_or_else(|| in_pod(BLOCK_DEVICE_PATH));
@@ -128,14 +125,9 @@ fn config_from_env() -> Result<UploadServerConfig> {
         })
         .unwrap_or(false);
     let mut config = UploadServerConfig::new(&destination);
-    config.image_size = filesystem_image_size(upload_env::IMAGE_SIZE, block)?;
-    config.preallocate = match env(worker_env::PREALLOCATION) {
-        None => false,
-        Some(v) => {
-            parse_bool(&v).with_context(|| format!("PREALLOCATION has a wrong value {v:?}"))?
-        }
-    };
-    config.client_name = env(upload_env::CLIENT_NAME);
+    config.image_size = vars.volume.filesystem_image_size(block)?;
+    config.preallocate = vars.volume.preallocation;
+    config.client_name = vars.client_name.clone();
     config.checksum = env("UPLOAD_CHECKSUM")
         .map(|c| c.parse::<Checksum>())
         .transpose()?;
@@ -147,14 +139,6 @@ fn config_from_env() -> Result<UploadServerConfig> {
         ),
     };
     Ok(config)
-}
-
-fn parse_bool(text: &str) -> Result<bool> {
-    match text.to_ascii_lowercase().as_str() {
-        "1" | "t" | "true" => Ok(true),
-        "0" | "f" | "false" => Ok(false),
-        _ => bail!("not a boolean"),
-    }
 }
 
 /// An RFC 3339 time (`2026-11-22T10:00:00Z`, `...+02:00`, fractional seconds ignored).

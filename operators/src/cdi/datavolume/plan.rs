@@ -823,7 +823,7 @@ fn calls_a_former_server(
     let Some(server) = server.filter(|p| pod::is_ready(p)) else {
         return false;
     };
-    let told = pod::env_value(source_pod, pod::UPLOAD_SERVER_ADDRESS_ENV);
+    let told = pod::told_upload_server_address(source_pod);
     let current = connection(config, target, server).server_address;
     told.is_some() && current.is_some() && told != current
 }

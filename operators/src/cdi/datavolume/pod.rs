@@ -11,20 +11,19 @@ use std::collections::BTreeMap;
 use api::cdi::DataVolume;
 use api::cdi::datavolume::{STORAGE_RESOURCE, annotations};
 use api::cdi::pod_contract::env::{
-    self as worker_env, clone_source as clone_env, importer as importer_env,
-    upload_server as upload_env,
+    CloneSourceEnv, ImporterEnv, Lookup, SourceCredentials, UploadServerEnv, VolumeEnv,
+    clone_source,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, ContainerPort, ContainerState, EnvVar, EnvVarSource,
-    HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe,
-    SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeDevice,
-    VolumeMount,
+    ConfigMapVolumeSource, Container, ContainerPort, ContainerState, HTTPGetAction,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe,
+    SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeDevice, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-pub use api::cdi::pod_contract::{FailureReason, WorkerFailure};
+pub use api::cdi::pod_contract::{CLONE_SOURCE_MOUNT, FailureReason, NO_DISK_IMAGE, WorkerFailure};
 use api::cdi::pod_contract::{TERMINATION_LOG_PATH, TerminationMessage};
 
 use super::keys::{
@@ -96,15 +95,8 @@ pub const CLONE_UNIQUE_ID_LABEL: &str = "cdi.kubevirt.io/cloneUniqueID";
 /// The label naming the DataVolume (its uid) a clone source pod works for, which finds the
 /// pod when the DataVolume is deleted, wherever the pod is.
 pub const CLONE_OWNER_LABEL: &str = "ferrovirt.io/clone-for-datavolume";
-/// Beyond CDI: the address (`ip:port`) a clone source reaches UPLOAD_URL's host at, keeping
-/// the name for TLS; set where Services have no cluster DNS (one machine).
-pub const UPLOAD_SERVER_ADDRESS_ENV: &str = "FERROVIRT_UPLOAD_SERVER_ADDRESS";
-/// The termination message of a clone source whose volume holds no disk image.
-pub const NO_DISK_IMAGE: &str = "only disk images are cloned this way";
 /// The termination message of a clone whose source went away before it completed.
 pub const SOURCE_DELETED: &str = "was deleted before the clone completed";
-/// Where the source pod mounts a filesystem source volume (CDI's `ClonerMountPath`).
-pub const CLONE_SOURCE_MOUNT: &str = "/var/run/cdi/clone/source";
 /// The volume of the clone source in the source pod.
 pub const CLONE_SOURCE_VOLUME: &str = "cdi-clone-source";
 
@@ -121,26 +113,18 @@ pub struct WorkerSettings<'a> {
     pub insecure_tls: bool,
 }
 
-fn env(name: &str, value: impl Into<String>) -> EnvVar {
-    EnvVar {
-        name: name.to_string(),
-        value: Some(value.into()),
-        value_from: None,
-    }
-}
-
-fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_string(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.to_string(),
-                key: key.to_string(),
-                optional: None,
-            }),
-            ..Default::default()
-        }),
+/// What a worker pod filling `pvc` for `dv` is told about the volume.
+fn volume_env(
+    dv: &DataVolume,
+    pvc: &PersistentVolumeClaim,
+    settings: &WorkerSettings<'_>,
+    block: bool,
+) -> VolumeEnv {
+    VolumeEnv {
+        owner_uid: dv.metadata.uid.clone().unwrap_or_default(),
+        image_size: Some(requested_size(pvc).unwrap_or_default()),
+        filesystem_overhead: Some(overhead_text(settings.filesystem_overhead, block)),
+        preallocation: settings.preallocation,
     }
 }
 
@@ -245,58 +229,23 @@ pub fn importer_pod(
     settings: &WorkerSettings<'_>,
 ) -> Pod {
     let block = is_block(pvc);
-    let mut vars = vec![
-        env(importer_env::SOURCE, source.kind),
-        env(
-            importer_env::ENDPOINT,
-            source.endpoint.clone().unwrap_or_default(),
-        ),
-        env(importer_env::CONTENT_TYPE, content_type(dv)),
-        env(
-            importer_env::IMAGE_SIZE,
-            requested_size(pvc).unwrap_or_default(),
-        ),
-        env(
-            worker_env::OWNER_UID,
-            dv.metadata.uid.clone().unwrap_or_default(),
-        ),
-        env(
-            worker_env::FILESYSTEM_OVERHEAD,
-            overhead_text(settings.filesystem_overhead, block),
-        ),
-        env(
-            importer_env::INSECURE_TLS,
-            settings.insecure_tls.to_string(),
-        ),
-        env(
-            worker_env::PREALLOCATION,
-            settings.preallocation.to_string(),
-        ),
-        env(
-            importer_env::METRICS_ADDRESS,
-            format!("0.0.0.0:{METRICS_PORT}"),
-        ),
-    ];
-    if let Some(checksum) = &source.checksum {
-        vars.push(env(importer_env::CHECKSUM, checksum.clone()));
+    let vars = ImporterEnv {
+        volume: volume_env(dv, pvc, settings, block),
+        source: Some(source.kind.to_string()),
+        endpoint: Some(source.endpoint.clone().unwrap_or_default()),
+        content_type: Some(content_type(dv).to_string()),
+        insecure_tls: settings.insecure_tls,
+        metrics_address: Some(format!("0.0.0.0:{METRICS_PORT}")),
+        checksum: source.checksum.clone(),
+        registry_architecture: source.architecture.clone(),
+        credentials: source.secret_ref.clone().map(SourceCredentials::Secret),
+        cert_dir: source
+            .cert_config_map
+            .as_ref()
+            .map(|_| CERT_DIR.to_string()),
+        extra_headers: source.extra_headers.clone(),
     }
-    if let Some(arch) = &source.architecture {
-        vars.push(env(importer_env::REGISTRY_ARCHITECTURE, arch.clone()));
-    }
-    if let Some(secret) = &source.secret_ref {
-        vars.push(secret_env(
-            importer_env::ACCESS_KEY_ID,
-            secret,
-            "accessKeyId",
-        ));
-        vars.push(secret_env(importer_env::SECRET_KEY, secret, "secretKey"));
-    }
-    for (i, header) in source.extra_headers.iter().enumerate() {
-        vars.push(env(
-            &format!("{}{i}", importer_env::EXTRA_HEADER_PREFIX),
-            header.clone(),
-        ));
-    }
+    .to_env();
     let mut container = Container {
         name: "importer".to_string(),
         image: Some(settings.config.image.clone()),
@@ -315,7 +264,6 @@ pub fn importer_pod(
     let mut volumes = Vec::new();
     attach_target(pvc, &mut container, &mut volumes);
     if let Some(cm) = &source.cert_config_map {
-        vars.push(env(importer_env::CERT_DIR, CERT_DIR));
         volumes.push(Volume {
             name: CERT_VOLUME_NAME.to_string(),
             config_map: Some(ConfigMapVolumeSource {
@@ -390,34 +338,15 @@ pub fn upload_pod(
     if let (Some(labels), Some(uid)) = (meta.labels.as_mut(), pvc.metadata.uid.as_ref()) {
         labels.insert(UPLOAD_TARGET_LABEL.to_string(), uid.clone());
     }
-    let vars = vec![
-        env(
-            upload_env::TLS_KEY_FILE,
-            format!("{UPLOAD_TLS_DIR}/tls.key"),
-        ),
-        env(
-            upload_env::TLS_CERT_FILE,
-            format!("{UPLOAD_TLS_DIR}/tls.crt"),
-        ),
-        env(
-            upload_env::CLIENT_CERT_FILE,
-            format!("{UPLOAD_CLIENT_CA_DIR}/ca-bundle.crt"),
-        ),
-        env(upload_env::CLIENT_NAME, client_name),
-        env(
-            upload_env::IMAGE_SIZE,
-            requested_size(pvc).unwrap_or_default(),
-        ),
-        env(
-            worker_env::FILESYSTEM_OVERHEAD,
-            overhead_text(settings.filesystem_overhead, block),
-        ),
-        env(
-            worker_env::PREALLOCATION,
-            settings.preallocation.to_string(),
-        ),
-        env(upload_env::LISTEN_PORT, UPLOAD_PORT.to_string()),
-    ];
+    let vars = UploadServerEnv {
+        volume: volume_env(dv, pvc, settings, block),
+        tls_key_file: format!("{UPLOAD_TLS_DIR}/tls.key"),
+        tls_cert_file: format!("{UPLOAD_TLS_DIR}/tls.crt"),
+        client_cert_file: format!("{UPLOAD_CLIENT_CA_DIR}/ca-bundle.crt"),
+        client_name: Some(client_name.to_string()),
+        listen_port: Some(UPLOAD_PORT.to_string()),
+    }
+    .to_env();
     let mut container = Container {
         name: "cdi-upload-server".to_string(),
         image: Some(settings.config.image.clone()),
@@ -539,27 +468,20 @@ pub fn clone_source_pod(
     } else {
         (FILESYSTEM_CLONE, CLONE_SOURCE_MOUNT)
     };
-    let mut vars = vec![
-        env(clone_env::CLIENT_KEY, connection.client_key_pem.clone()),
-        env(clone_env::CLIENT_CERT, connection.client_cert_pem.clone()),
-        env(clone_env::SERVER_CA_CERT, connection.server_ca_pem.clone()),
-        env(clone_env::UPLOAD_URL, connection.upload_url.clone()),
-        env(
-            worker_env::OWNER_UID,
-            dv.metadata.uid.clone().unwrap_or_default(),
-        ),
-        env(
-            worker_env::PREALLOCATION,
-            settings.preallocation.to_string(),
-        ),
-        env(
-            clone_env::METRICS_ADDRESS,
-            format!("0.0.0.0:{METRICS_PORT}"),
-        ),
-    ];
-    if let Some(address) = &connection.server_address {
-        vars.push(env(UPLOAD_SERVER_ADDRESS_ENV, address.clone()));
+    let vars = CloneSourceEnv {
+        volume: VolumeEnv {
+            owner_uid: dv.metadata.uid.clone().unwrap_or_default(),
+            preallocation: settings.preallocation,
+            ..Default::default()
+        },
+        client_key: connection.client_key_pem.clone(),
+        client_cert: connection.client_cert_pem.clone(),
+        server_ca_cert: connection.server_ca_pem.clone(),
+        upload_url: connection.upload_url.clone(),
+        metrics_address: Some(format!("0.0.0.0:{METRICS_PORT}")),
+        upload_server_address: connection.server_address.clone(),
     }
+    .to_env();
     let mut container = Container {
         name: "cdi-clone-source".to_string(),
         image: Some(settings.config.image.clone()),
@@ -620,24 +542,18 @@ pub fn clone_source_pod(
 /// servers, PEM) into its pod's environment; they are issued only when the pod is created.
 pub fn set_clone_credentials(pod: &mut Pod, cert_pem: &str, key_pem: &str, server_ca_pem: &str) {
     let containers = pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
-    for var in containers.flat_map(|c| c.env.iter_mut().flatten()) {
-        let value = match var.name.as_str() {
-            clone_env::CLIENT_CERT => cert_pem,
-            clone_env::CLIENT_KEY => key_pem,
-            clone_env::SERVER_CA_CERT => server_ca_pem,
-            _ => continue,
-        };
-        var.value = Some(value.to_string());
+    for vars in containers.filter_map(|c| c.env.as_mut()) {
+        CloneSourceEnv::set_credentials(vars, cert_pem, key_pem, server_ca_pem);
     }
 }
 
-/// The value a pod's containers were given for the environment variable `name`.
-pub fn env_value(pod: &Pod, name: &str) -> Option<String> {
-    let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
-    containers
-        .flat_map(|c| c.env.iter().flatten())
-        .find(|var| var.name == name)
-        .and_then(|var| var.value.clone())
+/// The upload server address a clone source pod was told (where there is no cluster DNS).
+pub fn told_upload_server_address(pod: &Pod) -> Option<String> {
+    let container = pod.spec.as_ref()?.containers.first()?;
+    container
+        .env
+        .as_deref()?
+        .var(clone_source::UPLOAD_SERVER_ADDRESS)
 }
 
 /// The service `cdi-upload-<pvc>` in front of the upload server pod (the upload proxy's
@@ -873,7 +789,7 @@ mod tests {
     use api::cdi::DataVolumeSpec;
     use k8s_openapi::api::core::v1::{
         ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-        PersistentVolumeClaimSpec, PodStatus, VolumeResourceRequirements,
+        EnvVar, PersistentVolumeClaimSpec, PodStatus, VolumeResourceRequirements,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -1097,7 +1013,10 @@ mod tests {
         let env = env_of(&pod);
         assert_eq!(value(&env, "UPLOAD_URL"), connection.upload_url);
         assert_eq!(value(&env, "CLIENT_CERT"), "CERT");
-        assert_eq!(value(&env, UPLOAD_SERVER_ADDRESS_ENV), "127.0.0.9:8443");
+        assert_eq!(
+            value(&env, "FERROVIRT_UPLOAD_SERVER_ADDRESS"),
+            "127.0.0.9:8443"
+        );
         let spec = pod.spec.unwrap();
         let c = &spec.containers[0];
         assert_eq!(

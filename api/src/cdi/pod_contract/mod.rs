@@ -21,53 +21,14 @@ pub const DISK_IMAGE_FILE: &str = "disk.img";
 pub const DATA_IMAGE_PATH: &str = "/data/disk.img";
 /// Where a block volume appears in a worker pod.
 pub const BLOCK_DEVICE_PATH: &str = "/dev/cdi-block-volume";
+/// Where a clone source pod mounts a filesystem source volume (CDI's `ClonerMountPath`).
+pub const CLONE_SOURCE_MOUNT: &str = "/var/run/cdi/clone/source";
+/// What a clone source says of a filesystem source volume that holds no disk image.
+pub const NO_DISK_IMAGE: &str = "only disk images are cloned this way";
 /// Where a worker leaves its termination message.
 pub const TERMINATION_LOG_PATH: &str = "/dev/termination-log";
 
-/// The environment of the worker pods, by CDI's names: the controller sets it, the pods read
-/// it.
-pub mod env {
-    /// What every worker reads.
-    pub const OWNER_UID: &str = "OWNER_UID";
-    pub const FILESYSTEM_OVERHEAD: &str = "FILESYSTEM_OVERHEAD";
-    pub const PREALLOCATION: &str = "PREALLOCATION";
-
-    /// The importer's (`ferrovirt importer`).
-    pub mod importer {
-        pub const SOURCE: &str = "IMPORTER_SOURCE";
-        pub const ENDPOINT: &str = "IMPORTER_ENDPOINT";
-        pub const CONTENT_TYPE: &str = "IMPORTER_CONTENTTYPE";
-        pub const IMAGE_SIZE: &str = "IMPORTER_IMAGE_SIZE";
-        pub const INSECURE_TLS: &str = "INSECURE_TLS";
-        pub const METRICS_ADDRESS: &str = "IMPORTER_METRICS_ADDR";
-        pub const CHECKSUM: &str = "IMPORTER_CHECKSUM";
-        pub const REGISTRY_ARCHITECTURE: &str = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE";
-        pub const ACCESS_KEY_ID: &str = "IMPORTER_ACCESS_KEY_ID";
-        pub const SECRET_KEY: &str = "IMPORTER_SECRET_KEY";
-        pub const CERT_DIR: &str = "IMPORTER_CERT_DIR";
-        /// Followed by 0, 1, ...: one `Name: value` header each.
-        pub const EXTRA_HEADER_PREFIX: &str = "IMPORTER_EXTRA_HEADER_";
-    }
-
-    /// The upload server's (`ferrovirt upload-server`).
-    pub mod upload_server {
-        pub const TLS_KEY_FILE: &str = "TLS_KEY_FILE";
-        pub const TLS_CERT_FILE: &str = "TLS_CERT_FILE";
-        pub const CLIENT_CERT_FILE: &str = "CLIENT_CERT_FILE";
-        pub const CLIENT_NAME: &str = "CLIENT_NAME";
-        pub const IMAGE_SIZE: &str = "UPLOAD_IMAGE_SIZE";
-        pub const LISTEN_PORT: &str = "LISTEN_PORT";
-    }
-
-    /// A host-assisted clone's source (`ferrovirt clone-source`).
-    pub mod clone_source {
-        pub const CLIENT_KEY: &str = "CLIENT_KEY";
-        pub const CLIENT_CERT: &str = "CLIENT_CERT";
-        pub const SERVER_CA_CERT: &str = "SERVER_CA_CERT";
-        pub const UPLOAD_URL: &str = "UPLOAD_URL";
-        pub const METRICS_ADDRESS: &str = "CLONER_METRICS_ADDR";
-    }
-}
+pub mod env;
 
 /// The most of a termination message the kubelet keeps (it reads the first 4 KiB).
 pub const TERMINATION_MESSAGE_LIMIT: usize = 4096;
