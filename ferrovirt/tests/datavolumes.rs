@@ -27,6 +27,81 @@ fn http_qcow2_xz_import_succeeds_with_the_converted_image() {
     // The importer pod is gone once the import succeeded.
     let pods = platform.ok(&["get", "pods", "-o", "name"]);
     assert!(!pods.contains("importer-fedora"), "{pods}");
+    assert_import_events(&platform, "fedora");
+}
+
+/// The DataVolume's Events as kubectl lists them (core Events, though the controller
+/// publishes through `events.k8s.io`): CDI's reasons and messages, in CDI's order, each
+/// once, and the same in `kubectl describe`.
+fn assert_import_events(platform: &Platform, dv: &str) {
+    let selector =
+        format!("--field-selector=involvedObject.name={dv},involvedObject.kind=DataVolume");
+    let list = || {
+        let listed = platform
+            .json(&["get", "events", &selector])
+            .expect("events");
+        let mut events: Vec<(String, String, String)> = listed["items"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|e| {
+                let text = |field: &str| e[field].as_str().unwrap_or_default().to_string();
+                (text("eventTime"), text("reason"), text("message"))
+            })
+            .collect();
+        events.sort();
+        events
+    };
+    // An event is published just after the status write the test waited for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let events = loop {
+        let events = list();
+        let done = events
+            .iter()
+            .any(|(_, reason, _)| reason == "ImportSucceeded");
+        if done || std::time::Instant::now() > deadline {
+            break events;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let reasons: Vec<&str> = events
+        .iter()
+        .map(|(_, reason, _)| reason.as_str())
+        .collect();
+    // A claim may be bound before the DataVolume first looks, and a quick import may finish
+    // between two looks: those steps can be missing, never out of order or twice.
+    let order = [
+        "Pending",
+        "Bound",
+        "ImportScheduled",
+        "ImportInProgress",
+        "ImportSucceeded",
+    ];
+    let positions: Vec<usize> = reasons
+        .iter()
+        .map(|r| {
+            order
+                .iter()
+                .position(|o| o == r)
+                .unwrap_or_else(|| panic!("{r} in {events:?}"))
+        })
+        .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{events:?}");
+    for (reason, message) in [
+        ("Bound", format!("PVC {dv} Bound")),
+        (
+            "ImportSucceeded",
+            format!("Successfully imported into PVC {dv}"),
+        ),
+    ] {
+        assert!(
+            events.iter().any(|(_, r, m)| r == reason && *m == message),
+            "{reason}: {events:?}"
+        );
+    }
+    let described = platform.ok(&["describe", "datavolume", dv]);
+    let tail = described.split("Events:").nth(1).unwrap_or_default();
+    assert!(tail.contains("ImportSucceeded"), "{described}");
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod authz;
 mod credentials;
 mod discovery;
 mod errors;
+mod event_view;
 mod fields;
 mod front_proxy;
 mod gc;

@@ -7,6 +7,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
+use super::event_view;
 use super::object::{self, UpdateTarget};
 use super::patch::{self, Patch, PatchType};
 use super::resources::{Registry, ResourceType, from_crd};
@@ -112,7 +113,15 @@ impl Objects {
             .as_deref()
             .map(decode_continue)
             .transpose()?;
-        let keep = |o: &Value| options.labels.matches(o) && options.fields.matches(o);
+        let keep = |o: &Value| {
+            let matches = |o: &Value| options.labels.matches(o) && options.fields.matches(o);
+            if event_view::is_view(rt) {
+                // Selectors name the fields of the shape served (`regarding.name=...`).
+                matches(&served_shape(rt, o.clone()))
+            } else {
+                matches(o)
+            }
+        };
         let scan = self.store.scan(
             &rt.storage_key(),
             ns,
@@ -179,6 +188,7 @@ impl Objects {
         mut body: Value,
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
+        let body = stored_shape(rt, body);
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
@@ -253,6 +263,7 @@ impl Objects {
         target: UpdateTarget,
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
+        let body = stored_shape(rt, body);
         self.write_update(rt, version, ns, name, target, |_| Ok(body))
     }
 
@@ -275,13 +286,15 @@ impl Objects {
             }
         }
         self.write_update(rt, version, ns, name, target, |current| {
+            // A patch is written against the shape it was sent in.
+            let current = &served_shape(rt, current.clone());
             let mut patched = patch::apply(kind, current, patch)?;
             // A patch carries a precondition only if it names a resourceVersion itself.
             if patch["metadata"].get("resourceVersion").is_none() {
                 patched["metadata"]["resourceVersion"] =
                     current["metadata"]["resourceVersion"].clone();
             }
-            Ok(patched)
+            Ok(stored_shape(rt, patched))
         })
     }
 
@@ -454,8 +467,28 @@ impl Objects {
     }
 }
 
-/// Objects are stored once; read at another served version, they carry that apiVersion.
-pub fn with_version(rt: &ResourceType, version: &str, mut object: Value) -> Value {
+/// An object as it is stored: an `events.k8s.io` Event as a core Event.
+fn stored_shape(rt: &ResourceType, object: Value) -> Value {
+    if event_view::is_view(rt) {
+        event_view::to_core(object)
+    } else {
+        object
+    }
+}
+
+/// A stored object in the shape of the API `rt` serves.
+fn served_shape(rt: &ResourceType, object: Value) -> Value {
+    if event_view::is_view(rt) {
+        event_view::from_core(object)
+    } else {
+        object
+    }
+}
+
+/// Objects are stored once; read at another served version (or through another API of the
+/// same objects), they carry that apiVersion and shape.
+pub fn with_version(rt: &ResourceType, version: &str, object: Value) -> Value {
+    let mut object = served_shape(rt, object);
     if object.is_object() {
         object["apiVersion"] = json!(rt.api_version(version));
     }

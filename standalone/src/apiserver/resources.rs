@@ -37,8 +37,12 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
-    /// The key objects of this resource are stored under, the same for every version.
+    /// The key objects of this resource are stored under, the same for every version (and
+    /// for `events.k8s.io` Events, the core Events' key: they are a view of those).
     pub fn storage_key(&self) -> String {
+        if super::event_view::is_view(self) {
+            return super::event_view::EVENTS_KEY.to_string();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 

@@ -23,7 +23,7 @@ use super::keys::{ANN_CLONE_TYPE, retain_after_completion};
 use super::pod::{self, CloneConnection, UPLOAD_PORT, WorkerSettings};
 use super::pvc::{self, BLOCK, PvcInputs};
 use super::settings::ClusterSettings;
-use super::status::{self, PhaseEvent, StatusInputs};
+use super::status::{self, StatusEvent, StatusInputs};
 use super::transfer::Transfer;
 use crate::config::ControllerConfig;
 use crate::kube::finalizer;
@@ -162,8 +162,8 @@ pub enum DvAction {
     DeleteRestoreClaim { namespace: String, name: String },
     /// Write the DataVolume's status.
     WriteStatus(Box<DataVolumeStatus>),
-    /// Publish the event of a phase change.
-    Publish(PhaseEvent),
+    /// Publish an event of a status change (CDI's reasons and messages).
+    Publish(StatusEvent),
     /// Look at the DataVolume again after this long.
     Requeue(Duration),
     /// Look at the DataVolume again only when something changes.
@@ -285,7 +285,7 @@ fn report_blocked(
     actions
 }
 
-/// Adds the status write (when it changes) and the phase event; returns the phase.
+/// Adds the status write and its events when the status changes; returns the phase.
 fn push_status(
     obs: &Observed,
     inputs: &StatusInputs<'_>,
@@ -293,12 +293,13 @@ fn push_status(
 ) -> Option<DataVolumePhase> {
     let (status, event) = status::desired_status(inputs);
     let phase = status.phase;
-    if obs.dv.status.as_ref() != Some(&status) {
-        actions.push(DvAction::WriteStatus(Box::new(status)));
+    if obs.dv.status.as_ref() == Some(&status) {
+        return phase;
     }
-    if let Some(event) = event {
-        actions.push(DvAction::Publish(event));
-    }
+    // As CDI: the events once the status is written.
+    let events = status::status_events(obs.dv.status.as_ref(), &status, event);
+    actions.push(DvAction::WriteStatus(Box::new(status)));
+    actions.extend(events.into_iter().map(DvAction::Publish));
     phase
 }
 

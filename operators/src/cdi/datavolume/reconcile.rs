@@ -150,7 +150,7 @@ async fn apply(ctx: &Context, observed: &mut Observed, action: DvAction) -> Resu
                 &ctx.recorder,
                 dv,
                 event.warning,
-                event.reason,
+                &event.reason,
                 &event.message,
             )
             .await;

@@ -17,13 +17,14 @@ use kube::ResourceExt;
 use super::pod::{SOURCE_RUNNING_KEYS, recorded_terminal_failure};
 use super::transfer::Transfer;
 
-/// An event to publish when the phase changes.
+/// An event CDI publishes on a DataVolume when its status changes: of the phase, of the
+/// Bound condition, or of a transfer that stopped with a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PhaseEvent {
+pub struct StatusEvent {
     /// `Normal` or `Warning`.
     pub warning: bool,
     /// CDI's reason.
-    pub reason: &'static str,
+    pub reason: String,
     /// CDI's message.
     pub message: String,
 }
@@ -206,17 +207,17 @@ fn failing_source(
 fn transfer_phase(
     obs: &StatusInputs<'_>,
     pvc: &PersistentVolumeClaim,
-) -> (DataVolumePhase, Option<PhaseEvent>) {
+) -> (DataVolumePhase, Option<StatusEvent>) {
     use DataVolumePhase as P;
     let ann = pvc.annotations();
     let pod_phase = ann.get(annotations::POD_PHASE).map(String::as_str);
     let name = pvc.name_any();
     let bound = pvc_phase(pvc) == "Bound";
     let current = obs.current.and_then(|s| s.phase).unwrap_or(P::Pending);
-    let event = |warning, reason, message: String| {
-        Some(PhaseEvent {
+    let event = |warning, reason: &str, message: String| {
+        Some(StatusEvent {
             warning,
-            reason,
+            reason: reason.to_string(),
             message,
         })
     };
@@ -367,7 +368,7 @@ fn transfer_phase(
 }
 
 /// The status the DataVolume should have, and the event of a phase change.
-pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<PhaseEvent>) {
+pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<StatusEvent>) {
     use DataVolumePhase as P;
     let mut status = obs.current.cloned().unwrap_or_default();
     let previous = status.phase;
@@ -380,10 +381,20 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Phase
     } else if let Some(message) = obs.pvc.and_then(recorded_terminal_failure) {
         (
             P::Failed,
-            Some(PhaseEvent {
+            Some(StatusEvent {
                 warning: true,
-                reason: "Error",
+                reason: "Error".into(),
                 message,
+            }),
+        )
+    } else if let Some(lost) = obs.pvc.filter(|p| pvc_phase(p) == "Lost") {
+        // The claim's volume is gone, whatever it held: CDI fails the DataVolume.
+        (
+            P::Failed,
+            Some(StatusEvent {
+                warning: true,
+                reason: "ErrClaimLost".into(),
+                message: format!("PVC {} lost", lost.name_any()),
             }),
         )
     } else if previous == Some(P::Succeeded) {
@@ -391,9 +402,9 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Phase
     } else if let Transfer::Unsupported(message) = obs.transfer {
         (
             P::Pending,
-            Some(PhaseEvent {
+            Some(StatusEvent {
                 warning: true,
-                reason: "Unsupported",
+                reason: "Unsupported".into(),
                 message: message.clone(),
             }),
         )
@@ -402,9 +413,9 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Phase
             let name = pvc.name_any();
             (
                 P::WaitForFirstConsumer,
-                Some(PhaseEvent {
+                Some(StatusEvent {
                     warning: false,
-                    reason: "WaitForFirstConsumer",
+                    reason: "WaitForFirstConsumer".into(),
                     message: format!("PVC {name} Pending, waiting for first consumer"),
                 }),
             )
@@ -444,7 +455,7 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Phase
     };
     bound_condition(&mut conditions, obs);
     let (ready_reason, ready_message) = match (&event, phase) {
-        (Some(e), _) => (e.reason, e.message.clone()),
+        (Some(e), _) => (e.reason.as_str(), e.message.clone()),
         _ => ("", String::new()),
     };
     if phase == P::Failed {
@@ -489,6 +500,62 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Phase
     }
     status.conditions = Some(conditions);
     (status, event)
+}
+
+/// The events CDI publishes when a status write changes the DataVolume, in the order a
+/// reader follows them: the Bound condition's whenever its status, reason or message changes
+/// (the claim is bound before anything is scheduled on it), then `phase_event`, then a
+/// warning with the Running condition's reason and message when a bound transfer stopped,
+/// not ready, with a message it did not have before.
+pub fn status_events(
+    before: Option<&DataVolumeStatus>,
+    after: &DataVolumeStatus,
+    phase_event: Option<StatusEvent>,
+) -> Vec<StatusEvent> {
+    use DataVolumeConditionType::{Bound, Ready, Running};
+    let condition = |status: Option<&DataVolumeStatus>, type_| {
+        status?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == type_)
+            .cloned()
+    };
+    let same = |a: &DataVolumeCondition, b: &DataVolumeCondition| {
+        a.status == b.status && a.reason == b.reason && a.message == b.message
+    };
+    let mut events = Vec::new();
+    let bound = condition(Some(after), Bound);
+    if let Some(now) = &bound {
+        if !condition(before, Bound).is_some_and(|was| same(&was, now)) {
+            events.push(StatusEvent {
+                warning: false,
+                reason: now.reason.clone().unwrap_or_default(),
+                message: now.message.clone().unwrap_or_default(),
+            });
+        }
+    }
+    events.extend(phase_event);
+    let (Some(bound), Some(ready), Some(running)) = (
+        bound,
+        condition(Some(after), Ready),
+        condition(Some(after), Running),
+    ) else {
+        return events;
+    };
+    let stopped = ready.status == ConditionStatus::False
+        && running.status == ConditionStatus::False
+        && bound.status == ConditionStatus::True;
+    let message = running.message.clone().unwrap_or_default();
+    let was = condition(before, Running).and_then(|c| c.message);
+    if stopped && !message.is_empty() && was.as_deref() != Some(message.as_str()) {
+        events.push(StatusEvent {
+            warning: true,
+            reason: running.reason.unwrap_or_default(),
+            message,
+        });
+    }
+    events
 }
 
 /// The progress of `owner_uid`'s transfer from a worker's Prometheus text, as CDI formats
@@ -883,5 +950,93 @@ mod tests {
             ),
             None
         );
+    }
+
+    /// The events of an import whose claim and pod go through `steps` (claim phase, pod
+    /// phase), each step's status written over the last, as the controller does.
+    fn events_of(steps: &[(&str, Option<&str>)]) -> Vec<(bool, String, String)> {
+        let transfer = import();
+        let now = now();
+        let mut current: Option<DataVolumeStatus> = None;
+        let mut events = Vec::new();
+        for (claim, pod) in steps {
+            let mut ann = vec![(annotations::POD_RESTARTS, "0")];
+            if let Some(pod) = pod {
+                ann.push((annotations::POD_PHASE, pod));
+            }
+            if *pod == Some("Failed") {
+                ann.push((annotations::RUNNING_CONDITION, "false"));
+                ann.push((annotations::RUNNING_CONDITION_REASON, "Error"));
+                ann.push((annotations::RUNNING_CONDITION_MESSAGE, "HTTP 404 Not Found"));
+            }
+            let claim = pvc(claim, &ann);
+            let (status, phase_event) =
+                desired_status(&observe(&transfer, Some(&claim), current.as_ref(), &now));
+            if current.as_ref() != Some(&status) {
+                for e in status_events(current.as_ref(), &status, phase_event) {
+                    events.push((e.warning, e.reason, e.message));
+                }
+            }
+            current = Some(status);
+        }
+        events
+    }
+
+    #[test]
+    fn an_import_publishes_cdis_events_in_order_and_each_once() {
+        let events = events_of(&[
+            ("Pending", None),
+            ("Pending", None),
+            ("Bound", None),
+            ("Bound", Some("Pending")),
+            ("Bound", Some("Running")),
+            ("Bound", Some("Running")),
+            ("Bound", Some("Succeeded")),
+        ]);
+        let normal = |reason: &str, message: &str| (false, reason.to_string(), message.to_string());
+        assert_eq!(
+            events,
+            [
+                normal("Pending", "PVC disk Pending"),
+                normal("Bound", "PVC disk Bound"),
+                normal("ImportScheduled", "Import into disk scheduled"),
+                normal("ImportInProgress", "Import into disk in progress"),
+                normal("ImportSucceeded", "Successfully imported into PVC disk"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stopped_transfer_warns_with_its_message_once() {
+        let events = events_of(&[
+            ("Bound", Some("Running")),
+            ("Bound", Some("Failed")),
+            ("Bound", Some("Failed")),
+        ]);
+        let warnings: Vec<_> = events.iter().filter(|e| e.0).collect();
+        assert_eq!(
+            warnings,
+            [
+                &(
+                    true,
+                    "ImportFailed".into(),
+                    "Failed to import into PVC disk".into()
+                ),
+                &(true, "Error".into(), "HTTP 404 Not Found".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lost_claim_is_published() {
+        let events = events_of(&[("Bound", Some("Succeeded")), ("Lost", Some("Succeeded"))]);
+        let lost: Vec<_> = events.iter().skip_while(|e| e.1 != "ClaimLost").collect();
+        let claim_lost = (false, "ClaimLost".to_string(), "Claim Lost".to_string());
+        let failed = (
+            true,
+            "ErrClaimLost".to_string(),
+            "PVC disk lost".to_string(),
+        );
+        assert_eq!(lost, [&claim_lost, &failed]);
     }
 }
