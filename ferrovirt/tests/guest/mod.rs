@@ -261,10 +261,12 @@ impl GuestShell {
                     .unwrap_or(-1);
                 if text[at + marker.len()..].contains('\n') {
                     // The output starts after the echo of the command line, which ends
-                    // with the marker's unassembled form.
+                    // with the marker's unassembled form: after the last echo, as a line
+                    // typed before the prompt is echoed by the terminal and again by the
+                    // shell's line editor once it starts.
                     let echoed = "\"@@ $?\"";
                     let start = text[..at]
-                        .find(echoed)
+                        .rfind(echoed)
                         .and_then(|e| text[e..at].find('\n').map(|n| e + n + 1))
                         .unwrap_or(at);
                     return (text[start..at].replace('\r', ""), status);
