@@ -30,40 +30,56 @@ fn http_qcow2_xz_import_succeeds_with_the_converted_image() {
     assert_import_events(&platform, "fedora");
 }
 
+/// A DataVolume's Events as kubectl lists them, oldest first: (time, type, reason, message).
+fn dv_events(platform: &Platform, dv: &str) -> Vec<(String, String, String, String)> {
+    let selector =
+        format!("--field-selector=involvedObject.name={dv},involvedObject.kind=DataVolume");
+    let listed = platform
+        .json(&["get", "events", &selector])
+        .expect("events");
+    let mut events: Vec<_> = listed["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| {
+            let text = |field: &str| e[field].as_str().unwrap_or_default().to_string();
+            (
+                text("eventTime"),
+                text("type"),
+                text("reason"),
+                text("message"),
+            )
+        })
+        .collect();
+    events.sort();
+    events
+}
+
+/// The DataVolume's Events once one of them is `reason`: an event is published just after
+/// the status write a test waits for.
+fn dv_events_up_to(
+    platform: &Platform,
+    dv: &str,
+    reason: &str,
+) -> Vec<(String, String, String, String)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let events = dv_events(platform, dv);
+        if events.iter().any(|e| e.2 == reason) || std::time::Instant::now() > deadline {
+            return events;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// The DataVolume's Events as kubectl lists them (core Events, though the controller
 /// publishes through `events.k8s.io`): CDI's reasons and messages, in CDI's order, each
 /// once, and the same in `kubectl describe`.
 fn assert_import_events(platform: &Platform, dv: &str) {
-    let selector =
-        format!("--field-selector=involvedObject.name={dv},involvedObject.kind=DataVolume");
-    let list = || {
-        let listed = platform
-            .json(&["get", "events", &selector])
-            .expect("events");
-        let mut events: Vec<(String, String, String)> = listed["items"]
-            .as_array()
-            .expect("a list")
-            .iter()
-            .map(|e| {
-                let text = |field: &str| e[field].as_str().unwrap_or_default().to_string();
-                (text("eventTime"), text("reason"), text("message"))
-            })
-            .collect();
-        events.sort();
-        events
-    };
-    // An event is published just after the status write the test waited for.
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    let events = loop {
-        let events = list();
-        let done = events
-            .iter()
-            .any(|(_, reason, _)| reason == "ImportSucceeded");
-        if done || std::time::Instant::now() > deadline {
-            break events;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let events: Vec<(String, String, String)> = dv_events_up_to(platform, dv, "ImportSucceeded")
+        .into_iter()
+        .map(|(time, _, reason, message)| (time, reason, message))
+        .collect();
     let reasons: Vec<&str> = events
         .iter()
         .map(|(_, reason, _)| reason.as_str())
@@ -142,6 +158,16 @@ fn unreachable_url_is_retried_and_reported() {
                 .is_some_and(|m| m.contains("404"))
     });
     assert_ne!(phase_of(&dv), "Succeeded", "{dv}");
+    // `kubectl describe dv` says why: a warning with the importer's error.
+    let events = dv_events_up_to(&platform, "missing", "Error");
+    assert!(
+        events
+            .iter()
+            .any(|(_, kind, reason, message)| kind == "Warning"
+                && reason == "Error"
+                && message.contains("404")),
+        "{events:?}"
+    );
     assert_importer_logs(&platform, "importer-missing");
     // Stopped while its importer waits to be restarted, the platform unpublishes the
     // importer's volume: no mount is left behind.
