@@ -11,6 +11,7 @@ mod event_view;
 mod fields;
 mod front_proxy;
 mod gc;
+mod kube_protobuf;
 mod object;
 mod objects;
 mod openapi;
@@ -20,6 +21,7 @@ mod resources;
 mod route;
 mod selector;
 mod server;
+mod service_account_token;
 mod store;
 mod table;
 mod watch;
@@ -94,6 +96,7 @@ impl ApiServer {
             source,
         })?;
         let credentials = Credentials::load_or_create(dir)?;
+        let service_accounts = service_account_token::ServiceAccountTokens::load_or_create(dir)?;
         let store = store::Store::open(&dir.join("state.sqlite")).map_err(StartError::Store)?;
         let mut objects = Objects::new(store, resources::Registry::with_builtins());
         for check in config.admission {
@@ -133,6 +136,8 @@ impl ApiServer {
             create_admission: config.create_admission,
             aggregated: aggregated.clone(),
             pod_state_dir: crate::node_agent::state_dir(dir),
+            protobuf: kube_protobuf::Messages::new(),
+            service_accounts,
         });
         tokio::spawn(server::serve(listener, acceptor, handler, shutdown_rx));
         let kubeconfig = dir.join("kubeconfig");

@@ -662,3 +662,116 @@ fn kubectl_explain_prints_the_descriptions_of_custom_and_built_in_fields() {
     let err = c.fails(&["explain", "datavolume.spec.sorce"]);
     assert!(err.contains("field \"sorce\" does not exist"), "{err}");
 }
+
+/// kubectl's create generators send protobuf and read protobuf back; `create token` asks
+/// for a TokenRequest whose token authenticates as the service account, under RBAC, until
+/// the account is deleted.
+#[test]
+fn kubectl_create_generators_speak_protobuf_and_tokens_follow_rbac() {
+    let c = Cluster::start(vec![]);
+    c.ok(&["create", "namespace", "team"]);
+    fn ns<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        [&["-n", "team"], args].concat()
+    }
+    c.ok(&ns(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=mode=fast",
+    ]));
+    c.ok(&ns(&[
+        "create",
+        "secret",
+        "generic",
+        "pass",
+        "--from-literal=word=hunter2",
+    ]));
+    c.ok(&ns(&[
+        "create",
+        "service",
+        "clusterip",
+        "web",
+        "--tcp=80:http",
+    ]));
+    c.ok(&ns(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--port=8080",
+    ]));
+    c.ok(&ns(&["create", "serviceaccount", "robot"]));
+    c.ok(&ns(&[
+        "create",
+        "role",
+        "reader",
+        "--verb=get,list",
+        "--resource=configmaps",
+    ]));
+    c.ok(&ns(&[
+        "create",
+        "rolebinding",
+        "robot-reads",
+        "--role=reader",
+        "--serviceaccount=team:robot",
+    ]));
+
+    // What was sent in protobuf reads back as the JSON it means.
+    assert_eq!(
+        c.json(&ns(&["get", "configmap", "settings"]))["data"]["mode"],
+        "fast"
+    );
+    assert_eq!(
+        c.json(&ns(&["get", "secret", "pass"]))["data"]["word"],
+        "aHVudGVyMg=="
+    );
+    let service = c.json(&ns(&["get", "service", "web"]));
+    assert_eq!(service["spec"]["ports"][0]["port"], 80);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "http");
+    let deployment = c.json(&ns(&["get", "deployment", "web"]));
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "nginx");
+    assert_eq!(container["ports"][0]["containerPort"], 8080);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    let verbose = c.kubectl(&["create", "namespace", "other", "-v=8"]);
+    let log = String::from_utf8_lossy(&verbose.stderr);
+    assert!(verbose.status.success(), "{log}");
+    assert!(
+        log.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "kubectl sent and got protobuf:\n{log}"
+    );
+
+    let token = c.ok(&ns(&["create", "token", "robot"])).trim().to_string();
+    let robot = ["--token", token.as_str(), "-n", "team"];
+    let as_robot = |args: &[&'static str]| [&robot[..], args].concat();
+    assert_eq!(
+        c.ok(&as_robot(&["auth", "can-i", "list", "configmaps"]))
+            .trim(),
+        "yes"
+    );
+    let can_not = c.kubectl(&as_robot(&["auth", "can-i", "list", "secrets"]));
+    let answer = String::from_utf8_lossy(&can_not.stdout);
+    assert!(answer.starts_with("no"), "{answer}");
+    assert!(c.ok(&as_robot(&["get", "configmaps"])).contains("settings"));
+    let forbidden = c.fails(&as_robot(&["get", "secrets"]));
+    assert!(
+        forbidden
+            .contains("User \"system:serviceaccount:team:robot\" cannot list resource \"secrets\""),
+        "{forbidden}"
+    );
+    let short = c.fails(&ns(&["create", "token", "robot", "--duration=1m"]));
+    assert!(short.contains("less than 10 minutes"), "{short}");
+    let missing = c.fails(&ns(&["create", "token", "nobody"]));
+    assert!(
+        missing.contains("serviceaccounts \"nobody\" not found"),
+        "{missing}"
+    );
+
+    // Deleting the account revokes its tokens.
+    c.ok(&ns(&["delete", "serviceaccount", "robot"]));
+    let revoked = c.fails(&as_robot(&["get", "configmaps"]));
+    assert!(
+        revoked.contains("Unauthorized") || revoked.contains("provide credentials"),
+        "{revoked}"
+    );
+}
