@@ -54,14 +54,12 @@ fn main() {
 fn proto_root() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    // Only the build machine's packages: those of other platforms may never have been
+    // downloaded, and a build script must not reach the network.
+    let host = std::env::var("HOST").map_err(|e| format!("cargo sets HOST: {e}"))?;
     let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--manifest-path",
-        ])
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host, "--manifest-path"])
         .arg(&manifest)
         .output()
         .map_err(|e| format!("running cargo metadata: {e}"))?;
