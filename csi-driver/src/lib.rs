@@ -2,6 +2,7 @@
 //! served with tonic on a unix socket. One process per node is both the controller (with the
 //! external-provisioner in node-deployment mode) and the node plugin, as HPP's driver is.
 
+mod authority;
 mod capability;
 pub mod client;
 mod controller;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use ferrovirt_hostpath::HostPathStore;
 use tokio::net::UnixListener;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 
 /// The CSI bindings generated from `proto/csi.proto`.
@@ -130,7 +132,10 @@ pub async fn serve(
         .add_service(proto::node_server::NodeServer::new(node::NodeService::new(
             shared,
         )))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            UnixListenerStream::new(listener).map(|accepted| accepted.map(authority::relay)),
+            shutdown,
+        )
         .await?;
     Ok(())
 }

@@ -57,6 +57,37 @@ async fn identity_info_capabilities_and_probe() {
     assert_eq!(probe.ready, Some(true));
 }
 
+/// Python's grpcio names the socket as the HTTP/2 authority (grpc/grpc#38142), in both of
+/// the target forms it accepts; the driver answers it as it answers Go's clients.
+#[tokio::test]
+async fn python_grpcio_is_served_despite_its_socket_authority() {
+    let d = TestDriver::start().await;
+    let socket = d.path("csi.sock").display().to_string();
+    let script = r#"
+import sys, grpc
+for target in ("unix://" + sys.argv[1], "unix:" + sys.argv[1]):
+    channel = grpc.insecure_channel(target)
+    call = channel.unary_unary("/csi.v1.Identity/GetPluginInfo")
+    reply = call(b"", timeout=10)
+    assert b"kubevirt.io.hostpath-provisioner" in reply, reply
+    channel.close()
+print("ok")
+"#;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args(["-c", script, &socket])
+            .output()
+            .expect("python3 runs (scripts/test installs grpcio)")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success() && out.stdout.starts_with(b"ok"),
+        "grpcio's call failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 // ---------------------------------------------------------------- controller
 
 #[tokio::test]
