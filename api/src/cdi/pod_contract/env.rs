@@ -308,16 +308,21 @@ impl ImporterEnv {
             }),
             _ => None,
         };
-        // In the order they were given: IMPORTER_EXTRA_HEADER_0, _1, ... _10.
-        let mut numbered: Vec<(u64, String)> = env
+        // Every variable of the prefix, as CDI's importer reads them: the numbered ones in
+        // the order they were given (_0, _1, ... _10), then any others by name.
+        let mut headers: Vec<((bool, Option<u64>, String), String)> = env
             .names_with_prefix(EXTRA_HEADER_PREFIX)
             .into_iter()
             .filter_map(|name| {
-                let index = name[EXTRA_HEADER_PREFIX.len()..].parse().ok()?;
-                Some((index, env.var(&name)?))
+                let suffix = &name[EXTRA_HEADER_PREFIX.len()..];
+                let index: Option<u64> = suffix.parse().ok();
+                Some((
+                    (index.is_none(), index, suffix.to_string()),
+                    env.var(&name)?,
+                ))
             })
             .collect();
-        numbered.sort();
+        headers.sort();
         Ok(Self {
             volume: VolumeEnv::read(env, Some(IMAGE_SIZE))?,
             source: env.var(SOURCE),
@@ -330,7 +335,7 @@ impl ImporterEnv {
             registry_architecture: env.var(REGISTRY_ARCHITECTURE),
             credentials,
             cert_dir: env.var(CERT_DIR),
-            extra_headers: numbered.into_iter().map(|(_, header)| header).collect(),
+            extra_headers: headers.into_iter().map(|(_, header)| header).collect(),
         })
     }
 }
@@ -476,6 +481,23 @@ mod tests {
                 .all(|v| v.name != "IMPORTER_IMAGE_SIZE" || v.value.as_deref() == Some("1Gi")),
             "CDI's names: {vars:?}"
         );
+    }
+
+    #[test]
+    fn every_extra_header_variable_is_read_numbered_first() {
+        let var = |name: &str, value: &str| EnvVar {
+            name: name.into(),
+            value: Some(value.into()),
+            ..Default::default()
+        };
+        let vars = [
+            var("IMPORTER_EXTRA_HEADER_b", "B: 1"),
+            var("IMPORTER_EXTRA_HEADER_10", "Ten: 1"),
+            var("IMPORTER_EXTRA_HEADER_a", "A: 1"),
+            var("IMPORTER_EXTRA_HEADER_2", "Two: 1"),
+        ];
+        let read = ImporterEnv::from_env(vars.as_slice()).unwrap();
+        assert_eq!(read.extra_headers, ["Two: 1", "Ten: 1", "A: 1", "B: 1"]);
     }
 
     #[test]
