@@ -500,22 +500,14 @@ impl Handler {
         if !answer_protobuf {
             return Ok(response);
         }
-        self.to_protobuf(response).await
-    }
-
-    /// A JSON response re-encoded as protobuf, or unchanged when its kind has no message.
-    async fn to_protobuf(&self, response: Response<Body>) -> Result<Response<Body>, ApiError> {
         let (mut parts, body) = response.into_parts();
         let json = body.collect().await.map_err(ApiError::internal)?.to_bytes();
-        let Ok(object) = serde_json::from_slice::<Value>(&json) else {
-            return Ok(Response::from_parts(parts, Full::new(json).boxed()));
-        };
-        // A stored object the message cannot hold is still answered, in JSON, which the
-        // client accepts as well; the mismatch is logged to be fixed here.
-        let encoded = self.protobuf.encode(&object).unwrap_or_else(|err| {
-            tracing::warn!(%err, "answering in JSON: the object does not fit its protobuf message");
-            None
-        });
+        // A list of thousands of objects takes a while: off the async threads.
+        let handler = self.clone();
+        let answer = json.clone();
+        let encoded = tokio::task::spawn_blocking(move || handler.to_protobuf(&answer))
+            .await
+            .map_err(ApiError::internal)?;
         let body = match encoded {
             Some(message) => {
                 parts.headers.insert(
@@ -527,6 +519,17 @@ impl Handler {
             None => json,
         };
         Ok(Response::from_parts(parts, Full::new(body).boxed()))
+    }
+
+    /// A JSON answer as protobuf, or `None` when its kind has no message. A stored object
+    /// its message cannot hold is answered in JSON too (which the client accepts as well),
+    /// and the mismatch logged to be fixed.
+    fn to_protobuf(&self, json: &[u8]) -> Option<Vec<u8>> {
+        let object = serde_json::from_slice::<Value>(json).ok()?;
+        self.protobuf.encode(&object).unwrap_or_else(|err| {
+            tracing::warn!(%err, "answering in JSON: the object does not fit its protobuf message");
+            None
+        })
     }
 
     async fn resource_json(self: Arc<Self>, call: Call) -> Result<Response<Body>, ApiError> {

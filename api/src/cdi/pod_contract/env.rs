@@ -310,19 +310,18 @@ impl ImporterEnv {
         };
         // Every variable of the prefix, as CDI's importer reads them: the numbered ones in
         // the order they were given (_0, _1, ... _10), then any others by name.
-        let mut headers: Vec<((bool, Option<u64>, String), String)> = env
+        let mut headers: Vec<(String, String)> = env
             .names_with_prefix(EXTRA_HEADER_PREFIX)
             .into_iter()
             .filter_map(|name| {
-                let suffix = &name[EXTRA_HEADER_PREFIX.len()..];
-                let index: Option<u64> = suffix.parse().ok();
-                Some((
-                    (index.is_none(), index, suffix.to_string()),
-                    env.var(&name)?,
-                ))
+                let value = env.var(&name)?;
+                Some((name[EXTRA_HEADER_PREFIX.len()..].to_string(), value))
             })
             .collect();
-        headers.sort();
+        headers.sort_by_key(|(suffix, _)| {
+            let index: Option<u64> = suffix.parse().ok();
+            (index.is_none(), index, suffix.clone())
+        });
         Ok(Self {
             volume: VolumeEnv::read(env, Some(IMAGE_SIZE))?,
             source: env.var(SOURCE),
