@@ -440,6 +440,120 @@ fn image_upload_creates_an_upload_datavolume_and_fills_it() {
     assert!(!pods.contains("cdi-upload-uploaded"), "{pods}");
 }
 
+/// Polls claim `name` until `done` holds for it; returns it.
+fn wait_claim(
+    platform: &Platform,
+    name: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    let mut last = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        if let Some(claim) = platform.json(&["get", "pvc", name]) {
+            if done(&claim) {
+                return claim;
+            }
+            last = claim;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "claim {name} did not get there:\n{last:#}\n--- log:\n{}",
+        platform.log()
+    );
+}
+
+fn pod_phase_of(claim: &serde_json::Value) -> &str {
+    claim["metadata"]["annotations"]["cdi.kubevirt.io/storage.pod.phase"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// CDI's annotation API on claims without a DataVolume: `image-upload pvc` (what `virtctl
+/// image-upload pvc` does) gets an upload server, a claim annotated with an http endpoint an
+/// importer; both report on the claim's annotations as CDI's controllers do and leave no pod
+/// behind. A clone request, which this controller does not serve, says so in an Event.
+#[test]
+fn bare_claims_are_filled_through_cdis_annotations() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("bare-claims");
+    let image = "v3.qcow2";
+    let path = ferrovirt_tests::fixture(image);
+    let path = path.to_str().expect("a UTF-8 path");
+    let out = image_upload(
+        &platform,
+        &["pvc", "uploaded", "--size", "64Mi", "--image-path", path],
+    );
+    assert!(
+        out.status.success(),
+        "image-upload pvc failed: {}\n{}\n--- log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        platform.log()
+    );
+    let uploaded = wait_claim(&platform, "uploaded", |c| pod_phase_of(c) == "Succeeded");
+    assert_eq!(
+        uploaded["metadata"]["annotations"]["cdi.kubevirt.io/storage.condition.running.reason"],
+        "Completed",
+        "{uploaded:#}"
+    );
+    platform.assert_volume_holds("default", "uploaded", image);
+
+    platform.apply(&format!(
+        "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: imported
+  annotations:
+    cdi.kubevirt.io/storage.import.endpoint: {}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {{requests: {{storage: 64Mi}}}}
+",
+        server.url(image)
+    ));
+    let imported = wait_claim(&platform, "imported", |c| pod_phase_of(c) == "Succeeded");
+    assert_eq!(
+        imported["metadata"]["annotations"]["cdi.kubevirt.io/storage.import.importPodName"],
+        "importer-imported"
+    );
+    platform.assert_volume_holds("default", "imported", image);
+    let pods = platform.ok(&["get", "pods", "-o", "name"]);
+    assert!(
+        !pods.contains("cdi-upload-uploaded") && !pods.contains("importer-imported"),
+        "{pods}"
+    );
+
+    platform.apply(
+        "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: cloned
+  annotations:
+    k8s.io/CloneRequest: default/imported
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 64Mi}}
+",
+    );
+    let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    loop {
+        let events = platform.ok(&[
+            "get",
+            "events",
+            "--field-selector=involvedObject.name=cloned",
+        ]);
+        if events.contains("ErrClaimNotValid") && events.contains("k8s.io/CloneRequest") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no event on the clone request:\n{events}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Polls DataSource `name` until its Ready condition has `reason`; returns the DataSource.
 fn wait_datasource(platform: &Platform, name: &str, reason: &str) -> serde_json::Value {
     let deadline = std::time::Instant::now() + IMPORT_LIMIT;

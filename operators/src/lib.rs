@@ -30,13 +30,14 @@ pub enum Error {
     Config(String),
 }
 
-/// Runs CDI's controllers (DataVolume, StorageProfile, DataSource, DataImportCron) against
+/// Runs CDI's controllers (DataVolume, bare claims, StorageProfile, DataSource, DataImportCron) against
 /// `client` until one of them stops: `ferrovirt controller` on a cluster.
 pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
     tracing::info!(image = %config.image, "starting the CDI controllers");
     tokio::select! {
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
+        () = datavolume::claim::run(client.clone(), config.clone()) => Err(Error::Stopped("claim")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
         () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
         () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),

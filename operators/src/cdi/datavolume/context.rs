@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use kube::Client;
-use kube::runtime::events::Recorder;
+use kube::runtime::events::{Recorder, Reporter};
 
 use super::pvc;
 use crate::config::ControllerConfig;
@@ -38,4 +40,27 @@ pub struct Context {
     pub config: Arc<ControllerConfig>,
     /// Scrapes the workers' progress.
     pub http: reqwest::Client,
+}
+
+impl Context {
+    /// The context of a controller reporting as `config.reporter`.
+    pub fn new(client: Client, config: Arc<ControllerConfig>) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: config.reporter.clone(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .unwrap_or_default();
+        Context {
+            client,
+            recorder,
+            config,
+            http,
+        }
+    }
 }

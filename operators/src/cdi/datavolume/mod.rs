@@ -11,10 +11,13 @@
 //! - [`pod`]: the worker pods with CDI's environment contract, and what a pod's state means.
 //! - [`status`]: the DataVolume status from the observed PVC and pod.
 //! - [`plan`]: the decisions of a reconcile, observed objects in, actions out (pure).
+//! - [`claim`]: CDI's annotation API on claims no DataVolume owns (`virtctl image-upload
+//!   pvc`), through the same observe, a plan of its own and the same execute.
 //! - [`observe`]: reads what a plan decides from; [`reconcile`] carries its actions out,
 //!   with [`upload`], [`host_clone`] and [`cross_namespace`] for the API calls of uploads
 //!   and clones.
 
+pub mod claim;
 pub mod context;
 pub mod cross_namespace;
 pub mod host_clone;
@@ -36,7 +39,6 @@ use api::cdi::DataVolume;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
@@ -53,23 +55,7 @@ fn error_policy(dv: Arc<DataVolume>, err: &Error, _ctx: Arc<Context>) -> Action 
 /// Runs the DataVolume controller until its watches end.
 pub async fn run(client: Client, config: Arc<ControllerConfig>) {
     let selector = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: config.reporter.clone(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3))
-        .build()
-        .unwrap_or_default();
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        recorder,
-        config,
-        http,
-    });
+    let ctx = Arc::new(Context::new(client.clone(), config));
     Controller::new(
         Api::<DataVolume>::all(client.clone()),
         watcher::Config::default(),

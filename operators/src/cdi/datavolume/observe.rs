@@ -55,7 +55,13 @@ pub async fn observe(dv: &DataVolume, ctx: &Context) -> Result<Observed, Error> 
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
         observed.worker = pods.get_opt(&pod_name).await?;
     }
-    let owner = dv.metadata.uid.clone().unwrap_or_default();
+    // The uid the workers report under: the DataVolume's, or a bare claim's own.
+    let owner = dv
+        .metadata
+        .uid
+        .clone()
+        .or_else(|| observed.pvc.as_ref().and_then(|p| p.metadata.uid.clone()))
+        .unwrap_or_default();
     if let (Some(worker), Transfer::Import(_)) = (&observed.worker, &transfer) {
         if pod::phase(worker) == "Running" {
             observed.progress = scrape_progress(ctx, worker, &owner).await;

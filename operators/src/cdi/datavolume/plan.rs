@@ -213,7 +213,7 @@ pub fn plan(obs: &Observed, config: &ControllerConfig) -> Vec<DvAction> {
     }
     let mut progress = None;
     if let Some(target) = claim.as_mut() {
-        progress = worker_actions(obs, config, &transfer, target, &mut actions);
+        progress = worker_actions(obs, config, &transfer, target, &mut actions, true);
         if let Transfer::HostClone { .. } = &transfer {
             let source_progress = host_clone_actions(obs, config, &transfer, target, &mut actions);
             progress = source_progress.or(progress);
@@ -239,6 +239,29 @@ pub fn plan(obs: &Observed, config: &ControllerConfig) -> Vec<DvAction> {
         // The temporary claim of a cross-namespace clone has no owner to wake us up.
         _ if cross_namespace.is_some() && claim.is_none() => DvAction::Requeue(HANDOVER_INTERVAL),
         _ => DvAction::Requeue(RESYNC_INTERVAL),
+    });
+    actions
+}
+
+/// The actions for a claim no DataVolume owns, annotated for an import or an upload
+/// ([`super::claim`]): its worker, created at once (it is the claim's first consumer, so a
+/// WaitForFirstConsumer class binds for it), mirrored onto the claim's annotations and
+/// removed once done. There is no DataVolume status to write and no claim to make.
+pub fn plan_claim(obs: &Observed, config: &ControllerConfig) -> Vec<DvAction> {
+    let (Ok(source), Some(claim)) = (&obs.source, &obs.pvc) else {
+        return vec![DvAction::AwaitChange];
+    };
+    let transfer = transfer(obs, source);
+    if !matches!(transfer, Transfer::Import(_) | Transfer::Upload) {
+        return vec![DvAction::AwaitChange];
+    }
+    let mut claim = claim.clone();
+    let mut actions = Vec::new();
+    worker_actions(obs, config, &transfer, &mut claim, &mut actions, false);
+    actions.push(if transfer_finished(obs, &claim) {
+        DvAction::AwaitChange
+    } else {
+        DvAction::Requeue(RESYNC_INTERVAL)
     });
     actions
 }
@@ -560,20 +583,22 @@ fn annotate(
     actions.push(DvAction::AnnotatePvc(changes));
 }
 
-/// The worker pod of an import, upload or host-assisted clone: created when missing,
-/// mirrored onto the claim, deleted once done. Returns the progress to report.
+/// The worker pod of an import, upload or host-assisted clone: created when missing (after
+/// a consumer bound the claim, when `honor_wffc` and its class waits for one), mirrored onto
+/// the claim, deleted once done. Returns the progress to report.
 fn worker_actions(
     obs: &Observed,
     config: &ControllerConfig,
     transfer: &Transfer,
     claim: &mut PersistentVolumeClaim,
     actions: &mut Vec<DvAction>,
+    honor_wffc: bool,
 ) -> Option<String> {
     let pod_name = worker_pod_name(transfer, &claim.name_any())?;
     let namespace = claim.namespace().unwrap_or_default();
     let is_upload = !matches!(transfer, Transfer::Import(_));
     let done = transfer_finished(obs, claim);
-    let wffc = obs.settings.wait_for_first_consumer() && !is_bound(claim);
+    let wffc = honor_wffc && obs.settings.wait_for_first_consumer() && !is_bound(claim);
     let Some(worker) = &obs.worker else {
         if done || wffc {
             return None;

@@ -121,7 +121,13 @@ fn volume_env(
     block: bool,
 ) -> VolumeEnv {
     VolumeEnv {
-        owner_uid: dv.metadata.uid.clone().unwrap_or_default(),
+        // A claim without a DataVolume is its own owner, as CDI's bare-claim workers say.
+        owner_uid: dv
+            .metadata
+            .uid
+            .clone()
+            .or_else(|| pvc.metadata.uid.clone())
+            .unwrap_or_default(),
         image_size: Some(requested_size(pvc).unwrap_or_default()),
         filesystem_overhead: Some(overhead_text(settings.filesystem_overhead, block)),
         preallocation: settings.preallocation,

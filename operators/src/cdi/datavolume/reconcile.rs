@@ -22,7 +22,7 @@ use crate::kube::{delete_ignoring_missing, finalizer, patch_annotations, patch_s
 const ROUNDS: usize = 2;
 
 /// What carrying out a plan came to.
-enum Outcome {
+pub(super) enum Outcome {
     /// The plan ran to its end: look again as it says.
     Done(Action),
     /// The claim was made: plan again with it.
@@ -42,7 +42,7 @@ pub async fn reconcile(dv: Arc<DataVolume>, ctx: Arc<Context>) -> Result<Action,
 }
 
 /// Carries `actions` out in order, keeping `observed` up to date with what they return.
-async fn execute(
+pub(super) async fn execute(
     ctx: &Context,
     observed: &mut Observed,
     actions: Vec<DvAction>,

@@ -646,3 +646,116 @@ fn a_source_pod_calling_the_upload_servers_former_address_is_replaced() {
     // With cluster DNS the pod calls the Service, which follows the server.
     assert!(!deletes_it(&run(&observed)));
 }
+
+/// A claim no DataVolume owns, annotated as `virtctl image-upload pvc` makes it, observed
+/// through its in-memory DataVolume (no uid).
+fn bare_upload(phase: &str, annotations: &[(&str, &str)]) -> Observed {
+    let mut dv = upload();
+    dv.metadata.uid = None;
+    let mut observed = observed(dv);
+    observed.settings.class = Some(class("local", "WaitForFirstConsumer"));
+    let mut claim = claim(phase, annotations);
+    claim.metadata.owner_references = None;
+    observed.pvc = Some(claim);
+    observed
+}
+
+fn run_claim(observed: &Observed) -> Vec<DvAction> {
+    plan_claim(observed, &ControllerConfig::default())
+}
+
+#[test]
+fn a_bare_upload_claim_gets_its_server_at_once_owned_by_the_claim() {
+    let observed = bare_upload("Pending", &[(annotations::UPLOAD_REQUEST, "")]);
+    let actions = run_claim(&observed);
+    assert!(
+        actions.contains(&DvAction::PrepareUploadServer),
+        "{actions:?}"
+    );
+    let pod =
+        created_pod(&actions).expect("the upload server, though the class waits for a consumer");
+    let owners = pod.metadata.owner_references.as_ref().unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].uid.as_str()),
+        ("PersistentVolumeClaim", "uid-pvc")
+    );
+    let env = pod.spec.as_ref().unwrap().containers[0]
+        .env
+        .as_ref()
+        .unwrap();
+    let owner_uid = env
+        .iter()
+        .find(|v| v.name == "OWNER_UID")
+        .and_then(|v| v.value.as_deref());
+    assert_eq!(owner_uid, Some("uid-pvc"));
+    assert_eq!(annotated(&actions)[annotations::POD_PHASE], "Pending");
+    assert!(actions.iter().all(|a| !matches!(
+        a,
+        DvAction::WriteStatus(_) | DvAction::Publish(_) | DvAction::CreatePvc(_)
+    )));
+}
+
+#[test]
+fn a_bare_claims_server_is_mirrored_then_removed_once_done() {
+    let mut observed = bare_upload(
+        "Bound",
+        &[
+            (annotations::UPLOAD_REQUEST, ""),
+            (annotations::POD_PHASE, "Pending"),
+        ],
+    );
+    observed.worker = Some(pod("cdi-upload-disk", "Running", true, Some(running())));
+    let actions = run_claim(&observed);
+    let written = annotated(&actions);
+    assert_eq!(written[annotations::POD_PHASE], "Running");
+    assert_eq!(written[annotations::POD_READY], "true");
+    assert_eq!(requeue(&actions), &DvAction::Requeue(RESYNC_INTERVAL));
+
+    observed.worker = Some(pod(
+        "cdi-upload-disk",
+        "Succeeded",
+        false,
+        Some(terminated(0, "")),
+    ));
+    let actions = run_claim(&observed);
+    assert_eq!(annotated(&actions)[annotations::POD_PHASE], "Succeeded");
+    assert_eq!(deleted_pods(&actions), ["cdi-upload-disk"]);
+    assert!(actions.contains(&DvAction::DeleteService {
+        namespace: "ns".into(),
+        name: "cdi-upload-disk".into()
+    }));
+    assert_eq!(requeue(&actions), &DvAction::AwaitChange);
+
+    // Once done, nothing is made again.
+    let done = bare_upload(
+        "Bound",
+        &[
+            (annotations::UPLOAD_REQUEST, ""),
+            (annotations::POD_PHASE, "Succeeded"),
+        ],
+    );
+    assert_eq!(run_claim(&done), [DvAction::AwaitChange]);
+}
+
+#[test]
+fn a_bare_import_claim_names_its_importer() {
+    let mut dv = http();
+    dv.metadata.uid = None;
+    let mut observed = observed(dv);
+    let mut claim = claim(
+        "Bound",
+        &[(annotations::IMPORT_ENDPOINT, "http://server/disk.qcow2")],
+    );
+    claim.metadata.owner_references = None;
+    observed.pvc = Some(claim);
+    let actions = run_claim(&observed);
+    assert_eq!(
+        created_pod(&actions).unwrap().metadata.name.as_deref(),
+        Some("importer-disk")
+    );
+    assert_eq!(
+        annotated(&actions)[annotations::IMPORT_POD],
+        "importer-disk"
+    );
+}

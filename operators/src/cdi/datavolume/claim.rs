@@ -1,0 +1,293 @@
+//! CDI's annotation API on claims no DataVolume owns, as CDI's import and upload controllers
+//! serve it: a PVC annotated `cdi.kubevirt.io/storage.upload.target` gets an upload server
+//! (what `virtctl image-upload pvc` creates and waits for), one annotated
+//! `cdi.kubevirt.io/storage.import.endpoint` (with `storage.import.source`, `secretName`,
+//! `certConfigMap`, `registryImportMethod` and `storage.contentType`) gets an importer. The
+//! worker's state is written back on the claim (`storage.pod.phase`, `storage.pod.ready`,
+//! `storage.pod.restarts`, the running condition), and the worker goes once it is done.
+//!
+//! Such a claim is handled as a DataVolume that lives only in memory: [`request`] reads it
+//! from the annotations, and the DataVolume controller's observe, the claim's plan
+//! ([`plan::plan_claim`]) and the DataVolume's execute do the rest. The in-memory
+//! DataVolume has no uid, so the workers are owned by the claim alone, as CDI's are.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::cdi::DataVolume;
+use api::cdi::datavolume::annotations;
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::context::{Context, Error};
+use super::keys::CDI_LABEL;
+use super::observe::observe;
+use super::plan;
+use super::reconcile::{Outcome, execute};
+use crate::config::ControllerConfig;
+use crate::kube::publish;
+
+/// CDI's annotation asking for a host-assisted clone into a bare claim (`NAMESPACE/NAME`).
+pub const CLONE_REQUEST: &str = "k8s.io/CloneRequest";
+
+/// What a claim's annotations ask of this controller.
+#[derive(Debug, PartialEq)]
+pub enum Request {
+    /// Nothing: no CDI annotation, a DataVolume's claim, or a claim being deleted.
+    None,
+    /// Fill the claim as this in-memory DataVolume would.
+    Fill(Box<DataVolume>),
+    /// The annotations ask for what this controller cannot do; the message says why.
+    Unsupported(String),
+}
+
+/// What `claim`'s annotations ask for.
+pub fn request(claim: &PersistentVolumeClaim) -> Request {
+    let filled_by_data_volume = claim
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "DataVolume" && o.controller == Some(true));
+    if filled_by_data_volume
+        || claim.metadata.deletion_timestamp.is_some()
+        || claim.annotations().contains_key(annotations::POPULATED_FOR)
+    {
+        return Request::None;
+    }
+    let (source, content_type) = match (source(claim), content_type(claim)) {
+        (Ok(None), _) => return Request::None,
+        (Err(message), _) | (_, Err(message)) => return Request::Unsupported(message),
+        (Ok(Some(source)), Ok(content_type)) => (source, content_type),
+    };
+    let dv = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": claim.name_any(), "namespace": claim.namespace()},
+        "spec": {"source": source, "contentType": content_type},
+    });
+    match serde_json::from_value(dv) {
+        Ok(dv) => Request::Fill(Box::new(dv)),
+        Err(err) => Request::Unsupported(format!("the claim's CDI annotations: {err}")),
+    }
+}
+
+/// The DataVolume source the annotations name, if any.
+fn source(claim: &PersistentVolumeClaim) -> Result<Option<Value>, String> {
+    let ann = claim.annotations();
+    if ann.contains_key(annotations::UPLOAD_REQUEST) {
+        return Ok(Some(json!({"upload": {}})));
+    }
+    if ann.contains_key(CLONE_REQUEST) {
+        return Err(format!(
+            "{CLONE_REQUEST} on a claim without a DataVolume is not supported by this controller: clone with a DataVolume whose source is the PVC"
+        ));
+    }
+    let endpoint = ann.get(annotations::IMPORT_ENDPOINT);
+    let kind = ann.get(annotations::IMPORT_SOURCE).map(String::as_str);
+    if endpoint.is_none() && kind.is_none() {
+        return Ok(None);
+    }
+    let kind = kind.unwrap_or("http");
+    let secret = ann.get(annotations::SECRET);
+    let certs = ann.get(annotations::CERT_CONFIG_MAP);
+    let url = || {
+        endpoint.ok_or_else(|| {
+            format!(
+                "import source {kind:?} needs the endpoint annotation {}",
+                annotations::IMPORT_ENDPOINT
+            )
+        })
+    };
+    Ok(Some(match kind {
+        "http" => json!({"http": {"url": url()?, "secretRef": secret, "certConfigMap": certs}}),
+        "s3" => json!({"s3": {"url": url()?, "secretRef": secret, "certConfigMap": certs}}),
+        "registry" => json!({"registry": {
+            "url": url()?,
+            "secretRef": secret,
+            "certConfigMap": certs,
+            "pullMethod": ann.get(annotations::REGISTRY_IMPORT_METHOD),
+        }}),
+        "none" | "blank" => json!({"blank": {}}),
+        other => {
+            return Err(format!(
+                "import source {other:?} ({}) is not supported on a claim without a DataVolume: use http, s3, registry or none",
+                annotations::IMPORT_SOURCE
+            ));
+        }
+    }))
+}
+
+fn content_type(claim: &PersistentVolumeClaim) -> Result<Value, String> {
+    match claim
+        .annotations()
+        .get(annotations::CONTENT_TYPE)
+        .map(String::as_str)
+    {
+        None | Some("") => Ok(Value::Null),
+        Some(known @ ("kubevirt" | "archive")) => Ok(json!(known)),
+        Some(other) => Err(format!(
+            "content type {other:?} ({}) is neither kubevirt nor archive",
+            annotations::CONTENT_TYPE
+        )),
+    }
+}
+
+fn error_policy(claim: Arc<PersistentVolumeClaim>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), %err, "claim reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Reconciles one claim.
+async fn reconcile(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let dv = match request(&claim) {
+        Request::None => return Ok(Action::await_change()),
+        Request::Unsupported(message) => {
+            publish(
+                &ctx.recorder,
+                claim.as_ref(),
+                true,
+                "ErrClaimNotValid",
+                &message,
+            )
+            .await;
+            return Ok(Action::await_change());
+        }
+        Request::Fill(dv) => dv,
+    };
+    let mut observed = observe(&dv, &ctx).await?;
+    let actions = plan::plan_claim(&observed, &ctx.config);
+    match execute(&ctx, &mut observed, actions).await? {
+        Outcome::Done(action) => Ok(action),
+        // A claim's plan never makes a claim.
+        Outcome::ClaimMade => Ok(Action::requeue(Duration::from_secs(1))),
+    }
+}
+
+/// Runs the claim controller until its watches end.
+pub async fn run(client: Client, config: Arc<ControllerConfig>) {
+    let selector = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
+    let ctx = Arc::new(Context::new(client.clone(), config));
+    Controller::new(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(&selector),
+    )
+    .owns(
+        Api::<Service>::all(client),
+        watcher::Config::default().labels(&selector),
+    )
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(err) = result {
+            tracing::debug!(%err, "claim controller event");
+        }
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "disk",
+                "namespace": "ns",
+                "uid": "pvc-uid",
+                "annotations": annotations.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            },
+        }))
+        .unwrap()
+    }
+
+    fn filled(annotations: &[(&str, &str)]) -> DataVolume {
+        match request(&claim(annotations)) {
+            Request::Fill(dv) => *dv,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_upload_target_is_an_upload_without_a_uid() {
+        let dv = filled(&[
+            (annotations::UPLOAD_REQUEST, ""),
+            (annotations::CONTENT_TYPE, "archive"),
+        ]);
+        assert_eq!(dv.name_any(), "disk");
+        assert_eq!(dv.namespace().as_deref(), Some("ns"));
+        assert!(
+            dv.metadata.uid.is_none(),
+            "the workers are the claim's alone"
+        );
+        let spec = serde_json::to_value(&dv.spec).unwrap();
+        assert_eq!(spec["source"], json!({"upload": {}}));
+        assert_eq!(spec["contentType"], "archive");
+    }
+
+    #[test]
+    fn import_annotations_name_the_source() {
+        let spec = |ann: &[(&str, &str)]| serde_json::to_value(filled(ann).spec).unwrap();
+        let http = spec(&[
+            (annotations::IMPORT_ENDPOINT, "https://example.com/d.qcow2"),
+            (annotations::SECRET, "creds"),
+        ]);
+        assert_eq!(http["source"]["http"]["url"], "https://example.com/d.qcow2");
+        assert_eq!(http["source"]["http"]["secretRef"], "creds");
+        let registry = spec(&[
+            (annotations::IMPORT_SOURCE, "registry"),
+            (annotations::IMPORT_ENDPOINT, "docker://r/disk:1"),
+            (annotations::REGISTRY_IMPORT_METHOD, "node"),
+        ]);
+        assert_eq!(registry["source"]["registry"]["url"], "docker://r/disk:1");
+        assert_eq!(registry["source"]["registry"]["pullMethod"], "node");
+        let s3 = spec(&[
+            (annotations::IMPORT_SOURCE, "s3"),
+            (annotations::IMPORT_ENDPOINT, "s3://b/o"),
+        ]);
+        assert_eq!(s3["source"]["s3"]["url"], "s3://b/o");
+        let blank = spec(&[(annotations::IMPORT_SOURCE, "none")]);
+        assert_eq!(blank["source"], json!({"blank": {}}));
+    }
+
+    #[test]
+    fn what_cannot_be_done_says_why() {
+        let unsupported = |ann: &[(&str, &str)]| match request(&claim(ann)) {
+            Request::Unsupported(message) => message,
+            other => panic!("{other:?}"),
+        };
+        assert!(unsupported(&[(annotations::IMPORT_SOURCE, "http")]).contains("endpoint"));
+        assert!(unsupported(&[(annotations::IMPORT_SOURCE, "vddk")]).contains("vddk"));
+        assert!(unsupported(&[(CLONE_REQUEST, "src/disk")]).contains("DataVolume"));
+        let bad_type = unsupported(&[
+            (annotations::UPLOAD_REQUEST, ""),
+            (annotations::CONTENT_TYPE, "iso"),
+        ]);
+        assert!(bad_type.contains("iso"), "{bad_type}");
+    }
+
+    #[test]
+    fn claims_of_data_volumes_and_plain_claims_are_left_alone() {
+        assert_eq!(request(&claim(&[])), Request::None);
+        let mut owned = claim(&[(annotations::UPLOAD_REQUEST, "")]);
+        owned.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({
+                "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                "name": "disk", "uid": "dv-uid", "controller": true,
+            }))
+            .unwrap(),
+        ]);
+        assert_eq!(request(&owned), Request::None);
+        let populated = claim(&[
+            (annotations::UPLOAD_REQUEST, ""),
+            (annotations::POPULATED_FOR, "disk"),
+        ]);
+        assert_eq!(request(&populated), Request::None);
+    }
+}
