@@ -206,6 +206,25 @@ fn assert_importer_logs(platform: &Platform, pod: &str) {
     let last = platform.ok(&["logs", pod, "--previous", "--tail=1"]);
     assert_eq!(last.trim_end().lines().count(), 1, "{last}");
     assert!(previous.trim_end().ends_with(last.trim_end()), "{last}");
+    // With the times the lines were written, and from a time on.
+    let timed = platform.ok(&["logs", pod, "--previous", "--timestamps"]);
+    for line in timed.lines() {
+        let (time, rest) = line.split_once(' ').unwrap_or((line, ""));
+        assert!(
+            time.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+            "not a time at the start of {line:?}"
+        );
+        assert!(previous.contains(rest), "{rest:?} is not in the log");
+    }
+    let recent = platform.ok(&["logs", pod, "--previous", "--since=1h"]);
+    assert_eq!(recent, previous, "everything is from the last hour");
+    let future = platform.ok(&[
+        "logs",
+        pod,
+        "--previous",
+        "--since-time=2999-01-01T00:00:00Z",
+    ]);
+    assert_eq!(future, "", "nothing is from after 2999");
     let wrong = platform.kubectl(&["logs", pod, "-c", "nope"], None);
     let said = String::from_utf8_lossy(&wrong.stderr);
     assert!(

@@ -3,6 +3,7 @@
 
 pub mod apiserver;
 pub mod control_plane;
+pub mod cri_log;
 pub mod csi;
 pub mod node_agent;
 pub mod pod_network;

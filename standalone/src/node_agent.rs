@@ -28,6 +28,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch as stop_signal;
 use tokio::task::JoinSet;
 
+use crate::cri_log;
 use crate::csi::{CsiClient, CsiError, Mode};
 use crate::pod_network::PodNetwork;
 use crate::provisioner::SELECTED_NODE;
@@ -769,19 +770,32 @@ impl PodRun {
                 path: log_path.clone(),
                 source,
             })?;
-        let log_err = log.try_clone().map_err(|source| AgentError::Io {
-            what: "opening",
+        let log = Arc::new(Mutex::new(log));
+        let pipe_error = |source: rustix::io::Errno| AgentError::Io {
+            what: "making a pipe for the output to",
             path: log_path.clone(),
-            source,
-        })?;
+            source: source.into(),
+        };
+        let (stdout, stdout_writer) = rustix::pipe::pipe().map_err(pipe_error)?;
+        let (stderr, stderr_writer) = rustix::pipe::pipe().map_err(pipe_error)?;
+        // The kubelet's record per line, with its time, so that `kubectl logs` can show
+        // times and start from one; the threads end when the container's output closes.
+        for (output, stream) in [(stdout, "stdout"), (stderr, "stderr")] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                if let Err(err) = cri_log::relay(std::fs::File::from(output), stream, &log) {
+                    tracing::warn!(%err, stream, "writing a container's log");
+                }
+            });
+        }
         let mut command = Command::new(&self.agent().executable);
         command
             .args(&args)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
+            .stdout(Stdio::from(stdout_writer))
+            .stderr(Stdio::from(stderr_writer))
             .kill_on_drop(true);
         // SAFETY: only calls prctl, which is async-signal-safe, between fork and exec.
         unsafe {

@@ -1,7 +1,7 @@
 //! `GET /api/v1/namespaces/{ns}/pods/{name}/log`: what `kubectl logs` reads. The kubelet
 //! serves it on a cluster; here the node agent keeps each pod's output in files
-//! ([`crate::node_agent::container_log`]) and the API server reads them, following a running
-//! container's log as it grows.
+//! ([`crate::node_agent::container_log`], in the kubelet's record format, [`crate::cri_log`])
+//! and the API server reads them, following a running container's log as it grows.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -10,12 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use jiff::Timestamp;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::errors::ApiError;
 use super::objects::Objects;
 use super::resources::ResourceType;
+use crate::cri_log::Record;
 use crate::node_agent::container_log;
 
 /// How often a followed log is looked at for new output.
@@ -31,31 +33,51 @@ pub struct LogOptions {
     pub previous: bool,
     pub tail_lines: Option<usize>,
     pub limit_bytes: Option<u64>,
+    /// Each line prefixed with the time it was written (`--timestamps`).
+    pub timestamps: bool,
+    /// Only lines written from then on (`--since`, `--since-time`).
+    pub since: Option<Timestamp>,
 }
 
 impl LogOptions {
     pub fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
-        for unsupported in ["sinceSeconds", "sinceTime", "timestamps"] {
-            if query
-                .get(unsupported)
-                .is_some_and(|v| !v.is_empty() && v != "false")
-            {
-                return Err(ApiError::BadRequest(format!(
-                    "{unsupported} is not supported by this server's pod logs (they carry no timestamps)"
-                )));
-            }
-        }
+        let invalid = |name: &str, value: &str, must: &str| {
+            ApiError::BadRequest(format!("{name}: Invalid value: {value:?}: {must}"))
+        };
         let number = |name: &str| -> Result<Option<i64>, ApiError> {
             query
                 .get(name)
                 .map(|v| {
                     v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-                        ApiError::BadRequest(format!(
-                            "{name}: Invalid value: {v:?}: must be a number greater than or equal to 0"
-                        ))
+                        invalid(name, v, "must be a number greater than or equal to 0")
                     })
                 })
                 .transpose()
+        };
+        let since_seconds = number("sinceSeconds")?;
+        let since_time = query
+            .get("sinceTime")
+            .filter(|t| !t.is_empty())
+            .map(|t| {
+                t.parse::<Timestamp>()
+                    .map_err(|_| invalid("sinceTime", t, "must be an RFC 3339 time"))
+            })
+            .transpose()?;
+        let since = match (since_seconds, since_time) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::BadRequest(
+                    "at most one of sinceTime or sinceSeconds may be specified".into(),
+                ));
+            }
+            (Some(0), None) => {
+                return Err(invalid("sinceSeconds", "0", "must be greater than 0"));
+            }
+            (Some(seconds), None) => Some(
+                Timestamp::now()
+                    .checked_sub(jiff::SignedDuration::from_secs(seconds))
+                    .unwrap_or(Timestamp::MIN),
+            ),
+            (None, time) => time,
         };
         Ok(Self {
             container: query.get("container").filter(|c| !c.is_empty()).cloned(),
@@ -63,8 +85,43 @@ impl LogOptions {
             previous: super::server::is_true(query.get("previous")),
             tail_lines: number("tailLines")?.map(|n| n as usize),
             limit_bytes: number("limitBytes")?.map(|n| n as u64),
+            timestamps: super::server::is_true(query.get("timestamps")),
+            since,
         })
     }
+}
+
+/// What `kubectl logs` shows of `lines` of a log file (whole lines, the last one's newline
+/// optional): each record's output, with its time when asked (once per line, as the kubelet:
+/// `mid_line` says whether the last record shown was a part of a longer line), from `since`
+/// on. A line in another format is shown as it is.
+pub fn render(lines: &[u8], options: &LogOptions, mid_line: &mut bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(lines.len());
+    let body = lines.strip_suffix(b"\n").unwrap_or(lines);
+    if body.is_empty() && lines.is_empty() {
+        return out;
+    }
+    for line in body.split(|b| *b == b'\n') {
+        let Some(record) = Record::parse(line) else {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+            continue;
+        };
+        let early = |since: &Timestamp| record.timestamp().is_some_and(|t| t < *since);
+        if options.since.as_ref().is_some_and(early) {
+            continue;
+        }
+        if options.timestamps && !*mid_line {
+            out.extend_from_slice(record.time.as_bytes());
+            out.push(b' ');
+        }
+        out.extend_from_slice(record.content);
+        if !record.partial {
+            out.push(b'\n');
+        }
+        *mid_line = record.partial;
+    }
+    out
 }
 
 /// The file to read for `pod`, or the error the kubelet would give.
@@ -147,22 +204,32 @@ pub fn stream(
     // Reads go on from here; past the end they return what the container wrote since.
     file.seek(SeekFrom::Start(start))?;
     let mut left = options.limit_bytes.unwrap_or(u64::MAX);
+    let mut send = |mut shown: Vec<u8>| -> bool {
+        shown.truncate(usize::try_from(left).unwrap_or(usize::MAX));
+        left -= shown.len() as u64;
+        (shown.is_empty() || out.blocking_send(Bytes::from(shown)).is_ok()) && left > 0
+    };
     let mut buf = vec![0u8; CHUNK];
+    // Read but not shown yet: the start of a line still being written.
+    let mut pending = Vec::new();
+    let mut mid_line = false;
     loop {
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let n = file.read(&mut buf[..want])?;
+        let n = file.read(&mut buf)?;
         if n > 0 {
-            left -= n as u64;
-            if out
-                .blocking_send(Bytes::copy_from_slice(&buf[..n]))
-                .is_err()
-                || left == 0
-            {
+            pending.extend_from_slice(&buf[..n]);
+            let whole = pending
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |at| at + 1);
+            let lines: Vec<u8> = pending.drain(..whole).collect();
+            if !send(render(&lines, &options, &mut mid_line)) {
                 return Ok(());
             }
             continue;
         }
         if !options.follow || !running() {
+            // A last line without its newline: its writer stopped there.
+            send(render(&pending, &options, &mut mid_line));
             return Ok(());
         }
         std::thread::sleep(FOLLOW_POLL);
@@ -240,18 +307,55 @@ mod tests {
                 follow: true,
                 previous: false,
                 tail_lines: Some(5),
-                limit_bytes: None
+                limit_bytes: None,
+                timestamps: false,
+                since: None,
             }
         );
         for bad in [
             ("tailLines", "-1"),
             ("limitBytes", "x"),
-            ("sinceSeconds", "10"),
-            ("timestamps", "true"),
+            ("sinceSeconds", "0"),
+            ("sinceTime", "yesterday"),
         ] {
             let err = LogOptions::parse(&query(&[bad])).unwrap_err().to_string();
             assert!(err.contains(bad.0), "{err}");
         }
+        let both = query(&[("sinceSeconds", "5"), ("sinceTime", "2024-01-01T00:00:00Z")]);
+        assert!(LogOptions::parse(&both).is_err());
+        let since =
+            LogOptions::parse(&query(&[("sinceSeconds", "60"), ("timestamps", "true")])).unwrap();
+        assert!(since.timestamps);
+        let ago = Timestamp::now()
+            .duration_since(since.since.unwrap())
+            .as_secs();
+        assert!((59..=61).contains(&ago), "{ago}");
+    }
+
+    #[test]
+    fn records_render_with_times_and_from_a_time() {
+        let log = b"2024-01-01T00:00:01Z stdout F one\n\
+2024-01-01T00:00:02.5Z stderr F two\n\
+2024-01-01T00:00:03Z stdout P thr\n\
+2024-01-01T00:00:03Z stdout F ee\n\
+an old plain line\n";
+        let plain = LogOptions::default();
+        let render = |lines: &[u8], options: &LogOptions| render(lines, options, &mut false);
+        assert_eq!(render(log, &plain), b"one\ntwo\nthree\nan old plain line\n");
+        let since = LogOptions {
+            since: Some("2024-01-01T00:00:02Z".parse().unwrap()),
+            timestamps: true,
+            ..LogOptions::default()
+        };
+        assert_eq!(
+            String::from_utf8(render(log, &since)).unwrap(),
+            "2024-01-01T00:00:02.5Z two\n2024-01-01T00:00:03Z three\nan old plain line\n"
+        );
+        assert_eq!(render(b"", &plain), b"");
+        assert_eq!(
+            render(b"2024-01-01T00:00:01Z stdout F cut", &plain),
+            b"cut\n"
+        );
     }
 
     #[test]
