@@ -97,10 +97,10 @@ impl LogOptions {
 /// on. A line in another format is shown as it is.
 pub fn render(lines: &[u8], options: &LogOptions, mid_line: &mut bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(lines.len());
-    let body = lines.strip_suffix(b"\n").unwrap_or(lines);
-    if body.is_empty() && lines.is_empty() {
+    if lines.is_empty() {
         return out;
     }
+    let body = lines.strip_suffix(b"\n").unwrap_or(lines);
     for line in body.split(|b| *b == b'\n') {
         let Some(record) = Record::parse(line) else {
             out.extend_from_slice(line);

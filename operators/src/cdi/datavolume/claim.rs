@@ -17,14 +17,14 @@ use std::time::Duration;
 use api::cdi::DataVolume;
 use api::cdi::datavolume::annotations;
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
+use super::OwnsWorkers;
 use super::context::{Context, Error};
-use super::keys::CDI_LABEL;
 use super::observe::observe;
 use super::plan;
 use super::reconcile::{Outcome, execute};
@@ -168,20 +168,12 @@ async fn reconcile(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Resu
 
 /// Runs the claim controller until its watches end.
 pub async fn run(client: Client, config: Arc<ControllerConfig>) {
-    let selector = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
     let ctx = Arc::new(Context::new(client.clone(), config));
     Controller::new(
         Api::<PersistentVolumeClaim>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default().labels(&selector),
-    )
-    .owns(
-        Api::<Service>::all(client),
-        watcher::Config::default().labels(&selector),
-    )
+    .owns_workers(&client)
     .run(reconcile, error_policy, ctx)
     .for_each(|result| async move {
         if let Err(err) = result {

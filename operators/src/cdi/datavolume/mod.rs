@@ -52,9 +52,35 @@ fn error_policy(dv: Arc<DataVolume>, err: &Error, _ctx: Arc<Context>) -> Action 
     Action::requeue(Duration::from_secs(5))
 }
 
+/// A controller woken by the worker pods and upload services it owns (CDI's label).
+trait OwnsWorkers {
+    fn owns_workers(self, client: &Client) -> Self;
+}
+
+impl<K> OwnsWorkers for Controller<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn owns_workers(self, client: &Client) -> Self {
+        let workers = watcher::Config::default().labels(&cdi_selector());
+        self.owns(Api::<Pod>::all(client.clone()), workers.clone())
+            .owns(Api::<Service>::all(client.clone()), workers)
+    }
+}
+
+/// The label selector of what CDI's controllers make.
+fn cdi_selector() -> String {
+    format!("{}={}", CDI_LABEL.0, CDI_LABEL.1)
+}
+
 /// Runs the DataVolume controller until its watches end.
 pub async fn run(client: Client, config: Arc<ControllerConfig>) {
-    let selector = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
     let ctx = Arc::new(Context::new(client.clone(), config));
     Controller::new(
         Api::<DataVolume>::all(client.clone()),
@@ -62,16 +88,9 @@ pub async fn run(client: Client, config: Arc<ControllerConfig>) {
     )
     .owns(
         Api::<PersistentVolumeClaim>::all(client.clone()),
-        watcher::Config::default().labels(&selector),
+        watcher::Config::default().labels(&cdi_selector()),
     )
-    .owns(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default().labels(&selector),
-    )
-    .owns(
-        Api::<Service>::all(client),
-        watcher::Config::default().labels(&selector),
-    )
+    .owns_workers(&client)
     .run(reconcile::reconcile, error_policy, ctx)
     .for_each(|result| async move {
         match result {
