@@ -16,6 +16,7 @@ pub mod loopfs;
 pub mod pki;
 pub mod registry;
 pub mod s3;
+pub mod tmpfs;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -36,10 +36,17 @@ impl TestDriver {
 
     /// Starts a driver whose pool, state and socket live in `dir`.
     pub async fn start_in(dir: tempfile::TempDir) -> Self {
+        let pool = dir.path().join("pool");
+        Self::start_with_pool(dir, pool).await
+    }
+
+    /// Starts a driver whose state and socket live in `dir` and whose pool `default` is at
+    /// `pool` (a filesystem of the test's own, say).
+    pub async fn start_with_pool(dir: tempfile::TempDir, pool: PathBuf) -> Self {
         let pools = vec![
             Pool {
                 name: "default".into(),
-                path: dir.path().join("pool"),
+                path: pool,
             },
             Pool {
                 name: "second".into(),
