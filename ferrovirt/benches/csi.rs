@@ -1,6 +1,9 @@
-//! CSI driver benchmark: CreateVolume / DeleteVolume latency over 1000 volumes, and the time to
-//! snapshot, restore and clone a 1 GiB volume full of data, with a sparse copy (the pool on the
-//! machine's filesystem, ext4 here) and with reflink (a pool on an XFS filesystem made with
+//! CSI driver benchmark: CreateVolume / DeleteVolume latency over 1000 volumes and the
+//! throughput of 8 clients doing create/delete pairs, side by side with the reference driver
+//! (kubernetes-csi's csi-driver-host-path, when `CSI_REFERENCE_DRIVER` names its
+//! `hostpathplugin` binary; docs/csi.md says how to build it); then the time to snapshot,
+//! restore and clone a 1 GiB volume full of data, with a sparse copy (the pool on the machine's
+//! filesystem, ext4 here) and with reflink (a pool on an XFS filesystem made with
 //! `mkfs.xfs -m reflink=1` on a loop device, when mkfs.xfs is installed). Every call goes over
 //! gRPC on the driver's unix socket, as the sidecars make it.
 //!
@@ -46,6 +49,11 @@ type Client = ControllerClient<tonic::transport::Channel>;
 
 /// A driver serving on a socket in `dir` over one pool at `pool`.
 async fn start(dir: &Path, pool: &Path) -> Client {
+    connect(&serve_ferrovirt(dir, pool)).await
+}
+
+/// Starts this project's driver on a socket in `dir`, over one pool at `pool`.
+fn serve_ferrovirt(dir: &Path, pool: &Path) -> PathBuf {
     let store = HostPathStore::open(
         vec![Pool {
             name: "bench".into(),
@@ -66,13 +74,53 @@ async fn start(dir: &Path, pool: &Path) -> Client {
         .await
         .expect("serve");
     });
-    for _ in 0..100 {
-        if let Ok(channel) = connect_unix(socket.clone()).await {
+    socket
+}
+
+/// The reference driver, running until dropped.
+struct Reference {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Reference {
+    fn start(binary: &str, dir: &Path) -> Self {
+        let socket = dir.join("reference.sock");
+        let child = Command::new(binary)
+            .arg(format!("--endpoint=unix://{}", socket.display()))
+            .args([
+                "--nodeid=bench-node",
+                "--drivername=hostpath.csi.k8s.io",
+                "--v=0",
+            ])
+            .arg(format!(
+                "--statedir={}",
+                dir.join("reference-state").display()
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|err| panic!("starting the reference driver {binary}: {err}"));
+        Self { child, socket }
+    }
+}
+
+impl Drop for Reference {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client of the driver at `socket`, waiting for it to listen.
+async fn connect(socket: &Path) -> Client {
+    for _ in 0..250 {
+        if let Ok(channel) = connect_unix(socket.to_path_buf()).await {
             return ControllerClient::new(channel);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("driver did not start");
+    panic!("no driver listens at {}", socket.display());
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -84,44 +132,121 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-async fn create_delete_latency(client: &mut Client) {
-    const COUNT: usize = 1000;
+/// What one driver did: latencies of creates and deletes one at a time, and pairs per second
+/// with 8 clients at once.
+struct Figures {
+    create: (Duration, Duration),
+    delete: (Duration, Duration),
+    ops_per_sec: f64,
+}
+
+async fn create_volume(client: &mut Client, name: &str) -> String {
+    client
+        .create_volume(create_request(name, 16 * MIB))
+        .await
+        .expect("create")
+        .into_inner()
+        .volume
+        .expect("volume")
+        .volume_id
+}
+
+async fn delete_volume(client: &mut Client, volume_id: String) {
+    client
+        .delete_volume(DeleteVolumeRequest {
+            volume_id,
+            ..Default::default()
+        })
+        .await
+        .expect("delete");
+}
+
+const COUNT: usize = 1000;
+const CLIENTS: usize = 8;
+const PAIRS_PER_CLIENT: usize = 250;
+
+async fn measure(socket: &Path) -> Figures {
+    let mut client = connect(socket).await;
     let mut creates = Vec::with_capacity(COUNT);
     let mut ids = Vec::with_capacity(COUNT);
     for i in 0..COUNT {
         let start = Instant::now();
-        let resp = client
-            .create_volume(create_request(&format!("pvc-bench-{i:04}"), 16 * MIB))
-            .await
-            .expect("create");
+        ids.push(create_volume(&mut client, &format!("pvc-bench-{i:04}")).await);
         creates.push(start.elapsed());
-        ids.push(resp.into_inner().volume.expect("volume").volume_id);
     }
     let mut deletes = Vec::with_capacity(COUNT);
     for id in ids {
         let start = Instant::now();
-        client
-            .delete_volume(DeleteVolumeRequest {
-                volume_id: id,
-                ..Default::default()
-            })
-            .await
-            .expect("delete");
+        delete_volume(&mut client, id).await;
         deletes.push(start.elapsed());
     }
     creates.sort();
     deletes.sort();
+    // Each client on a connection of its own, as separate sidecars would be.
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(connect(socket).await);
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, mut client)| {
+            tokio::spawn(async move {
+                for i in 0..PAIRS_PER_CLIENT {
+                    let id = create_volume(&mut client, &format!("pvc-par-{c}-{i:04}")).await;
+                    delete_volume(&mut client, id).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("client task");
+    }
+    let ops = (2 * CLIENTS * PAIRS_PER_CLIENT) as f64;
+    Figures {
+        create: (percentile(&creates, 0.5), percentile(&creates, 0.99)),
+        delete: (percentile(&deletes, 0.5), percentile(&deletes, 0.99)),
+        ops_per_sec: ops / start.elapsed().as_secs_f64(),
+    }
+}
+
+fn print_figures(label: &str, f: &Figures) {
     println!(
-        "CreateVolume x{COUNT} (16 MiB, durable record): p50 {}  p99 {}  max {}",
-        ms(percentile(&creates, 0.5)),
-        ms(percentile(&creates, 0.99)),
-        ms(*creates.last().expect("samples"))
+        "{label:<12} create p50 {:>9} p99 {:>9} | delete p50 {:>9} p99 {:>9} | {CLIENTS} clients {:>6.0} ops/s",
+        ms(f.create.0),
+        ms(f.create.1),
+        ms(f.delete.0),
+        ms(f.delete.1),
+        f.ops_per_sec
     );
+}
+
+/// Latency and throughput of this driver, and of the reference when there is one.
+async fn create_delete(dir: &Path) {
     println!(
-        "DeleteVolume x{COUNT}:                          p50 {}  p99 {}  max {}",
-        ms(percentile(&deletes, 0.5)),
-        ms(percentile(&deletes, 0.99)),
-        ms(*deletes.last().expect("samples"))
+        "CreateVolume/DeleteVolume of {COUNT} volumes (16 MiB) one at a time, then {CLIENTS} \
+         clients doing {PAIRS_PER_CLIENT} create/delete pairs each:"
+    );
+    let ours = measure(&serve_ferrovirt(dir, &dir.join("pool"))).await;
+    print_figures("ferrovirt", &ours);
+    let Ok(binary) = std::env::var("CSI_REFERENCE_DRIVER") else {
+        println!(
+            "reference    not run: set CSI_REFERENCE_DRIVER to csi-driver-host-path's hostpathplugin"
+        );
+        return;
+    };
+    let reference = Reference::start(&binary, dir);
+    let theirs = measure(&reference.socket).await;
+    print_figures("reference", &theirs);
+    let ratio = |ours: Duration, theirs: Duration| ours.as_secs_f64() / theirs.as_secs_f64();
+    println!(
+        "ferrovirt/reference: create p50 {:.2}x p99 {:.2}x, delete p50 {:.2}x p99 {:.2}x (lower is faster), throughput {:.2}x (higher is faster)",
+        ratio(ours.create.0, theirs.create.0),
+        ratio(ours.create.1, theirs.create.1),
+        ratio(ours.delete.0, theirs.delete.0),
+        ratio(ours.delete.1, theirs.delete.1),
+        ours.ops_per_sec / theirs.ops_per_sec
     );
 }
 
@@ -277,9 +402,7 @@ fn filesystem_of(path: &Path) -> String {
 async fn main() {
     println!("ferrovirt CSI driver benchmark (gRPC over a unix socket)");
     let dir = tempfile::tempdir().expect("temporary directory");
-    let pool = dir.path().join("pool");
-    let mut client = start(dir.path(), &pool).await;
-    create_delete_latency(&mut client).await;
+    create_delete(dir.path()).await;
 
     let copy_dir = tempfile::tempdir().expect("temporary directory");
     let copy_pool = copy_dir.path().join("pool");

@@ -11,8 +11,10 @@
 pub mod copy;
 pub mod error;
 pub mod filesystem;
+pub mod journal;
 pub mod loopdev;
 pub mod mount;
+pub mod oplock;
 pub mod persist;
 pub mod pool;
 pub mod store;

@@ -1,10 +1,11 @@
 //! Loop devices for volume images, through util-linux's `losetup`: attach (reusing an existing
-//! attachment of the same file), find, refresh the size after a resize, detach.
+//! attachment of the same file), refresh the size after a resize, detach; and found through
+//! sysfs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 
 fn losetup(args: &[&std::ffi::OsStr]) -> Result<String> {
     let output = Command::new("losetup")
@@ -27,14 +28,32 @@ fn losetup(args: &[&std::ffi::OsStr]) -> Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// The loop devices currently backed by `image`.
+/// The loop devices currently backed by `image`, read from sysfs: no process is started, as
+/// this runs on every delete.
 pub fn find(image: &Path) -> Result<Vec<PathBuf>> {
-    let out = losetup(&["-j".as_ref(), image.as_os_str()])?;
-    // Lines look like "/dev/loop3: []: (/path/to/image)".
-    Ok(out
-        .lines()
-        .filter_map(|line| line.split_once(':').map(|(dev, _)| PathBuf::from(dev)))
-        .collect())
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(image) = std::fs::canonicalize(image) else {
+        // No such file: nothing can be backed by it under this name.
+        return Ok(Vec::new());
+    };
+    let sys = Path::new("/sys/block");
+    let mut devices = Vec::new();
+    for entry in std::fs::read_dir(sys).at("read directory", sys)?.flatten() {
+        let name = entry.file_name();
+        if !name.as_bytes().starts_with(b"loop") {
+            continue;
+        }
+        // Present only while the device is attached; the kernel writes the path it was given
+        // (losetup gives it absolute and resolved).
+        let Ok(backing) = std::fs::read(entry.path().join("loop/backing_file")) else {
+            continue;
+        };
+        if backing.strip_suffix(b"\n").unwrap_or(&backing) == image.as_os_str().as_bytes() {
+            devices.push(Path::new("/dev").join(&name));
+        }
+    }
+    devices.sort();
+    Ok(devices)
 }
 
 /// Attaches `image` to a writable loop device, or returns the writable device it is already

@@ -3,10 +3,11 @@
 //!
 //! Ordering rules that make a kill -9 harmless: data first, record second on creation (an image
 //! without a record is an orphan, removed at the next start, and the CO's retry makes it again);
-//! record first, data second on deletion. Operations hold one lock for their whole duration, so
-//! the in-memory view and the records never disagree; the CO serialises calls per volume anyway.
+//! record first, data second on deletion. Records live in a [`Journal`]: one shared fsync per
+//! change. An operation holds the ids it works on for its whole duration ([`IdLocks`]) and the
+//! in-memory state only for its bookkeeping, so calls on different volumes run side by side.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -17,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::copy::{CopyMethod, copy_image};
 use crate::error::{Error, IoContext, Result};
+use crate::journal::Journal;
+use crate::oplock::IdLocks;
 use crate::persist::{RecordDir, sync_dir};
 use crate::pool::Pool;
 use crate::{filesystem, loopdev, mount};
@@ -25,6 +28,9 @@ use crate::{filesystem, loopdev, mount};
 pub const DEFAULT_VOLUME_SIZE: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 const IMAGE_NAME: &str = "volume.img";
+/// The journal's log is folded into its snapshot once it has this many lines (or twice as many
+/// as there are records, whichever is more).
+const COMPACT_AFTER_LINES: u64 = 4096;
 
 /// How a volume is consumed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,18 +133,96 @@ pub struct VolumeStats {
     pub abnormal: Option<String>,
 }
 
-#[derive(Default)]
-struct Inner {
+/// Every record, as the journal's snapshot holds them.
+#[derive(Default, Serialize, Deserialize)]
+struct Records {
     volumes: BTreeMap<String, VolumeRecord>,
     snapshots: BTreeMap<String, SnapshotRecord>,
+}
+
+/// One change of the records, as the journal logs it.
+#[derive(Serialize, Deserialize)]
+enum Change {
+    PutVolume(VolumeRecord),
+    RemoveVolume(String),
+    PutSnapshot(SnapshotRecord),
+    RemoveSnapshot(String),
+}
+
+impl Records {
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::PutVolume(record) => {
+                self.volumes.insert(record.id.clone(), record);
+            }
+            Change::RemoveVolume(id) => {
+                self.volumes.remove(&id);
+            }
+            Change::PutSnapshot(record) => {
+                self.snapshots.insert(record.id.clone(), record);
+            }
+            Change::RemoveSnapshot(id) => {
+                self.snapshots.remove(&id);
+            }
+        }
+    }
+
+    fn len(&self) -> u64 {
+        (self.volumes.len() + self.snapshots.len()) as u64
+    }
+}
+
+/// The capacity bookkeeping of the pools: what volumes may still grow into, kept as running
+/// totals so a create does not stat every volume.
+#[derive(Default)]
+struct Promises {
+    /// Per volume: its size less what its image occupied when last counted.
+    by_volume: HashMap<String, (String, u64)>,
+    /// Per pool: the sum of its volumes' promises.
+    by_pool: HashMap<String, u64>,
+    /// Per pool: the sizes of volumes being created or grown right now.
+    reserved: HashMap<String, u64>,
+}
+
+impl Promises {
+    /// Sets (or with `None` removes) what volume `id` of `pool` may still grow into.
+    fn set(&mut self, pool: &str, id: &str, promise: Option<u64>) {
+        if let Some((old_pool, old)) = self.by_volume.remove(id)
+            && let Some(total) = self.by_pool.get_mut(&old_pool)
+        {
+            *total = total.saturating_sub(old);
+        }
+        if let Some(promise) = promise {
+            self.by_volume
+                .insert(id.to_string(), (pool.to_string(), promise));
+            *self.by_pool.entry(pool.to_string()).or_default() += promise;
+        }
+    }
+
+    fn promised(&self, pool: &str) -> u64 {
+        let total = self.by_pool.get(pool).copied().unwrap_or(0);
+        total.saturating_add(self.reserved.get(pool).copied().unwrap_or(0))
+    }
+
+    fn unreserve(&mut self, pool: &str, bytes: u64) {
+        if let Some(reserved) = self.reserved.get_mut(pool) {
+            *reserved = reserved.saturating_sub(bytes);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    records: Records,
+    promises: Promises,
 }
 
 /// Every pool, volume and snapshot of this node.
 pub struct HostPathStore {
     pools: Vec<Pool>,
     state_dir: PathBuf,
-    volume_records: RecordDir,
-    snapshot_records: RecordDir,
+    journal: Journal,
+    ids: IdLocks,
     inner: Mutex<Inner>,
 }
 
@@ -221,24 +305,75 @@ impl HostPathStore {
             }
         }
         let state_dir = state_dir.into();
-        let volume_records = RecordDir::open(state_dir.join("volumes"))?;
-        let snapshot_records = RecordDir::open(state_dir.join("snapshots"))?;
-        let mut inner = Inner::default();
-        for record in volume_records.load_all::<VolumeRecord>()? {
-            inner.volumes.insert(record.id.clone(), record);
-        }
-        for record in snapshot_records.load_all::<SnapshotRecord>()? {
-            inner.snapshots.insert(record.id.clone(), record);
+        let (journal, mut records) = Journal::open(&state_dir.join("journal"), Records::apply)?;
+        let legacy = Self::load_record_files(&state_dir, &mut records)?;
+        if legacy {
+            journal.compact(&records)?;
+            Self::remove_record_files(&state_dir)?;
         }
         let store = Self {
             pools,
             state_dir,
-            volume_records,
-            snapshot_records,
-            inner: Mutex::new(inner),
+            journal,
+            ids: IdLocks::default(),
+            inner: Mutex::new(Inner {
+                records,
+                promises: Promises::default(),
+            }),
         };
         store.remove_orphans()?;
+        store.restore_lost_images()?;
+        let mut inner = store.lock();
+        for pool in &store.pools {
+            store.count_occupancy(&mut inner, pool);
+        }
+        drop(inner);
         Ok(store)
+    }
+
+    /// Adds the records an earlier version kept one file each (`volumes/`, `snapshots/`);
+    /// returns whether there were any.
+    fn load_record_files(state_dir: &Path, records: &mut Records) -> Result<bool> {
+        let volumes = state_dir.join("volumes");
+        let snapshots = state_dir.join("snapshots");
+        if !volumes.exists() && !snapshots.exists() {
+            return Ok(false);
+        }
+        for record in RecordDir::open(volumes)?.load_all::<VolumeRecord>()? {
+            records.apply(Change::PutVolume(record));
+        }
+        for record in RecordDir::open(snapshots)?.load_all::<SnapshotRecord>()? {
+            records.apply(Change::PutSnapshot(record));
+        }
+        Ok(true)
+    }
+
+    /// Removes the record files once the journal holds their records.
+    fn remove_record_files(state_dir: &Path) -> Result<()> {
+        for dir in [state_dir.join("volumes"), state_dir.join("snapshots")] {
+            absent_is_ok(fs::remove_dir_all(&dir)).at("remove", &dir)?;
+        }
+        sync_dir(state_dir)
+    }
+
+    /// Makes again the image of an empty volume whose record survived a power cut that its
+    /// image did not (new empty images are not fsynced: they hold nothing to lose).
+    fn restore_lost_images(&self) -> Result<()> {
+        let inner = self.lock();
+        for record in inner.records.volumes.values() {
+            let Ok(image) = self.volume_image(record) else {
+                continue;
+            };
+            if record.source.is_some() || image.exists() {
+                continue;
+            }
+            tracing::warn!(volume = %record.id, "making again the empty image a crash lost");
+            if let Some(dir) = image.parent() {
+                fs::create_dir_all(dir).at("create", dir)?;
+            }
+            create_sparse_image(&image, image_len(record.mode, record.size))?;
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -306,7 +441,12 @@ impl HostPathStore {
             for entry in fs::read_dir(&csi).at("read directory", &csi)? {
                 let entry = entry.at("read directory", &csi)?;
                 let id = entry.file_name().to_string_lossy().into_owned();
-                if inner.volumes.get(&id).is_some_and(|v| v.pool == pool.name) {
+                if inner
+                    .records
+                    .volumes
+                    .get(&id)
+                    .is_some_and(|v| v.pool == pool.name)
+                {
                     continue;
                 }
                 let dir = entry.path();
@@ -330,7 +470,12 @@ impl HostPathStore {
                 let Some(id) = file.strip_suffix(".img") else {
                     continue;
                 };
-                if inner.snapshots.get(id).is_none_or(|s| s.pool != pool.name) {
+                if inner
+                    .records
+                    .snapshots
+                    .get(id)
+                    .is_none_or(|s| s.pool != pool.name)
+                {
                     tracing::warn!(pool = %pool.name, snapshot = %id, "removing orphaned snapshot image");
                     fs::remove_file(entry.path()).at("remove", &entry.path())?;
                 }
@@ -340,23 +485,82 @@ impl HostPathStore {
     }
 
     /// Bytes a pool can still give to new volumes: what its filesystem has free, less what
-    /// existing volumes may still grow into (their size minus what they already occupy).
+    /// existing volumes may still grow into (their size minus what they already occupy,
+    /// counted afresh here).
     pub fn available_bytes(&self, pool: Option<&str>) -> Result<u64> {
         let pool = self.pool(pool)?;
-        let inner = self.lock();
+        let mut inner = self.lock();
+        self.count_occupancy(&mut inner, pool);
         self.available_locked(&inner, pool)
     }
 
+    /// Free space less the running total of promises. Between counts a volume's promise only
+    /// overstates what it may still take (its image grows, its promise does not shrink), so
+    /// this errs on the safe side.
     fn available_locked(&self, inner: &Inner, pool: &Pool) -> Result<u64> {
         let vfs = rustix::fs::statvfs(&pool.path).at("statfs", &pool.path)?;
         let free = vfs.f_bavail.saturating_mul(vfs.f_frsize);
-        let mut promised = 0u64;
-        for volume in inner.volumes.values().filter(|v| v.pool == pool.name) {
+        Ok(free.saturating_sub(inner.promises.promised(&pool.name)))
+    }
+
+    /// Counts again what each volume of `pool` occupies, and so what it may still take.
+    fn count_occupancy(&self, inner: &mut Inner, pool: &Pool) {
+        let Inner { records, promises } = inner;
+        for volume in records.volumes.values().filter(|v| v.pool == pool.name) {
             let image = Self::volume_dir(pool, &volume.id).join(IMAGE_NAME);
-            let occupied = fs::metadata(&image).map(|m| m.blocks() * 512).unwrap_or(0);
-            promised = promised.saturating_add(volume.size.saturating_sub(occupied));
+            let occupied = occupied_bytes(&image);
+            let promise = volume.size.saturating_sub(occupied);
+            promises.set(&pool.name, &volume.id, Some(promise));
         }
-        Ok(free.saturating_sub(promised))
+    }
+
+    /// Sets `bytes` of `pool` aside for a volume being made or grown, or refuses when they are
+    /// not there (after counting occupancy afresh, so a stale total never refuses wrongly).
+    fn reserve(&self, inner: &mut Inner, pool: &Pool, bytes: u64) -> Result<()> {
+        let mut available = self.available_locked(inner, pool)?;
+        if bytes > available {
+            self.count_occupancy(inner, pool);
+            available = self.available_locked(inner, pool)?;
+        }
+        if bytes > available {
+            return Err(Error::ResourceExhausted {
+                pool: pool.name.clone(),
+                requested: bytes,
+                available,
+            });
+        }
+        *inner
+            .promises
+            .reserved
+            .entry(pool.name.clone())
+            .or_default() += bytes;
+        Ok(())
+    }
+
+    /// Records `change` (applied to the in-memory state by `apply`, under the same lock, so the
+    /// log's order is the state's) and returns once it is durable.
+    fn record(&self, change: Change, apply: impl FnOnce(&mut Inner)) -> Result<()> {
+        let mut inner = self.lock();
+        let ticket = self.journal.append(&change)?;
+        inner.records.apply(change);
+        apply(&mut inner);
+        let lines = self.journal.lines();
+        if lines >= COMPACT_AFTER_LINES.max(2 * inner.records.len()) {
+            self.journal.compact(&inner.records)?;
+        }
+        drop(inner);
+        self.journal.commit(ticket)
+    }
+
+    /// Returns once every change recorded so far is durable: an answer that reports state
+    /// another call has just changed waits for it.
+    fn settled(&self) -> Result<()> {
+        self.journal.commit(self.journal.written())
+    }
+
+    /// Saves a changed volume record.
+    fn put_volume(&self, record: VolumeRecord) -> Result<()> {
+        self.record(Change::PutVolume(record), |_| {})
     }
 
     /// Creates a volume, or returns the existing one of the same name if it is compatible.
@@ -366,88 +570,41 @@ impl HostPathStore {
         }
         let pool = self.pool(req.pool.as_deref())?.clone();
         let id = id_for_name(&req.name);
-        let mut inner = self.lock();
-        if let Some(existing) = inner.volumes.get(&id) {
-            let fits = existing.size >= req.required_bytes
-                && (req.limit_bytes == 0 || existing.size <= req.limit_bytes);
-            if existing.name == req.name
-                && fits
-                && existing.source == req.source
-                && existing.mode == req.mode
-                && existing.pool == pool.name
-            {
-                return Ok(existing.clone());
-            }
-            return Err(Error::AlreadyExists(format!(
-                "volume {:?} exists with size {}, mode {:?}, pool {:?} and source {:?}",
-                req.name, existing.size, existing.mode, existing.pool, existing.source
-            )));
-        }
-        // Where the data comes from, and the smallest size that holds it.
-        let source_image = match &req.source {
+        let source_id = match &req.source {
             None => None,
-            Some(VolumeSource::Snapshot(snap)) => {
-                let snap = inner.snapshots.get(snap).ok_or_else(|| {
-                    Error::NotFound(format!("source snapshot {snap:?} does not exist"))
-                })?;
-                Some((self.snapshot_image(snap)?, snap.size))
+            Some(VolumeSource::Snapshot(id) | VolumeSource::Volume(id)) => Some(id.as_str()),
+        };
+        let mut ids = vec![id.as_str()];
+        ids.extend(source_id);
+        let _held = self.ids.lock(&ids);
+        let planned = {
+            let mut inner = self.lock();
+            self.plan_volume(&mut inner, req, &pool, &id)?
+        };
+        let (source_image, size, source_size) = match planned {
+            PlannedVolume::Exists(existing) => {
+                self.settled()?;
+                return Ok(*existing);
             }
-            Some(VolumeSource::Volume(vol)) => {
-                let vol = inner.volumes.get(vol).ok_or_else(|| {
-                    Error::NotFound(format!("source volume {vol:?} does not exist"))
-                })?;
-                Some((self.volume_image(vol)?, vol.size))
+            PlannedVolume::New {
+                source_image,
+                size,
+                source_size,
+            } => (source_image, size, source_size),
+        };
+        let made = self.make_image(
+            &pool,
+            &id,
+            image_len(req.mode, size),
+            source_image.as_deref(),
+        );
+        let occupied = match made {
+            Ok(occupied) => occupied,
+            Err(err) => {
+                self.lock().promises.unreserve(&pool.name, size);
+                return Err(err);
             }
         };
-        let source_size = source_image.as_ref().map_or(0, |(_, size)| *size);
-        if req.limit_bytes != 0 && source_size > req.limit_bytes {
-            return Err(Error::OutOfRange(format!(
-                "the source holds {source_size} bytes, more than the limit of {} bytes",
-                req.limit_bytes
-            )));
-        }
-        let size = choose_size(req.required_bytes, req.limit_bytes, source_size)?;
-        let available = self.available_locked(&inner, &pool)?;
-        if size > available {
-            return Err(Error::ResourceExhausted {
-                pool: pool.name.clone(),
-                requested: size,
-                available,
-            });
-        }
-        let dir = Self::volume_dir(&pool, &id);
-        if dir.exists() {
-            // Left by an interrupted create of this very name: start over.
-            fs::remove_dir_all(&dir).at("remove", &dir)?;
-        }
-        fs::create_dir(&dir).at("create", &dir)?;
-        let image = dir.join(IMAGE_NAME);
-        match &source_image {
-            Some((src, _)) => {
-                let method = copy_image(src, &image)?;
-                tracing::debug!(volume = %id, ?method, "volume filled from its source");
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&image)
-                    .at("open", &image)?;
-                file.set_len(image_len(req.mode, size))
-                    .at("resize", &image)?;
-                file.sync_all().at("fsync", &image)?;
-            }
-            None => {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o660)
-                    .open(&image)
-                    .at("create", &image)?;
-                file.set_len(image_len(req.mode, size))
-                    .at("resize", &image)?;
-                file.sync_all().at("fsync", &image)?;
-            }
-        }
-        sync_dir(&dir)?;
-        sync_dir(&pool.path.join("csi"))?;
         let record = VolumeRecord {
             id: id.clone(),
             name: req.name.clone(),
@@ -461,15 +618,117 @@ impl HostPathStore {
             published: BTreeMap::new(),
             grow_fs: size > source_size && source_size > 0,
         };
-        self.volume_records.save(&id, &record)?;
-        inner.volumes.insert(id, record.clone());
+        let recorded = self.record(Change::PutVolume(record.clone()), |inner| {
+            inner.promises.unreserve(&pool.name, size);
+            let promise = size.saturating_sub(occupied);
+            inner.promises.set(&pool.name, &id, Some(promise));
+        });
+        if let Err(err) = recorded {
+            // Not logged (a full or failing state disk): the image is an orphan.
+            let mut inner = self.lock();
+            if !inner.records.volumes.contains_key(&id) {
+                inner.promises.unreserve(&pool.name, size);
+                let _ = fs::remove_dir_all(Self::volume_dir(&pool, &id));
+            }
+            return Err(err);
+        }
         Ok(record)
+    }
+
+    /// Decides what a create makes: nothing (a compatible volume of that name exists), or a
+    /// volume of a size, filled from a source image, whose size is set aside in the pool.
+    fn plan_volume(
+        &self,
+        inner: &mut Inner,
+        req: &CreateVolume,
+        pool: &Pool,
+        id: &str,
+    ) -> Result<PlannedVolume> {
+        if let Some(existing) = inner.records.volumes.get(id) {
+            let fits = existing.size >= req.required_bytes
+                && (req.limit_bytes == 0 || existing.size <= req.limit_bytes);
+            if existing.name == req.name
+                && fits
+                && existing.source == req.source
+                && existing.mode == req.mode
+                && existing.pool == pool.name
+            {
+                return Ok(PlannedVolume::Exists(Box::new(existing.clone())));
+            }
+            return Err(Error::AlreadyExists(format!(
+                "volume {:?} exists with size {}, mode {:?}, pool {:?} and source {:?}",
+                req.name, existing.size, existing.mode, existing.pool, existing.source
+            )));
+        }
+        // Where the data comes from, and the smallest size that holds it.
+        let source_image = match &req.source {
+            None => None,
+            Some(VolumeSource::Snapshot(snap)) => {
+                let snap = inner.records.snapshots.get(snap).ok_or_else(|| {
+                    Error::NotFound(format!("source snapshot {snap:?} does not exist"))
+                })?;
+                Some((self.snapshot_image(snap)?, snap.size))
+            }
+            Some(VolumeSource::Volume(vol)) => {
+                let vol = inner.records.volumes.get(vol).ok_or_else(|| {
+                    Error::NotFound(format!("source volume {vol:?} does not exist"))
+                })?;
+                Some((self.volume_image(vol)?, vol.size))
+            }
+        };
+        let source_size = source_image.as_ref().map_or(0, |(_, size)| *size);
+        if req.limit_bytes != 0 && source_size > req.limit_bytes {
+            return Err(Error::OutOfRange(format!(
+                "the source holds {source_size} bytes, more than the limit of {} bytes",
+                req.limit_bytes
+            )));
+        }
+        let size = choose_size(req.required_bytes, req.limit_bytes, source_size)?;
+        self.reserve(inner, pool, size)?;
+        Ok(PlannedVolume::New {
+            source_image: source_image.map(|(image, _)| image),
+            size,
+            source_size,
+        })
+    }
+
+    /// Makes a volume's image of `len` bytes, a copy of `source` or empty, and returns the
+    /// bytes it occupies. A copy is fsynced with its directories before its record is written;
+    /// an empty image is not (it holds nothing to lose, and [`Self::restore_lost_images`] makes
+    /// it again should a power cut take it).
+    fn make_image(&self, pool: &Pool, id: &str, len: u64, source: Option<&Path>) -> Result<u64> {
+        let dir = Self::volume_dir(pool, id);
+        if dir.exists() {
+            // Left by an interrupted create of this very name: start over.
+            fs::remove_dir_all(&dir).at("remove", &dir)?;
+        }
+        fs::create_dir(&dir).at("create", &dir)?;
+        let image = dir.join(IMAGE_NAME);
+        let made = match source {
+            Some(src) => copy_image(src, &image).and_then(|method| {
+                tracing::debug!(volume = %id, ?method, "volume filled from its source");
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&image)
+                    .at("open", &image)?;
+                file.set_len(len).at("resize", &image)?;
+                file.sync_all().at("fsync", &image)?;
+                sync_dir(&dir)?;
+                sync_dir(&pool.path.join("csi"))
+            }),
+            None => create_sparse_image(&image, len),
+        };
+        if let Err(err) = made {
+            let _ = fs::remove_dir_all(&dir);
+            return Err(err);
+        }
+        Ok(occupied_bytes(&image))
     }
 
     /// Deletes a volume; deleting one that does not exist succeeds.
     pub fn delete_volume(&self, id: &str) -> Result<()> {
-        let mut inner = self.lock();
-        let Some(record) = inner.volumes.get(id) else {
+        let _held = self.ids.lock(&[id]);
+        let Some(record) = self.lock().records.volumes.get(id).cloned() else {
             return Ok(());
         };
         if record.staged.is_some() || !record.published.is_empty() {
@@ -477,9 +736,10 @@ impl HostPathStore {
                 "volume {id} is still staged or published on this node"
             )));
         }
-        let image = self.volume_image(record)?;
-        self.volume_records.remove(id)?;
-        inner.volumes.remove(id);
+        let image = self.volume_image(&record)?;
+        self.record(Change::RemoveVolume(id.to_string()), |inner| {
+            inner.promises.set(&record.pool, id, None);
+        })?;
         let _ = loopdev::detach_all(&image);
         if let Some(dir) = image.parent() {
             absent_is_ok(fs::remove_dir_all(dir)).at("remove", dir)?;
@@ -490,6 +750,7 @@ impl HostPathStore {
     /// One volume.
     pub fn volume(&self, id: &str) -> Result<VolumeRecord> {
         self.lock()
+            .records
             .volumes
             .get(id)
             .cloned()
@@ -498,7 +759,7 @@ impl HostPathStore {
 
     /// Every volume, ordered by id.
     pub fn volumes(&self) -> Vec<VolumeRecord> {
-        self.lock().volumes.values().cloned().collect()
+        self.lock().records.volumes.values().cloned().collect()
     }
 
     /// Why a volume is abnormal (its pool is gone, its image is missing), or `None`.
@@ -515,12 +776,8 @@ impl HostPathStore {
     /// Grows a volume to at least `required` bytes (never shrinks). Returns the new size and
     /// whether the node must act (grow the filesystem, refresh the loop device).
     pub fn expand_volume(&self, id: &str, required: u64, limit: u64) -> Result<(u64, bool)> {
-        let mut inner = self.lock();
-        let record = inner
-            .volumes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let _held = self.ids.lock(&[id]);
+        let record = self.volume(id)?;
         if limit != 0 && record.size > limit {
             return Err(Error::OutOfRange(format!(
                 "volume {id} already holds {} bytes, more than the limit of {limit}",
@@ -532,28 +789,38 @@ impl HostPathStore {
         }
         let size = choose_size(required, limit, 0)?;
         let pool = self.pool(Some(&record.pool))?.clone();
-        let available = self.available_locked(&inner, &pool)?;
-        if size - record.size > available {
-            return Err(Error::ResourceExhausted {
-                pool: pool.name,
-                requested: size - record.size,
-                available,
-            });
-        }
+        let growth = size - record.size;
+        self.reserve(&mut self.lock(), &pool, growth)?;
         let image = self.volume_image(&record)?;
-        let file = OpenOptions::new()
+        let grown = OpenOptions::new()
             .write(true)
             .open(&image)
-            .at("open", &image)?;
-        file.set_len(image_len(record.mode, size))
-            .at("resize", &image)?;
-        file.sync_all().at("fsync", &image)?;
+            .and_then(|file| {
+                file.set_len(image_len(record.mode, size))?;
+                file.sync_all()
+            })
+            .at("resize", &image);
+        let promise = self
+            .lock()
+            .promises
+            .by_volume
+            .get(id)
+            .map_or(0, |(_, promise)| *promise);
+        if let Err(err) = grown {
+            self.lock().promises.unreserve(&pool.name, growth);
+            return Err(err);
+        }
         let mut updated = record;
         updated.size = size;
         updated.grow_fs = updated.mode == VolumeMode::Filesystem;
-        self.volume_records.save(id, &updated)?;
-        inner.volumes.insert(id.to_string(), updated);
-        Ok((size, true))
+        let recorded = self.record(Change::PutVolume(updated), |inner| {
+            inner.promises.unreserve(&pool.name, growth);
+            inner.promises.set(&pool.name, id, Some(promise + growth));
+        });
+        if recorded.is_err() && self.volume(id).is_ok_and(|r| r.size < size) {
+            self.lock().promises.unreserve(&pool.name, growth);
+        }
+        recorded.map(|()| (size, true))
     }
 
     /// Snapshots a volume (reflink where possible), or returns the existing snapshot of that
@@ -566,26 +833,24 @@ impl HostPathStore {
             return Err(Error::InvalidArgument("snapshot name is required".into()));
         }
         let id = id_for_name(&req.name);
-        let mut inner = self.lock();
-        if let Some(existing) = inner.snapshots.get(&id) {
+        let _held = self.ids.lock(&[&id, &req.source_volume_id]);
+        let existing = self.lock().records.snapshots.get(&id).cloned();
+        if let Some(existing) = existing {
             if existing.name == req.name && existing.source_volume_id == req.source_volume_id {
-                return Ok((existing.clone(), None));
+                self.settled()?;
+                return Ok((existing, None));
             }
             return Err(Error::AlreadyExists(format!(
                 "snapshot {:?} exists for volume {:?}",
                 req.name, existing.source_volume_id
             )));
         }
-        let volume = inner
-            .volumes
-            .get(&req.source_volume_id)
-            .cloned()
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "source volume {:?} does not exist",
-                    req.source_volume_id
-                ))
-            })?;
+        let volume = self.volume(&req.source_volume_id).map_err(|_| {
+            Error::NotFound(format!(
+                "source volume {:?} does not exist",
+                req.source_volume_id
+            ))
+        })?;
         let src = self.volume_image(&volume)?;
         // Flush what a mounted filesystem still holds in memory, so the copy is consistent
         // with what the workload has written and synced.
@@ -612,19 +877,17 @@ impl HostPathStore {
         if let Some(parent) = dst.parent() {
             sync_dir(parent)?;
         }
-        self.snapshot_records.save(&id, &record)?;
-        inner.snapshots.insert(id, record.clone());
+        self.record(Change::PutSnapshot(record.clone()), |_| {})?;
         Ok((record, Some(method)))
     }
 
     /// Deletes a snapshot; deleting one that does not exist succeeds.
     pub fn delete_snapshot(&self, id: &str) -> Result<()> {
-        let mut inner = self.lock();
-        let Some(record) = inner.snapshots.get(id).cloned() else {
+        let _held = self.ids.lock(&[id]);
+        let Some(record) = self.lock().records.snapshots.get(id).cloned() else {
             return Ok(());
         };
-        self.snapshot_records.remove(id)?;
-        inner.snapshots.remove(id);
+        self.record(Change::RemoveSnapshot(id.to_string()), |_| {})?;
         if let Ok(image) = self.snapshot_image(&record) {
             absent_is_ok(fs::remove_file(&image)).at("remove", &image)?;
         }
@@ -634,6 +897,7 @@ impl HostPathStore {
     /// One snapshot.
     pub fn snapshot(&self, id: &str) -> Result<SnapshotRecord> {
         self.lock()
+            .records
             .snapshots
             .get(id)
             .cloned()
@@ -642,13 +906,7 @@ impl HostPathStore {
 
     /// Every snapshot, ordered by id.
     pub fn snapshots(&self) -> Vec<SnapshotRecord> {
-        self.lock().snapshots.values().cloned().collect()
-    }
-
-    fn save_volume(&self, inner: &mut Inner, record: VolumeRecord) -> Result<()> {
-        self.volume_records.save(&record.id, &record)?;
-        inner.volumes.insert(record.id.clone(), record);
-        Ok(())
+        self.lock().records.snapshots.values().cloned().collect()
     }
 
     fn check_access(record: &VolumeRecord, access: &AccessType) -> Result<()> {
@@ -673,12 +931,8 @@ impl HostPathStore {
     /// Stages a volume at `staging`: attaches its image to a loop device and, for a filesystem
     /// volume, formats it on first use and mounts it there.
     pub fn stage(&self, id: &str, staging: &Path, access: &AccessType) -> Result<()> {
-        let mut inner = self.lock();
-        let mut record = inner
-            .volumes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let _held = self.ids.lock(&[id]);
+        let mut record = self.volume(id)?;
         Self::check_access(&record, access)?;
         if let Some(current) = &record.staged {
             if current != staging {
@@ -719,17 +973,13 @@ impl HostPathStore {
             }
         }
         record.staged = Some(staging.to_path_buf());
-        self.save_volume(&mut inner, record)
+        self.put_volume(record)
     }
 
     /// Unstages a volume: unmounts the staging path and detaches the loop device.
     pub fn unstage(&self, id: &str, staging: &Path) -> Result<()> {
-        let mut inner = self.lock();
-        let mut record = inner
-            .volumes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let _held = self.ids.lock(&[id]);
+        let mut record = self.volume(id)?;
         if let Some(target) = record.published.keys().next() {
             return Err(Error::FailedPrecondition(format!(
                 "volume {id} is still published at {}",
@@ -744,7 +994,7 @@ impl HostPathStore {
         }
         if record.staged.is_some() {
             record.staged = None;
-            self.save_volume(&mut inner, record)?;
+            self.put_volume(record)?;
         }
         Ok(())
     }
@@ -763,12 +1013,8 @@ impl HostPathStore {
         read_only: bool,
         exclusive: bool,
     ) -> Result<()> {
-        let mut inner = self.lock();
-        let mut record = inner
-            .volumes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let _held = self.ids.lock(&[id]);
+        let mut record = self.volume(id)?;
         Self::check_access(&record, access)?;
         if record.staged.as_deref() != Some(staging) {
             return Err(Error::FailedPrecondition(format!(
@@ -801,7 +1047,7 @@ impl HostPathStore {
             .mount_publication(&record, staging, target, access, read_only, &mut made)
             .and_then(|()| {
                 record.published.insert(target.to_path_buf(), read_only);
-                self.save_volume(&mut inner, record)
+                self.put_volume(record)
             });
         if published.is_err() {
             made.undo(target);
@@ -850,12 +1096,8 @@ impl HostPathStore {
 
     /// Unpublishes a volume from `target` and removes the target path.
     pub fn unpublish(&self, id: &str, target: &Path) -> Result<()> {
-        let mut inner = self.lock();
-        let mut record = inner
-            .volumes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let _held = self.ids.lock(&[id]);
+        let mut record = self.volume(id)?;
         // A read-only block publication has a read-only loop device of its own: the bind
         // mount's root names it (devtmpfs-relative, "/loop7").
         let own_device = match mount::mount_at(target)? {
@@ -877,7 +1119,7 @@ impl HostPathStore {
             Err(err) => return Err(Error::io("stat", target, err)),
         }
         if record.published.remove(target).is_some() {
-            self.save_volume(&mut inner, record)?;
+            self.put_volume(record)?;
         }
         Ok(())
     }
@@ -885,12 +1127,8 @@ impl HostPathStore {
     /// Makes the node see a volume's new size: refreshes its loop device and grows its
     /// filesystem online. Returns the volume's size.
     pub fn node_expand(&self, id: &str) -> Result<u64> {
-        let mut inner = self.lock();
-        let mut record = inner
-            .volumes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("volume {id:?} does not exist")))?;
+        let _held = self.ids.lock(&[id]);
+        let mut record = self.volume(id)?;
         let image = self.volume_image(&record)?;
         let devices = loopdev::find(&image)?;
         for device in &devices {
@@ -904,7 +1142,7 @@ impl HostPathStore {
             filesystem::grow_ext4_online(device)?;
             record.grow_fs = false;
             let size = record.size;
-            self.save_volume(&mut inner, record)?;
+            self.put_volume(record)?;
             return Ok(size);
         }
         Ok(record.size)
@@ -939,6 +1177,32 @@ impl HostPathStore {
         }
         Ok(stats)
     }
+}
+
+/// What a create makes.
+enum PlannedVolume {
+    Exists(Box<VolumeRecord>),
+    New {
+        source_image: Option<PathBuf>,
+        size: u64,
+        source_size: u64,
+    },
+}
+
+/// Makes an empty (sparse) image of `len` bytes.
+fn create_sparse_image(image: &Path, len: u64) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o660)
+        .open(image)
+        .at("create", image)?;
+    file.set_len(len).at("resize", image)
+}
+
+/// The bytes an image occupies on disk (0 when it is missing).
+fn occupied_bytes(image: &Path) -> u64 {
+    fs::metadata(image).map_or(0, |m| m.blocks() * 512)
 }
 
 /// Removal is idempotent: something already gone is removed.
@@ -1065,6 +1329,64 @@ mod tests {
         s.delete_volume("pvc-a").unwrap();
         s.delete_volume("pvc-a").unwrap();
         assert!(!image.exists());
+    }
+
+    #[test]
+    fn records_of_one_file_each_move_into_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let v = s.create_volume(&req("pvc-old", MIB)).unwrap();
+        drop(s);
+        // As an earlier version kept it: one file per record, no journal.
+        fs::remove_dir_all(tmp.path().join("state/journal")).unwrap();
+        let old = RecordDir::open(tmp.path().join("state/volumes")).unwrap();
+        old.save(&v.id, &v).unwrap();
+        let s = store(tmp.path());
+        assert_eq!(s.volume("pvc-old").unwrap(), v);
+        assert!(!tmp.path().join("state/volumes").exists());
+        drop(s);
+        assert_eq!(store(tmp.path()).volume("pvc-old").unwrap(), v);
+    }
+
+    #[test]
+    fn an_empty_image_a_crash_lost_is_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        let v = s.create_volume(&req("pvc-lost", 2 * MIB)).unwrap();
+        let image = s.volume_image(&v).unwrap();
+        drop(s);
+        fs::remove_dir_all(image.parent().unwrap()).unwrap();
+        let s = store(tmp.path());
+        assert_eq!(
+            fs::metadata(&image).unwrap().len(),
+            image_len(v.mode, 2 * MIB)
+        );
+        assert_eq!(s.volume_condition(&v), None);
+    }
+
+    #[test]
+    fn concurrent_creates_and_deletes_of_different_volumes_all_land() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let s = &s;
+                scope.spawn(move || {
+                    for i in 0..20 {
+                        let name = format!("pvc-{t}-{i}");
+                        s.create_volume(&req(&name, MIB)).unwrap();
+                        if i % 2 == 0 {
+                            s.delete_volume(&name).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(s.volumes().len(), 80);
+        let promised = s.lock().promises.promised("default");
+        assert_eq!(promised, 80 * MIB, "the running total matches the volumes");
+        drop(s);
+        assert_eq!(store(tmp.path()).volumes().len(), 80);
     }
 
     #[test]
