@@ -15,6 +15,7 @@ mod kube_protobuf;
 mod object;
 mod objects;
 mod openapi;
+mod openapi_v2;
 mod patch;
 mod pod_log;
 mod resources;

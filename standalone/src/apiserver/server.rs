@@ -38,6 +38,7 @@ use super::kube_protobuf::{self, ProtobufError};
 use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects, Propagation};
 use super::openapi;
+use super::openapi_v2;
 use super::patch::{self, PatchType};
 use super::pod_log;
 use super::resources::ResourceType;
@@ -450,7 +451,23 @@ impl Handler {
                         .ok_or(ApiError::NoSuchResource)?,
                 )
             }
-            Route::OpenApiV2 => Err(ApiError::NoSuchResource),
+            Route::OpenApiV2 => {
+                let schema_of =
+                    |rt: &ResourceType, version: &str| self.crd_schema(rt, version).ok().flatten();
+                let doc = openapi_v2::document(&types(), schema_of);
+                let accept = request.headers().get(header::ACCEPT);
+                let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or("");
+                if !accept.contains(openapi_v2::PROTOBUF_MEDIA_TYPE) {
+                    return ok(doc);
+                }
+                let bytes = tokio::task::spawn_blocking(move || openapi_v2::to_protobuf(&doc))
+                    .await
+                    .map_err(|e| ApiError::Internal(format!("encoding /openapi/v2: {e}")))?;
+                Ok(Response::builder()
+                    .header(header::CONTENT_TYPE, openapi_v2::PROTOBUF_CONTENT_TYPE)
+                    .body(Full::new(Bytes::from(bytes)).boxed())
+                    .map_err(|e| ApiError::Internal(e.to_string()))?)
+            }
             Route::Resource(path) => {
                 let header = |name: header::HeaderName| {
                     request

@@ -663,6 +663,41 @@ fn kubectl_explain_prints_the_descriptions_of_custom_and_built_in_fields() {
     assert!(err.contains("field \"sorce\" does not exist"), "{err}");
 }
 
+/// `--output=plaintext-openapiv2` reads `/openapi/v2` in gnostic's protobuf encoding; other
+/// clients get the same document in JSON.
+#[test]
+fn kubectl_explain_from_openapi_v2() {
+    let c = Cluster::start(crds());
+    let v2 = |path: &str| c.ok(&["explain", "--output=plaintext-openapiv2", path]);
+    let source = v2("datavolume.spec.source");
+    for shown in [
+        "KIND:     DataVolume",
+        "VERSION:  cdi.kubevirt.io/v1beta1",
+        "The source of the data.",
+        "http\t<Object>",
+        "An http(s) endpoint.",
+    ] {
+        assert!(source.contains(shown), "{shown:?} not in:\n{source}");
+    }
+    let image = v2("pod.spec.containers.image");
+    assert!(image.contains("Container image name."), "{image}");
+    let limits = v2("pod.spec.containers.resources.limits");
+    assert!(
+        limits.contains("Limits describes the maximum amount"),
+        "{limits}"
+    );
+    let err = c.fails(&["explain", "--output=plaintext-openapiv2", "dv.spec.sorce"]);
+    assert!(err.contains("sorce"), "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&c.ok(&["get", "--raw", "/openapi/v2"])).expect("JSON");
+    assert_eq!(json["swagger"], "2.0");
+    let dv = &json["definitions"]["cdi.kubevirt.io.v1beta1.DataVolume"];
+    assert_eq!(
+        dv["x-kubernetes-group-version-kind"][0]["kind"],
+        "DataVolume"
+    );
+}
+
 /// kubectl's create generators send protobuf and read protobuf back; `create token` asks
 /// for a TokenRequest whose token authenticates as the service account, under RBAC, until
 /// the account is deleted.
