@@ -141,6 +141,9 @@ impl SparseSink {
                 // The mode is part of the contract (the importer runs with a umask of its own).
                 file.set_permissions(fs::Permissions::from_mode(0o660))
                     .map_err(err)?;
+                if let Some(needed) = size.or(limit) {
+                    make_room(&path, needed).map_err(err)?;
+                }
                 if let Some(size) = size {
                     file.set_len(size).map_err(err)?;
                     if preallocate && size > 0 {
@@ -231,6 +234,29 @@ impl Drop for SparseSink {
             let _ = zero_block_device(&self.file, size.min(1 << 20));
             let _ = self.file.sync_all();
         }
+    }
+}
+
+/// Removes the file at `path` that the image being staged beside it replaces, when the image
+/// (up to `needed` bytes) might not fit beside it. [`Target::inspect`] counts that file's space
+/// as available, and it must be: a volume sized for one image holds no second copy, so an
+/// import run again over a complete image (its pod restarted before its success was recorded)
+/// would otherwise fail with "No space left on device" at every attempt. With room for both,
+/// the old file stays untouched until the new one is renamed over it.
+fn make_room(path: &Path, needed: u64) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() && meta.blocks() > 0 => {}
+        _ => return Ok(()),
+    }
+    let free = rustix::fs::statvfs(parent_dir(path))
+        .map(|stat| stat.f_bavail.saturating_mul(stat.f_frsize))
+        .map_err(io::Error::from)?;
+    if free >= needed {
+        return Ok(());
+    }
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -338,6 +364,41 @@ mod tests {
             after + (4 << 20) >= before,
             "the staging file's space is reclaimable: {before} before, {after} after"
         );
+    }
+
+    #[test]
+    fn the_target_replaced_stays_untouched_while_there_is_room_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk.img");
+        fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let sink = SparseSink::create(Target::inspect(&path).unwrap(), Some(8 << 20), None, false)
+            .unwrap();
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            vec![1u8; 1 << 20],
+            "replaced before commit"
+        );
+        sink.write_at(0, &[2u8; 4096]).unwrap();
+        sink.commit(8 << 20).unwrap();
+        assert_eq!(fs::read(&path).unwrap()[..4096], [2u8; 4096]);
+    }
+
+    #[test]
+    fn the_target_replaced_goes_first_when_the_image_may_not_fit_beside_it() {
+        // A volume sized for one image, holding a complete one (an import or clone run again
+        // after a restart that lost its success): the space counted as available must be.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk.img");
+        fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let target = Target::inspect(&path).unwrap();
+        let free = free_space(&path).unwrap();
+        // An image of unknown size bounded by more than the filesystem has free.
+        let sink = SparseSink::create(target, None, Some(free + (2 << 20)), false).unwrap();
+        assert!(!path.exists(), "the old image still holds its space");
+        sink.write_at(0, &[2u8; 4096]).unwrap();
+        sink.commit(4096).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), vec![2u8; 4096]);
+        assert!(!staging_path(&path).exists());
     }
 
     #[test]

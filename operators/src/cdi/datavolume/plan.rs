@@ -831,6 +831,12 @@ fn source_pod_actions<'a>(
         actions.push(DvAction::DeletePod { namespace, name });
         return SourceState::Waiting(existing);
     }
+    if streamed_to_a_lost_server(obs.worker.as_ref(), existing, &obs.now) {
+        // The upload server was restarted before it could report the stream this pod sent
+        // it: it waits for one that never comes. A new source pod sends it again.
+        actions.push(DvAction::DeletePod { namespace, name });
+        return SourceState::Waiting(existing);
+    }
     if pod::phase(existing) == "Running" {
         SourceState::Running(existing)
     } else {
@@ -852,6 +858,49 @@ fn calls_a_former_server(
     let told = pod::told_upload_server_address(source_pod);
     let current = connection(config, target, server).server_address;
     told.is_some() && current.is_some() && told != current
+}
+
+/// How long an upload server may still run after its source pod finished streaming to it
+/// before the stream counts as lost. It answers only once the volume is complete and exits
+/// right after, so this is only reached when it was restarted meanwhile (and its start time,
+/// in whole seconds, could not tell).
+pub const LOST_STREAM_GRACE: Duration = Duration::from_secs(20);
+
+/// Whether the source pod finished its stream (the server answered: the volume was complete)
+/// and the upload server is running again, waiting, instead of finishing: its node restarted
+/// between its answer and its exit, and the restarted server knows nothing of the stream.
+/// Told by the server's start after the source finished, or by the server still running
+/// [`LOST_STREAM_GRACE`] after it.
+fn streamed_to_a_lost_server(server: Option<&Pod>, source_pod: &Pod, now: &Time) -> bool {
+    let Some(server) = server.filter(|p| pod::is_ready(p)) else {
+        return false;
+    };
+    let first_state = |p: &Pod| {
+        p.status
+            .as_ref()?
+            .container_statuses
+            .as_ref()?
+            .first()?
+            .state
+            .clone()
+    };
+    let Some(finished) = first_state(source_pod)
+        .and_then(|s| s.terminated)
+        .filter(|t| t.exit_code == 0)
+        .and_then(|t| t.finished_at)
+    else {
+        return false;
+    };
+    let restarted_since = first_state(server)
+        .and_then(|s| s.running)
+        .and_then(|r| r.started_at)
+        .is_some_and(|started| started.0 > finished.0);
+    let grace = k8s_openapi::jiff::SignedDuration::from_secs(LOST_STREAM_GRACE.as_secs() as i64);
+    let overdue = finished
+        .0
+        .checked_add(grace)
+        .is_ok_and(|deadline| now.0 >= deadline);
+    restarted_since || overdue
 }
 
 /// How the source pod reaches the target's upload server `server`; the credentials are

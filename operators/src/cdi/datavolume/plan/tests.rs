@@ -647,6 +647,78 @@ fn a_source_pod_calling_the_upload_servers_former_address_is_replaced() {
     assert!(!deletes_it(&run(&observed)));
 }
 
+#[test]
+fn a_source_pod_whose_stream_a_restarted_upload_server_lost_is_replaced() {
+    let at = |seconds: i64| {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + seconds).unwrap())
+    };
+    let server_started = |observed: &mut Observed, seconds: i64| {
+        let state = ContainerState {
+            running: Some(k8s_openapi::api::core::v1::ContainerStateRunning {
+                started_at: Some(at(seconds)),
+            }),
+            ..Default::default()
+        };
+        observed.worker = Some(pod("cdi-upload-disk", "Running", true, Some(state)));
+    };
+    let mut observed = observed(clone_of("ns"));
+    observed.clone_source = Some(CloneSource {
+        exists: true,
+        claim: Some(source_claim("ns", "other-class")),
+        ..Default::default()
+    });
+    observed.pvc = Some(claim("Bound", &[(annotations::POD_PHASE, "Running")]));
+    server_started(&mut observed, -60);
+    let mut source_pod = run(&observed)
+        .into_iter()
+        .find_map(|a| match a {
+            DvAction::CreateCloneSourcePod { pod, .. } => Some(*pod),
+            _ => None,
+        })
+        .expect("a clone source pod");
+    // The source streamed the volume; the server answered once it was complete.
+    let mut done = terminated(0, "Clone Complete");
+    done.terminated.as_mut().unwrap().finished_at = Some(at(-2));
+    source_pod.status = pod("uid-pvc-source-pod", "Succeeded", false, Some(done)).status;
+    observed.host_clone.source_pod = Some(source_pod.clone());
+    let deletes_it = |actions: &[DvAction]| {
+        actions
+            .iter()
+            .any(|a| matches!(a, DvAction::DeletePod { name, .. } if name == "uid-pvc-source-pod"))
+    };
+    let actions = run(&observed);
+    assert!(
+        !deletes_it(&actions),
+        "the server is about to exit: {actions:?}"
+    );
+    assert_eq!(phase(&actions), Some(P::CloneInProgress));
+
+    // The platform was killed before the server's exit was recorded: its node agent ran it
+    // again, and the new server waits for a stream the finished source never sends again.
+    server_started(&mut observed, -1);
+    let actions = run(&observed);
+    assert!(deletes_it(&actions), "{actions:?}");
+    assert_ne!(phase(&actions), Some(P::Failed));
+
+    // Restarted within the second the source finished: told by the time it has waited.
+    server_started(&mut observed, -2);
+    assert!(!deletes_it(&run(&observed)));
+    observed.now = Time(
+        at(-2)
+            .0
+            .checked_add(k8s_openapi::jiff::SignedDuration::try_from(LOST_STREAM_GRACE).unwrap())
+            .unwrap(),
+    );
+    assert!(deletes_it(&run(&observed)));
+
+    // A source that failed is left to its own restarts and failure handling.
+    let mut failed = terminated(1, "Unable to clone: connection refused");
+    failed.terminated.as_mut().unwrap().finished_at = Some(at(-100));
+    source_pod.status = pod("uid-pvc-source-pod", "Running", false, Some(failed)).status;
+    observed.host_clone.source_pod = Some(source_pod);
+    assert!(!deletes_it(&run(&observed)));
+}
+
 /// A claim no DataVolume owns, annotated as `virtctl image-upload pvc` makes it, observed
 /// through its in-memory DataVolume (no uid).
 fn bare_upload(phase: &str, annotations: &[(&str, &str)]) -> Observed {
