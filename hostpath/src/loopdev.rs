@@ -29,10 +29,13 @@ fn losetup(args: &[&std::ffi::OsStr]) -> Result<String> {
 }
 
 /// The loop devices currently backed by `image`, read from sysfs: no process is started, as
-/// this runs on every delete.
+/// this runs on every delete. Compared as `losetup -j` compares, by device and inode, so a
+/// device attached through another path to the same file is found too.
 pub fn find(image: &Path) -> Result<Vec<PathBuf>> {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(image) = std::fs::canonicalize(image) else {
+    use std::os::unix::fs::MetadataExt;
+    let file_id = |path: &Path| std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
+    let Ok(wanted) = file_id(image) else {
         // No such file: nothing can be backed by it under this name.
         return Ok(Vec::new());
     };
@@ -43,12 +46,13 @@ pub fn find(image: &Path) -> Result<Vec<PathBuf>> {
         if !name.as_bytes().starts_with(b"loop") {
             continue;
         }
-        // Present only while the device is attached; the kernel writes the path it was given
-        // (losetup gives it absolute and resolved).
+        // Present only while the device is attached: the path of its file, as given.
         let Ok(backing) = std::fs::read(entry.path().join("loop/backing_file")) else {
             continue;
         };
-        if backing.strip_suffix(b"\n").unwrap_or(&backing) == image.as_os_str().as_bytes() {
+        let backing = backing.strip_suffix(b"\n").unwrap_or(&backing);
+        let backing = Path::new(std::ffi::OsStr::from_bytes(backing));
+        if file_id(backing).is_ok_and(|id| id == wanted) {
             devices.push(Path::new("/dev").join(&name));
         }
     }
@@ -124,4 +128,27 @@ pub fn is_read_only(device: &Path) -> bool {
 /// Detaches one loop device.
 pub fn detach(device: &Path) -> Result<()> {
     losetup(&["--detach".as_ref(), device.as_os_str()]).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As root, with util-linux's losetup (the driver's own requirements).
+    #[test]
+    fn a_device_attached_through_another_name_of_the_file_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let image = tmp.path().join("volume.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        let other_name = tmp.path().join("other.img");
+        std::fs::hard_link(&image, &other_name).unwrap();
+        let device = attach(&other_name).unwrap();
+        let found = find(&image);
+        let detached = detach(&device);
+        assert_eq!(found.unwrap(), vec![device]);
+        detached.unwrap();
+    }
 }
