@@ -316,6 +316,30 @@ spec:
         source_digest,
         "the source changed"
     );
+    // Nothing a worker pod had published stays mounted, not even what a pod that ended just
+    // before a kill left behind.
+    let pods = standalone::node_agent::state_dir(platform.data_dir()).join("pods");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = mounts_under(&pods);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still mounted: {left:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The mount points under `dir` (from this process's mountinfo, which the platform shares).
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let prefix = format!("{}/", dir.display());
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| point.starts_with(&prefix))
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

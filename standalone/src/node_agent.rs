@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferrovirt_hostpath::persist::{Readers, write_file};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
@@ -165,7 +166,10 @@ impl Shared {
                     listed.push(pod.uid().unwrap_or_default());
                     shared.clone().observe(pod).await;
                 }
-                Ok(watcher::Event::InitDone) => shared.stop_all_except(&listed),
+                Ok(watcher::Event::InitDone) => {
+                    shared.stop_all_except(&listed);
+                    shared.unpublish_for_pods_gone(&listed).await;
+                }
                 Ok(watcher::Event::Apply(pod)) => shared.clone().observe(pod).await,
                 Ok(watcher::Event::Delete(pod)) => {
                     shared.stop(&pod.uid().unwrap_or_default());
@@ -189,6 +193,7 @@ impl Shared {
         if pod.metadata.deletion_timestamp.is_some() {
             if !self.stop(&uid) {
                 // Nothing runs for it (any more): let the deletion finish.
+                unpublish_leftovers(&self.agent.csi, &self.agent.state_dir, &uid).await;
                 release(&self.agent.client, &pod).await;
             }
             return;
@@ -198,11 +203,11 @@ impl Shared {
             .as_ref()
             .and_then(|s| s.phase.clone())
             .unwrap_or_default();
-        if phase == "Succeeded"
-            || phase == "Failed"
-            || self.running().contains_key(&uid)
-            || self.stopping.load(Ordering::Acquire)
-        {
+        if self.running().contains_key(&uid) || self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        if phase == "Succeeded" || phase == "Failed" {
+            unpublish_leftovers(&self.agent.csi, &self.agent.state_dir, &uid).await;
             return;
         }
         let Some(container) = pod
@@ -259,6 +264,21 @@ impl Shared {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Unpublishes what pods deleted while no agent ran left published.
+    async fn unpublish_for_pods_gone(&self, listed: &[String]) {
+        let Ok(entries) = std::fs::read_dir(self.agent.state_dir.join("pods")) else {
+            return;
+        };
+        let uids: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|uid| !listed.contains(uid) && !self.running().contains_key(uid))
+            .collect();
+        for uid in uids {
+            unpublish_leftovers(&self.agent.csi, &self.agent.state_dir, &uid).await;
         }
     }
 
@@ -401,11 +421,46 @@ fn now() -> String {
         .to_string()
 }
 
-/// A volume published for this pod, to unpublish when it ends.
+/// A volume published for this pod, to unpublish when it ends. Kept in the pod's directory
+/// too ([`published_record`]), so what an agent killed at the wrong moment left published is
+/// unpublished by the next one.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Published {
     handle: String,
     staging: PathBuf,
     target: PathBuf,
+}
+
+/// Where a pod's publications are recorded.
+fn published_record(state_dir: &Path, pod_uid: &str) -> PathBuf {
+    state_dir.join("pods").join(pod_uid).join("published.json")
+}
+
+/// Unpublishes what a pod that no longer runs here left published (its agent was killed
+/// after the pod ended and before it cleaned up), and forgets the record once all is done.
+async fn unpublish_leftovers(csi: &CsiClient, state_dir: &Path, pod_uid: &str) {
+    let record = published_record(state_dir, pod_uid);
+    let Ok(bytes) = std::fs::read(&record) else {
+        return;
+    };
+    let published: Vec<Published> = match serde_json::from_slice(&bytes) {
+        Ok(published) => published,
+        Err(err) => {
+            tracing::warn!(record = %record.display(), %err, "unreadable record of publications");
+            Vec::new()
+        }
+    };
+    let mut done = true;
+    for p in &published {
+        tracing::info!(pod = %pod_uid, volume = %p.handle, "unpublishing what a pod left published");
+        if let Err(err) = csi.unpublish(&p.handle, &p.staging, &p.target).await {
+            tracing::warn!(volume = %p.handle, %err, "cannot unpublish");
+            done = false;
+        }
+    }
+    if done {
+        let _ = std::fs::remove_file(&record);
+    }
 }
 
 /// One pod's life on this node.
@@ -628,6 +683,7 @@ impl PodRun {
                         staging: staging.clone(),
                         target,
                     });
+                    self.record_published()?;
                 }
             } else if let Some(source) = &volume.secret {
                 let name = source.secret_name.clone().unwrap_or_default();
@@ -907,7 +963,20 @@ impl PodRun {
         patch_status(&self.agent().client, &self.pod, &status).await
     }
 
+    /// Writes down what is published for the pod, before anything else can happen to it.
+    fn record_published(&self) -> Result<(), AgentError> {
+        let uid = self.pod.uid().unwrap_or_default();
+        let path = published_record(&self.agent().state_dir, &uid);
+        let bytes = serde_json::to_vec(&self.published).unwrap_or_default();
+        write_file(&path, &bytes, Readers::Owner).map_err(|source| AgentError::Io {
+            what: "writing",
+            path,
+            source,
+        })
+    }
+
     async fn cleanup(&mut self) -> Result<(), AgentError> {
+        let mut left = false;
         for published in self.published.drain(..) {
             if let Err(err) = self
                 .shared
@@ -917,7 +986,12 @@ impl PodRun {
                 .await
             {
                 tracing::warn!(volume = %published.handle, %err, "cannot unpublish");
+                left = true;
             }
+        }
+        if !left {
+            let uid = self.pod.uid().unwrap_or_default();
+            let _ = std::fs::remove_file(published_record(&self.agent().state_dir, &uid));
         }
         if let Some(pod_dir) = self.root().parent() {
             let _ = std::fs::remove_dir_all(pod_dir.join("root"));
