@@ -606,12 +606,9 @@ fn a_deleted_datavolume_cleans_up_only_what_its_finalizer_holds() {
     );
 }
 
-#[test]
-fn a_source_pod_calling_the_upload_servers_former_address_is_replaced() {
-    let config = ControllerConfig {
-        no_cluster_dns: true,
-        ..ControllerConfig::default()
-    };
+/// A host-assisted clone (the source in another class) whose target claim is bound and whose
+/// transfer runs.
+fn host_clone_running() -> Observed {
     let mut observed = observed(clone_of("ns"));
     observed.clone_source = Some(CloneSource {
         exists: true,
@@ -619,6 +616,16 @@ fn a_source_pod_calling_the_upload_servers_former_address_is_replaced() {
         ..Default::default()
     });
     observed.pvc = Some(claim("Bound", &[(annotations::POD_PHASE, "Running")]));
+    observed
+}
+
+#[test]
+fn a_source_pod_calling_the_upload_servers_former_address_is_replaced() {
+    let config = ControllerConfig {
+        no_cluster_dns: true,
+        ..ControllerConfig::default()
+    };
+    let mut observed = host_clone_running();
     observed.worker = Some(pod("cdi-upload-disk", "Running", true, Some(running())));
     let source_pod = plan(&observed, &config)
         .into_iter()
@@ -661,13 +668,7 @@ fn a_source_pod_whose_stream_a_restarted_upload_server_lost_is_replaced() {
         };
         observed.worker = Some(pod("cdi-upload-disk", "Running", true, Some(state)));
     };
-    let mut observed = observed(clone_of("ns"));
-    observed.clone_source = Some(CloneSource {
-        exists: true,
-        claim: Some(source_claim("ns", "other-class")),
-        ..Default::default()
-    });
-    observed.pvc = Some(claim("Bound", &[(annotations::POD_PHASE, "Running")]));
+    let mut observed = host_clone_running();
     server_started(&mut observed, -60);
     let mut source_pod = run(&observed)
         .into_iter()
