@@ -146,12 +146,70 @@ impl FieldSelector {
         })
     }
 
+    /// Refuses a selector naming a field kube-apiserver does not select `kind` of `group` by
+    /// (as it does: "field label not supported"), rather than answering what a cluster would
+    /// not.
+    pub fn check_selectable(&self, group: &str, kind: &str) -> Result<(), ApiError> {
+        if group == "events.k8s.io" {
+            // A view of the core Events, selected by either API's field names.
+            return Ok(());
+        }
+        let extra = selectable_fields(group, kind);
+        match self.0.iter().find(|(path, _, _)| {
+            !matches!(path.as_str(), "metadata.name" | "metadata.namespace")
+                && !extra.contains(&path.as_str())
+        }) {
+            Some((path, _, _)) => Err(ApiError::BadRequest(format!(
+                "field label not supported: {path}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// The name a `metadata.name=` term pins the selection to, if any.
     pub fn pinned_name(&self) -> Option<&str> {
         self.0
             .iter()
             .find(|(path, equal, _)| path == "metadata.name" && *equal)
             .map(|(_, _, value)| value.as_str())
+    }
+}
+
+/// The fields besides `metadata.name` and `metadata.namespace` that kube-apiserver lets a
+/// field selector name, per kind (its registries' field label conversions).
+fn selectable_fields(group: &str, kind: &str) -> &'static [&'static str] {
+    match (group, kind) {
+        ("", "Pod") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+        ("", "Event") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("", "Secret") => &["type"],
+        ("", "Namespace") => &["status.phase"],
+        ("", "Node") => &["spec.unschedulable"],
+        ("", "ReplicationController") | ("apps", "ReplicaSet") => &["status.replicas"],
+        ("batch", "Job") => &["status.successful"],
+        ("certificates.k8s.io", "CertificateSigningRequest") => &["spec.signerName"],
+        _ => &[],
     }
 }
 
@@ -200,5 +258,27 @@ mod tests {
         );
         assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(&o));
         assert!(FieldSelector::parse("nonsense").is_err());
+        let selectable = |selector: &str, group: &str, kind: &str| {
+            FieldSelector::parse(selector)
+                .unwrap()
+                .check_selectable(group, kind)
+        };
+        assert!(
+            selectable(
+                "metadata.name=a,metadata.namespace!=b",
+                "cdi.kubevirt.io",
+                "DataVolume"
+            )
+            .is_ok()
+        );
+        assert!(selectable("spec.nodeName=n,status.phase=Running", "", "Pod").is_ok());
+        assert!(selectable("involvedObject.name=dv", "", "Event").is_ok());
+        let refused = selectable("status.phase=Running", "", "ConfigMap").unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("field label not supported: status.phase"),
+            "{refused}"
+        );
     }
 }

@@ -836,18 +836,23 @@ impl Handler {
         }
     }
 
-    fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    fn list_options(
+        rt: &ResourceType,
+        query: &HashMap<String, String>,
+    ) -> Result<ListOptions, ApiError> {
         let get = |key: &str| query.get(key).map(String::as_str).unwrap_or("");
+        let fields = FieldSelector::parse(get("fieldSelector"))?;
+        fields.check_selectable(&rt.group, &rt.kind)?;
         Ok(ListOptions {
             labels: LabelSelector::parse(get("labelSelector"))?,
-            fields: FieldSelector::parse(get("fieldSelector"))?,
+            fields,
             limit: query.get("limit").and_then(|l| l.parse().ok()),
             continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
         })
     }
 
     fn list(&self, rt: &ResourceType, call: &Call) -> Result<Response<Body>, ApiError> {
-        let options = Self::list_options(&call.query)?;
+        let options = Self::list_options(rt, &call.query)?;
         let page = self
             .objects
             .list(rt, call.path.namespace.as_deref(), &options)?;
@@ -882,7 +887,7 @@ impl Handler {
         rt: &ResourceType,
         call: &Call,
     ) -> Result<Response<Body>, ApiError> {
-        let options = Self::list_options(&call.query)?;
+        let options = Self::list_options(rt, &call.query)?;
         let (propagation, _) = delete_options(&call.query, &call.body)?;
         let page = self
             .objects
@@ -913,6 +918,7 @@ impl Handler {
     }
 
     fn watch(&self, rt: ResourceType, call: &Call) -> Result<Response<Body>, ApiError> {
+        let filter = Self::list_options(&rt, &call.query)?;
         let timeout = call
             .query
             .get("timeoutSeconds")
@@ -933,7 +939,7 @@ impl Handler {
             rt,
             version: call.path.version.clone(),
             namespace: call.path.namespace.clone(),
-            filter: Self::list_options(&call.query)?,
+            filter,
             resource_version: call.query.get("resourceVersion").cloned(),
             bookmarks: is_true(call.query.get("allowWatchBookmarks")),
             timeout,

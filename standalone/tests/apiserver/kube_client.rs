@@ -578,3 +578,66 @@ async fn kube_controller_reconciles_config_maps() {
     controller.abort();
     server.stop();
 }
+
+/// Sends `body` as `content_type` with `method` to `path`; the answer's status and message.
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let request = hyper::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .header("accept", "application/json")
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let response = client.send(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("a body")
+        .to_bytes();
+    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|s| s["message"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    (status, message)
+}
+
+/// Bad protobuf bodies and field selectors the server cannot serve are the client's
+/// mistakes: 400 or 415, with a message naming the problem, never a 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_protobuf_bodies_and_unservable_field_selectors_are_named() {
+    let (_dir, server, client) = start(crds()).await;
+    let pb = "application/vnd.kubernetes.protobuf";
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let (code, message) = raw(&client, "POST", configmaps, pb, b"{\"a\":1}".to_vec()).await;
+    assert_eq!(code, 400, "{message}");
+    assert!(message.contains("Kubernetes prefix"), "{message}");
+    // The prefix, then bytes that are no runtime.Unknown.
+    let garbage = b"k8s\0\xff\xff\xff".to_vec();
+    let (code, message) = raw(&client, "POST", configmaps, pb, garbage).await;
+    assert_eq!(code, 400, "{message}");
+    assert!(message.contains("does not decode"), "{message}");
+    // A well-formed envelope of a kind that has no protobuf message.
+    let field = |number: u8, bytes: &[u8]| [&[number << 3 | 2, bytes.len() as u8], bytes].concat();
+    let type_meta = [
+        field(1, b"cdi.kubevirt.io/v1beta1"),
+        field(2, b"DataVolume"),
+    ]
+    .concat();
+    let envelope = [b"k8s\0".to_vec(), field(1, &type_meta)].concat();
+    let path = "/apis/cdi.kubevirt.io/v1beta1/namespaces/default/datavolumes";
+    let (code, message) = raw(&client, "POST", path, pb, envelope).await;
+    assert_eq!(code, 415, "{message}");
+    assert!(message.contains("DataVolume"), "{message}");
+    // A field selector on a field the server does not index.
+    let path = format!("{configmaps}?fieldSelector=data.mode%3Dfast");
+    let (code, message) = raw(&client, "GET", &path, "application/json", Vec::new()).await;
+    assert_eq!(code, 400, "{message}");
+    assert!(message.contains("data.mode"), "{message}");
+    server.stop();
+}
