@@ -1,7 +1,8 @@
 //! The embedded API server under a kube-rs client: create throughput for many ConfigMaps
 //! from concurrent tasks, full and paged list throughput, and watch latency (from a create
 //! returning to its event arriving on a watch opened before it), under that load and one
-//! create at a time.
+//! create at a time; then the same creates and lists in JSON and in Kubernetes protobuf
+//! side by side.
 //!
 //! `cargo bench -p ferrovirt-standalone --bench apiserver`; FERROVIRT_BENCH_OBJECTS (10000),
 //! FERROVIRT_BENCH_TASKS (8) and FERROVIRT_BENCH_SEQUENTIAL (1000) change the sizes.
@@ -11,8 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use hyper::http;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use standalone::apiserver::kube_protobuf::{MEDIA_TYPE as PROTOBUF, Messages};
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 use tokio::sync::Mutex;
 
@@ -264,6 +268,136 @@ async fn bench_sequential_watch(api: &Api<ConfigMap>, objects: usize) {
     );
 }
 
+/// A wire format of requests and answers.
+#[derive(Clone, Copy)]
+enum Wire {
+    Json,
+    Protobuf,
+}
+
+impl Wire {
+    fn media_type(self) -> &'static str {
+        match self {
+            Wire::Json => "application/json",
+            Wire::Protobuf => PROTOBUF,
+        }
+    }
+
+    fn body(self, messages: &Messages, object: &serde_json::Value) -> Vec<u8> {
+        match self {
+            Wire::Json => serde_json::to_vec(object).expect("JSON"),
+            Wire::Protobuf => messages
+                .encode(object)
+                .expect("encodes")
+                .expect("a ConfigMap has a message"),
+        }
+    }
+}
+
+/// Sends one request in `wire` (body and Accept) and returns the answer's bytes.
+async fn call(
+    client: &kube::Client,
+    wire: Wire,
+    method: http::Method,
+    path: &str,
+    body: Vec<u8>,
+) -> Vec<u8> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::ACCEPT, wire.media_type())
+        .header(http::header::CONTENT_TYPE, wire.media_type())
+        .body(kube::client::Body::from(body))
+        .expect("a request");
+    let response = client.send(request).await.expect("the server answers");
+    let status = response.status();
+    let bytes = response.into_body().collect().await.expect("the body");
+    let bytes = bytes.to_bytes().to_vec();
+    assert!(
+        status.is_success(),
+        "{path}: {status}: {}",
+        String::from_utf8_lossy(&bytes)
+    );
+    bytes
+}
+
+/// Creates from `tasks` tasks and lists whole, in one wire format; returns the create
+/// latencies, the time to create them all, and the best list time and its size.
+async fn bench_wire(
+    client: &kube::Client,
+    messages: &Arc<Messages>,
+    wire: Wire,
+    namespace: &str,
+    objects: usize,
+    tasks: usize,
+) -> (Vec<Duration>, Duration, Duration, usize) {
+    fresh_namespace(client, namespace).await;
+    let path = format!("/api/v1/namespaces/{namespace}/configmaps");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let (client, messages, path) = (client.clone(), messages.clone(), path.clone());
+        handles.push(tokio::spawn(async move {
+            let mut times = Vec::new();
+            for i in (task..objects).step_by(tasks) {
+                let mut object =
+                    serde_json::to_value(config_map(&format!("cm-{i:05}"))).expect("a ConfigMap");
+                object["apiVersion"] = "v1".into();
+                object["kind"] = "ConfigMap".into();
+                let sent = Instant::now();
+                let body = wire.body(&messages, &object);
+                call(&client, wire, http::Method::POST, &path, body).await;
+                times.push(sent.elapsed());
+            }
+            times
+        }));
+    }
+    let mut times = Vec::new();
+    for handle in handles {
+        times.extend(handle.await.expect("a creating task"));
+    }
+    let created = started.elapsed();
+    let mut best = Duration::MAX;
+    let mut size = 0;
+    for _ in 0..3 {
+        let started = Instant::now();
+        size = call(client, wire, http::Method::GET, &path, Vec::new())
+            .await
+            .len();
+        best = best.min(started.elapsed());
+    }
+    (times, created, best, size)
+}
+
+/// The same creates and lists in JSON and in protobuf, side by side.
+async fn bench_wire_formats(client: &kube::Client, objects: usize, tasks: usize) {
+    let messages = Arc::new(Messages::new());
+    let mut rows = Vec::new();
+    for (wire, name, namespace) in [
+        (Wire::Json, "JSON", "bench-json"),
+        (Wire::Protobuf, "protobuf", "bench-protobuf"),
+    ] {
+        let (mut times, created, listed, size) =
+            bench_wire(client, &messages, wire, namespace, objects, tasks).await;
+        println!(
+            "{name:<9} create {objects} from {tasks} tasks: {} (p50 {}, p99 {}); list whole: {} ({} KiB)",
+            rate(objects, created),
+            ms(quantile(&mut times, 0.5)),
+            ms(quantile(&mut times, 0.99)),
+            ms(listed),
+            size / 1024,
+        );
+        rows.push((created, listed, size));
+    }
+    let ((json_create, json_list, json_size), (pb_create, pb_list, pb_size)) = (rows[0], rows[1]);
+    println!(
+        "protobuf/JSON: create time {:.2}x, list time {:.2}x, list size {:.2}x",
+        pb_create.as_secs_f64() / json_create.as_secs_f64(),
+        pb_list.as_secs_f64() / json_list.as_secs_f64(),
+        pb_size as f64 / json_size as f64,
+    );
+}
+
 async fn run() {
     let objects = env_usize("FERROVIRT_BENCH_OBJECTS", 10_000);
     let tasks = env_usize("FERROVIRT_BENCH_TASKS", 8);
@@ -297,6 +431,12 @@ async fn run() {
     bench_list(&api, objects).await;
     let api = fresh_namespace(&client, "bench-seq").await;
     bench_sequential_watch(&api, sequential).await;
+    bench_wire_formats(
+        &client,
+        env_usize("FERROVIRT_BENCH_WIRE_OBJECTS", 2_000),
+        tasks,
+    )
+    .await;
     server.stop();
 }
 

@@ -11,7 +11,7 @@ mod event_view;
 mod fields;
 mod front_proxy;
 mod gc;
-mod kube_protobuf;
+pub mod kube_protobuf;
 mod object;
 mod objects;
 mod openapi;

@@ -505,7 +505,8 @@ impl Handler {
     /// protobuf when the client prefers it. Streams (watch, logs), Tables and errors stay
     /// JSON, which every client that asks for protobuf also accepts.
     async fn resource(self: Arc<Self>, mut call: Call) -> Result<Response<Body>, ApiError> {
-        if kube_protobuf::is_media_type(&call.content_type) {
+        // A request without a body (a get, a list) may name a content type all the same.
+        if kube_protobuf::is_media_type(&call.content_type) && !call.body.is_empty() {
             let object = self.protobuf.decode(&call.body).map_err(protobuf_error)?;
             call.body = Bytes::from(object.to_string());
             call.content_type = "application/json".into();
