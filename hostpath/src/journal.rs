@@ -66,19 +66,14 @@ impl Journal {
         std::fs::create_dir_all(dir).at("create", dir)?;
         let snapshot_path = dir.join(SNAPSHOT_NAME);
         let log_path = dir.join(LOG_NAME);
-        let mut state = match std::fs::read(&snapshot_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|err| Error::State {
+        let mut state = match read_if_present(&snapshot_path)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|err| Error::State {
                 path: snapshot_path.clone(),
                 detail: err.to_string(),
             })?,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => S::default(),
-            Err(err) => return Err(Error::io("read", snapshot_path, err)),
+            None => S::default(),
         };
-        let bytes = match std::fs::read(&log_path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(err) => return Err(Error::io("read", log_path, err)),
-        };
+        let bytes = read_if_present(&log_path)?.unwrap_or_default();
         // Only whole lines count: a last line without its newline was never acknowledged.
         let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         let mut lines = 0;
@@ -176,6 +171,15 @@ impl Journal {
         log.lines = 0;
         *synced = log.written;
         Ok(())
+    }
+}
+
+/// A file's bytes, or `None` when there is no such file.
+fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(Error::io("read", path, err)),
     }
 }
 

@@ -177,7 +177,7 @@ impl Records {
 #[derive(Default)]
 struct Promises {
     /// Per volume: its size less what its image occupied when last counted.
-    by_volume: HashMap<String, (String, u64)>,
+    by_volume: HashMap<String, u64>,
     /// Per pool: the sum of its volumes' promises.
     by_pool: HashMap<String, u64>,
     /// Per pool: the sizes of volumes being created or grown right now.
@@ -187,16 +187,20 @@ struct Promises {
 impl Promises {
     /// Sets (or with `None` removes) what volume `id` of `pool` may still grow into.
     fn set(&mut self, pool: &str, id: &str, promise: Option<u64>) {
-        if let Some((old_pool, old)) = self.by_volume.remove(id)
-            && let Some(total) = self.by_pool.get_mut(&old_pool)
-        {
+        let total = self.by_pool.entry(pool.to_string()).or_default();
+        if let Some(old) = self.by_volume.remove(id) {
             *total = total.saturating_sub(old);
         }
         if let Some(promise) = promise {
-            self.by_volume
-                .insert(id.to_string(), (pool.to_string(), promise));
-            *self.by_pool.entry(pool.to_string()).or_default() += promise;
+            self.by_volume.insert(id.to_string(), promise);
+            *total += promise;
         }
+    }
+
+    /// Adds `bytes` to what volume `id` of `pool` may still grow into (it was expanded).
+    fn grow(&mut self, pool: &str, id: &str, bytes: u64) {
+        let current = self.by_volume.get(id).copied().unwrap_or(0);
+        self.set(pool, id, Some(current + bytes));
     }
 
     fn promised(&self, pool: &str) -> u64 {
@@ -800,12 +804,6 @@ impl HostPathStore {
                 file.sync_all()
             })
             .at("resize", &image);
-        let promise = self
-            .lock()
-            .promises
-            .by_volume
-            .get(id)
-            .map_or(0, |(_, promise)| *promise);
         if let Err(err) = grown {
             self.lock().promises.unreserve(&pool.name, growth);
             return Err(err);
@@ -815,7 +813,7 @@ impl HostPathStore {
         updated.grow_fs = updated.mode == VolumeMode::Filesystem;
         let recorded = self.record(Change::PutVolume(updated), |inner| {
             inner.promises.unreserve(&pool.name, growth);
-            inner.promises.set(&pool.name, id, Some(promise + growth));
+            inner.promises.grow(&pool.name, id, growth);
         });
         if recorded.is_err() && self.volume(id).is_ok_and(|r| r.size < size) {
             self.lock().promises.unreserve(&pool.name, growth);

@@ -142,7 +142,7 @@ impl SparseSink {
                 file.set_permissions(fs::Permissions::from_mode(0o660))
                     .map_err(err)?;
                 if let Some(needed) = size.or(limit) {
-                    make_room(&path, needed).map_err(err)?;
+                    make_room(&path, needed)?;
                 }
                 if let Some(size) = size {
                     file.set_len(size).map_err(err)?;
@@ -243,19 +243,19 @@ impl Drop for SparseSink {
 /// import run again over a complete image (its pod restarted before its success was recorded)
 /// would otherwise fail with "No space left on device" at every attempt. With room for both,
 /// the old file stays untouched until the new one is renamed over it.
-fn make_room(path: &Path, needed: u64) -> io::Result<()> {
+fn make_room(path: &Path, needed: u64) -> Result<(), ImportError> {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() && meta.blocks() > 0 => {}
         _ => return Ok(()),
     }
-    let free = rustix::fs::statvfs(parent_dir(path))
-        .map(|stat| stat.f_bavail.saturating_mul(stat.f_frsize))
-        .map_err(io::Error::from)?;
-    if free >= needed {
+    if free_space(path)? >= needed {
         return Ok(());
     }
     match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ImportError::Target {
+            path: path.to_path_buf(),
+            source: e,
+        }),
         _ => Ok(()),
     }
 }
