@@ -15,6 +15,7 @@ use api::cdi::pod_contract::{FailureReason, WorkerFailure};
 use api::cdi::{DataVolume, DataVolumeStatus};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::SignedDuration;
 use kube::ResourceExt;
 
 use super::cross_namespace::FINALIZER;
@@ -864,7 +865,7 @@ fn calls_a_former_server(
 /// before the stream counts as lost. It answers only once the volume is complete and exits
 /// right after, so this is only reached when it was restarted meanwhile (and its start time,
 /// in whole seconds, could not tell).
-pub const LOST_STREAM_GRACE: Duration = Duration::from_secs(20);
+pub const LOST_STREAM_GRACE: SignedDuration = SignedDuration::from_secs(20);
 
 /// Whether the source pod finished its stream (the server answered: the volume was complete)
 /// and the upload server is running again, waiting, instead of finishing: its node restarted
@@ -895,10 +896,9 @@ fn streamed_to_a_lost_server(server: Option<&Pod>, source_pod: &Pod, now: &Time)
         .and_then(|s| s.running)
         .and_then(|r| r.started_at)
         .is_some_and(|started| started.0 > finished.0);
-    let grace = k8s_openapi::jiff::SignedDuration::from_secs(LOST_STREAM_GRACE.as_secs() as i64);
     let overdue = finished
         .0
-        .checked_add(grace)
+        .checked_add(LOST_STREAM_GRACE)
         .is_ok_and(|deadline| now.0 >= deadline);
     restarted_since || overdue
 }

@@ -704,12 +704,7 @@ fn a_source_pod_whose_stream_a_restarted_upload_server_lost_is_replaced() {
     // Restarted within the second the source finished: told by the time it has waited.
     server_started(&mut observed, -2);
     assert!(!deletes_it(&run(&observed)));
-    observed.now = Time(
-        at(-2)
-            .0
-            .checked_add(k8s_openapi::jiff::SignedDuration::try_from(LOST_STREAM_GRACE).unwrap())
-            .unwrap(),
-    );
+    observed.now = Time(at(-2).0.checked_add(LOST_STREAM_GRACE).unwrap());
     assert!(deletes_it(&run(&observed)));
 
     // A source that failed is left to its own restarts and failure handling.
