@@ -465,10 +465,20 @@ fn wait_claim(
     name: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
+    wait_claim_in(platform, "default", name, done)
+}
+
+/// Polls claim `namespace/name` until `done` holds for it; returns it.
+fn wait_claim_in(
+    platform: &Platform,
+    namespace: &str,
+    name: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     let deadline = std::time::Instant::now() + IMPORT_LIMIT;
     let mut last = serde_json::Value::Null;
     while std::time::Instant::now() < deadline {
-        if let Some(claim) = platform.json(&["get", "pvc", name]) {
+        if let Some(claim) = platform.json(&["get", "pvc", "-n", namespace, name]) {
             if done(&claim) {
                 return claim;
             }
@@ -491,7 +501,7 @@ fn pod_phase_of(claim: &serde_json::Value) -> &str {
 /// CDI's annotation API on claims without a DataVolume: `image-upload pvc` (what `virtctl
 /// image-upload pvc` does) gets an upload server, a claim annotated with an http endpoint an
 /// importer; both report on the claim's annotations as CDI's controllers do and leave no pod
-/// behind. A clone request, which this controller does not serve, says so in an Event.
+/// behind.
 #[test]
 fn bare_claims_are_filled_through_cdis_annotations() {
     let server = HttpServer::start(HttpServerOptions::default());
@@ -542,35 +552,167 @@ spec:
         !pods.contains("cdi-upload-uploaded") && !pods.contains("importer-imported"),
         "{pods}"
     );
+}
 
-    platform.apply(
-        "apiVersion: v1
-kind: PersistentVolumeClaim
-metadata:
-  name: cloned
-  annotations:
-    k8s.io/CloneRequest: default/imported
-spec:
-  accessModes: [ReadWriteOnce]
-  resources: {requests: {storage: 64Mi}}
-",
-    );
+/// The Events on `namespace/object` as (reason, message), once one has `reason`.
+fn wait_event(
+    platform: &Platform,
+    namespace: &str,
+    object: &str,
+    reason: &str,
+) -> Vec<(String, String)> {
     let deadline = std::time::Instant::now() + IMPORT_LIMIT;
+    let selector = format!("--field-selector=involvedObject.name={object}");
     loop {
-        let events = platform.ok(&[
-            "get",
-            "events",
-            "--field-selector=involvedObject.name=cloned",
-        ]);
-        if events.contains("ErrClaimNotValid") && events.contains("k8s.io/CloneRequest") {
-            break;
+        let listed = platform
+            .json(&["get", "events", "-n", namespace, &selector])
+            .unwrap_or_default();
+        let events: Vec<(String, String)> = listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let text = |key: &str| e[key].as_str().unwrap_or_default().to_string();
+                (text("reason"), text("message"))
+            })
+            .collect();
+        if events.iter().any(|(r, _)| r == reason) {
+            return events;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no event on the clone request:\n{events}"
+            "no {reason} event on {namespace}/{object}: {events:?}\n--- log:\n{}",
+            platform.log()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The message of the first Event on `namespace/object` with `reason`.
+fn event_message(platform: &Platform, namespace: &str, object: &str, reason: &str) -> String {
+    wait_event(platform, namespace, object, reason)
+        .into_iter()
+        .find(|(r, _)| r == reason)
+        .map(|(_, message)| message)
+        .unwrap_or_default()
+}
+
+/// A bare claim in `copies` asking for a clone of `default/golden`, with `more` annotations.
+fn clone_request(name: &str, value: &str, size: &str, more: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: {name}
+  namespace: copies
+  annotations:
+    k8s.io/CloneRequest: {value}{more}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {{requests: {{storage: {size}}}}}
+"
+    )
+}
+
+/// CDI's clone controller on claims without a DataVolume: a claim annotated
+/// `k8s.io/CloneRequest: default/golden` in another namespace, with a clone token for that
+/// source and itself (signed with the platform's key, as CDI's API server signs them), gets
+/// a host-assisted copy (upload server, source pod) and ends with CDI's annotations and
+/// event and no pod left; without a token, with a value that is not NAMESPACE/NAME, or too
+/// small for the source, a claim is refused in an Event naming why and nothing is made.
+#[test]
+fn a_bare_claim_with_a_clone_request_gets_a_copy_of_its_source() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("bare-clone");
+    let image = "v3.qcow2";
+    platform.apply(&http_datavolume("golden", &server.url(image), "64Mi", ""));
+    platform.ok(&["create", "namespace", "copies"]);
+    let issuer = uploadproxy::UploadTokenIssuer::load_or_create(platform.data_dir())
+        .expect("the platform's token signing key");
+    let token = |target: &str| {
+        let token = issuer
+            .issue_clone(("default", "golden"), ("copies", target))
+            .expect("a clone token");
+        format!("\n    cdi.kubevirt.io/storage.clone.token: {token}")
+    };
+    platform.wait_phase("default", "golden", "Succeeded", IMPORT_LIMIT);
+    // The source's claim is 64Mi and the filesystem's overhead: a 64Mi claim is too small.
+    let claims = [
+        clone_request("copy", "default/golden", "128Mi", &token("copy")),
+        clone_request("no-token", "default/golden", "128Mi", ""),
+        clone_request("not-a-name", "golden", "128Mi", &token("not-a-name")),
+        clone_request("too-small", "default/golden", "64Mi", &token("too-small")),
+    ];
+    platform.apply(&claims.join("---\n"));
+
+    let copied = wait_claim_in(&platform, "copies", "copy", |c| {
+        pod_phase_of(c) == "Succeeded" && c["metadata"]["annotations"]["k8s.io/CloneOf"] == "true"
+    });
+    let annotations = &copied["metadata"]["annotations"];
+    assert_eq!(
+        annotations["cdi.kubevirt.io/uploadClientName"],
+        "default/golden-copies/copy"
+    );
+    let uid = copied["metadata"]["uid"].as_str().expect("a uid");
+    assert_eq!(
+        annotations["cdi.kubevirt.io/storage.sourceClonePodName"],
+        format!("{uid}-source-pod")
+    );
+    assert!(
+        copied["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| !f.iter().any(|f| f == "cdi.kubevirt.io/cloneSource")),
+        "{copied:#}"
+    );
+    let done = event_message(&platform, "copies", "copy", "CloneSucceeded");
+    assert_eq!(done, "Clone Complete");
+    // Byte for byte: the copy holds the source's disk, then zeros.
+    platform.assert_volume_holds("copies", "copy", image);
+    let scratch = TempDir::new("bare-clone");
+    let (source_disk, copy_disk) = (scratch.join("golden.img"), scratch.join("copy.img"));
+    platform.extract_disk("default", "golden", &source_disk);
+    platform.extract_disk("copies", "copy", &copy_disk);
+    let source_len = std::fs::metadata(&source_disk)
+        .expect("the source disk")
+        .len();
+    let (digest, zero_tail) = digest_prefix(&copy_disk, source_len);
+    assert_eq!(digest, digest_prefix(&source_disk, source_len).0);
+    assert!(zero_tail, "the copy has data after the source's end");
+    // No worker is left: the source pod (in the source's namespace) nor the upload server.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = platform.ok(&["get", "pods", "-A", "-o", "name"]);
+        if !pods.contains("-source-pod") && !pods.contains("cdi-upload-copy") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "pods left: {pods}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let refused = event_message(&platform, "copies", "no-token", "CloneValidationFailed");
+    assert!(
+        refused.starts_with("The clone doesn't meet the validation requirements")
+            && refused.contains("no clone token"),
+        "{refused}"
+    );
+    let malformed = event_message(&platform, "copies", "not-a-name", "ErrClaimNotValid");
+    assert!(
+        malformed.contains("error parsing clone request annotation")
+            && malformed.contains("\"golden\""),
+        "{malformed}"
+    );
+    let small = event_message(&platform, "copies", "too-small", "ErrIncompatiblePVC");
+    assert!(small.contains("smaller than the source"), "{small}");
+    let held = platform
+        .json(&["get", "pvc", "-n", "copies", "no-token"])
+        .expect("the claim");
+    assert_eq!(
+        held["metadata"]["annotations"]["cdi.kubevirt.io/storage.condition.source.running.reason"],
+        "CloneValidationFailed",
+        "{held:#}"
+    );
+    let pods = platform.ok(&["get", "pods", "-n", "copies", "-o", "name"]);
+    assert!(pods.trim().is_empty(), "refused claims got workers: {pods}");
 }
 
 /// Polls DataSource `name` until its Ready condition has `reason`; returns the DataSource.

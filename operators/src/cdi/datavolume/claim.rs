@@ -1,16 +1,21 @@
-//! CDI's annotation API on claims no DataVolume owns, as CDI's import and upload controllers
-//! serve it: a PVC annotated `cdi.kubevirt.io/storage.upload.target` gets an upload server
-//! (what `virtctl image-upload pvc` creates and waits for), one annotated
+//! CDI's annotation API on claims no DataVolume owns, as CDI's import, upload and clone
+//! controllers serve it: a PVC annotated `cdi.kubevirt.io/storage.upload.target` gets an
+//! upload server (what `virtctl image-upload pvc` creates and waits for), one annotated
 //! `cdi.kubevirt.io/storage.import.endpoint` (with `storage.import.source`, `secretName`,
-//! `certConfigMap`, `registryImportMethod` and `storage.contentType`) gets an importer. The
-//! worker's state is written back on the claim (`storage.pod.phase`, `storage.pod.ready`,
-//! `storage.pod.restarts`, the running condition), and the worker goes once it is done.
+//! `certConfigMap`, `registryImportMethod` and `storage.contentType`) gets an importer, one
+//! annotated `k8s.io/CloneRequest: NAMESPACE/NAME` a host-assisted copy of that claim
+//! ([`clone`]). The worker's state is written back on the claim (`storage.pod.phase`,
+//! `storage.pod.ready`, `storage.pod.restarts`, the running condition), and the worker goes
+//! once it is done.
 //!
 //! Such a claim is handled as a DataVolume that lives only in memory: [`request`] reads it
 //! from the annotations, and the DataVolume controller's observe, the claim's plan
-//! ([`plan::plan_claim`]) and the DataVolume's execute do the rest. The in-memory
-//! DataVolume has no uid, so the workers are owned by the claim alone, as CDI's are.
+//! ([`plan::plan_claim`], [`clone::plan`]) and the DataVolume's execute do the rest. The
+//! in-memory DataVolume has no uid, so the workers are owned by the claim alone, as CDI's are.
 
+pub mod clone;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,14 +27,16 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
 
 use super::OwnsWorkers;
 use super::context::{Context, Error};
+use super::keys::{ANN_CLONE_OF, CLONE_SOURCE_FINALIZER};
 use super::observe::observe;
-use super::plan;
+use super::plan::{self, DvAction, Observed};
 use super::reconcile::{Outcome, execute};
 use crate::config::ControllerConfig;
-use crate::kube::publish;
+use crate::kube::{finalizer, publish};
 
 /// CDI's annotation asking for a host-assisted clone into a bare claim (`NAMESPACE/NAME`).
 pub const CLONE_REQUEST: &str = "k8s.io/CloneRequest";
@@ -43,6 +50,9 @@ pub enum Request {
     Fill(Box<DataVolume>),
     /// The annotations ask for what this controller cannot do; the message says why.
     Unsupported(String),
+    /// A clone target that is deleted, done, or no longer asks for a clone, and still holds
+    /// [`CLONE_SOURCE_FINALIZER`]: its source pod goes, then the finalizer.
+    ReleaseCloneSource,
 }
 
 /// What `claim`'s annotations ask for.
@@ -51,10 +61,17 @@ pub fn request(claim: &PersistentVolumeClaim) -> Request {
         .owner_references()
         .iter()
         .any(|o| o.kind == "DataVolume" && o.controller == Some(true));
-    if filled_by_data_volume
-        || claim.metadata.deletion_timestamp.is_some()
-        || claim.annotations().contains_key(annotations::POPULATED_FOR)
-    {
+    if filled_by_data_volume || claim.annotations().contains_key(annotations::POPULATED_FOR) {
+        return Request::None;
+    }
+    let deleted = claim.metadata.deletion_timestamp.is_some();
+    // As CDI's clone controller: a clone is done once `k8s.io/CloneOf` is on.
+    let clone_done = claim.annotations().contains_key(ANN_CLONE_OF);
+    let cloning = claim.annotations().contains_key(CLONE_REQUEST) && !clone_done;
+    if finalizer::has(claim, CLONE_SOURCE_FINALIZER) && (deleted || !cloning) {
+        return Request::ReleaseCloneSource;
+    }
+    if deleted || clone_done {
         return Request::None;
     }
     let (source, content_type) = match (source(claim), content_type(claim)) {
@@ -62,10 +79,21 @@ pub fn request(claim: &PersistentVolumeClaim) -> Request {
         (Err(message), _) | (_, Err(message)) => return Request::Unsupported(message),
         (Ok(Some(source)), Ok(content_type)) => (source, content_type),
     };
+    // A clone's token is checked as the DataVolume's would be.
+    let token: BTreeMap<&str, &String> = claim
+        .annotations()
+        .get(CLONE_TOKEN_ANNOTATION)
+        .map(|token| (CLONE_TOKEN_ANNOTATION, token))
+        .into_iter()
+        .collect();
     let dv = json!({
         "apiVersion": "cdi.kubevirt.io/v1beta1",
         "kind": "DataVolume",
-        "metadata": {"name": claim.name_any(), "namespace": claim.namespace()},
+        "metadata": {
+            "name": claim.name_any(),
+            "namespace": claim.namespace(),
+            "annotations": token,
+        },
         "spec": {"source": source, "contentType": content_type},
     });
     match serde_json::from_value(dv) {
@@ -77,13 +105,12 @@ pub fn request(claim: &PersistentVolumeClaim) -> Request {
 /// The DataVolume source the annotations name, if any.
 fn source(claim: &PersistentVolumeClaim) -> Result<Option<Value>, String> {
     let ann = claim.annotations();
+    if let Some(value) = ann.get(CLONE_REQUEST) {
+        let (namespace, name) = clone::source_of(claim, value)?;
+        return Ok(Some(json!({"pvc": {"namespace": namespace, "name": name}})));
+    }
     if ann.contains_key(annotations::UPLOAD_REQUEST) {
         return Ok(Some(json!({"upload": {}})));
-    }
-    if ann.contains_key(CLONE_REQUEST) {
-        return Err(format!(
-            "{CLONE_REQUEST} on a claim without a DataVolume is not supported by this controller: clone with a DataVolume whose source is the PVC"
-        ));
     }
     let endpoint = ann.get(annotations::IMPORT_ENDPOINT);
     let kind = ann.get(annotations::IMPORT_SOURCE).map(String::as_str);
@@ -140,10 +167,25 @@ fn error_policy(claim: Arc<PersistentVolumeClaim>, err: &Error, _ctx: Arc<Contex
     Action::requeue(Duration::from_secs(5))
 }
 
+/// The actions for a bare claim: a clone's as CDI's clone controller decides them
+/// ([`clone::plan`]), an import's or an upload's as [`plan::plan_claim`].
+pub fn plan(obs: &Observed, config: &ControllerConfig) -> Vec<DvAction> {
+    let clones = obs.dv.spec.source.as_ref().is_some_and(|s| s.pvc.is_some());
+    if clones {
+        clone::plan(obs, config)
+    } else {
+        plan::plan_claim(obs, config)
+    }
+}
+
 /// Reconciles one claim.
 async fn reconcile(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
     let dv = match request(&claim) {
         Request::None => return Ok(Action::await_change()),
+        Request::ReleaseCloneSource => {
+            clone::release_source(&ctx, &claim).await?;
+            return Ok(Action::await_change());
+        }
         Request::Unsupported(message) => {
             publish(
                 &ctx.recorder,
@@ -158,7 +200,7 @@ async fn reconcile(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Resu
         Request::Fill(dv) => dv,
     };
     let mut observed = observe(&dv, &ctx).await?;
-    let actions = plan::plan_claim(&observed, &ctx.config);
+    let actions = plan(&observed, &ctx.config);
     match execute(&ctx, &mut observed, actions).await? {
         Outcome::Done(action) => Ok(action),
         // A claim's plan never makes a claim.
@@ -256,7 +298,7 @@ mod tests {
         };
         assert!(unsupported(&[(annotations::IMPORT_SOURCE, "http")]).contains("endpoint"));
         assert!(unsupported(&[(annotations::IMPORT_SOURCE, "vddk")]).contains("vddk"));
-        assert!(unsupported(&[(CLONE_REQUEST, "src/disk")]).contains("DataVolume"));
+        assert!(unsupported(&[(CLONE_REQUEST, "src-disk")]).contains("src-disk"));
         let bad_type = unsupported(&[
             (annotations::UPLOAD_REQUEST, ""),
             (annotations::CONTENT_TYPE, "iso"),

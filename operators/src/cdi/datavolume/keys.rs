@@ -20,6 +20,18 @@ pub const ANN_RETAIN_AFTER_COMPLETION: &str = "cdi.kubevirt.io/storage.pod.retai
 pub const ANN_CREATED_BY: &str = "cdi.kubevirt.io/storage.createdByController";
 /// PVC annotation: how a clone is done.
 pub const ANN_CLONE_TYPE: &str = "cdi.kubevirt.io/cloneType";
+/// Claim annotation: the clone into the claim (`k8s.io/CloneRequest`) completed (`"true"`).
+pub const ANN_CLONE_OF: &str = "k8s.io/CloneOf";
+/// Claim annotation: the name of the source pod of a clone into the claim.
+pub const ANN_CLONE_SOURCE_POD: &str = "cdi.kubevirt.io/storage.sourceClonePodName";
+/// Claim annotation: the common name the claim's upload server requires of its client.
+pub const ANN_UPLOAD_CLIENT_NAME: &str = "cdi.kubevirt.io/uploadClientName";
+/// Claim annotation: clone into the claim even if its requested size is smaller than the
+/// source's.
+pub const ANN_PERMISSIVE_CLONE: &str = "cdi.kubevirt.io/permissiveClone";
+/// Claim finalizer: the claim's clone may have a source pod (in the source's namespace,
+/// where nothing can own it) to remove first (CDI's clone controller's).
+pub const CLONE_SOURCE_FINALIZER: &str = "cdi.kubevirt.io/cloneSource";
 /// Pod annotation a node agent may set to say where the worker's metrics are served when it
 /// is not `<podIP>:8443` (the local node agent runs pods as processes on one address).
 pub const ANN_METRICS_ADDRESS: &str = "ferrovirt.io/metrics-address";

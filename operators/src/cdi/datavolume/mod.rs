@@ -12,7 +12,8 @@
 //! - [`status`]: the DataVolume status from the observed PVC and pod.
 //! - [`plan`]: the decisions of a reconcile, observed objects in, actions out (pure).
 //! - [`claim`]: CDI's annotation API on claims no DataVolume owns (`virtctl image-upload
-//!   pvc`), through the same observe, a plan of its own and the same execute.
+//!   pvc`, `k8s.io/CloneRequest`), through the same observe, a plan of its own and the same
+//!   execute.
 //! - [`observe`]: reads what a plan decides from; [`reconcile`] carries its actions out,
 //!   with [`upload`], [`host_clone`] and [`cross_namespace`] for the API calls of uploads
 //!   and clones.

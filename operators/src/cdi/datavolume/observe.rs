@@ -48,7 +48,10 @@ pub async fn observe(dv: &DataVolume, ctx: &Context) -> Result<Observed, Error> 
         observed.clone_source = Some(clone_source(ctx, &observed, &reference).await?);
     }
     let transfer = plan::transfer(&observed, &source);
-    if observed.clone_source.is_some() && observed.pvc.is_none() {
+    // A bare claim exists from the start: its clone is checked at every look until its
+    // source pod is made (as CDI's clone controller does).
+    let deciding = observed.pvc.is_none() || plan::is_bare_claim(dv);
+    if observed.clone_source.is_some() && deciding {
         observe_clone_permission(ctx, &mut observed, &source, &transfer).await?;
     }
     if let Some(pod_name) = plan::worker_pod_name(&transfer, &name) {
@@ -78,8 +81,8 @@ pub async fn observe(dv: &DataVolume, ctx: &Context) -> Result<Observed, Error> 
     Ok(observed)
 }
 
-/// A clone's source: whether it exists, its claim, and (before the target's claim exists)
-/// the DataVolume that fills it.
+/// A clone's source: whether it exists, its claim, and (before the target's claim exists, or
+/// for a bare claim) the DataVolume that fills it.
 async fn clone_source(
     ctx: &Context,
     observed: &Observed,
@@ -98,7 +101,7 @@ async fn clone_source(
         claim,
         ..Default::default()
     };
-    if observed.pvc.is_none() && !*snapshot {
+    if (observed.pvc.is_none() || plan::is_bare_claim(&observed.dv)) && !*snapshot {
         if let Some(owner) = clone.claim.as_ref().and_then(filling_data_volume) {
             clone.filled_by_data_volume = true;
             clone.filling_phase = Api::<DataVolume>::namespaced(ctx.client.clone(), src_ns)

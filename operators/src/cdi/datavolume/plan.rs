@@ -20,7 +20,7 @@ use kube::ResourceExt;
 
 use super::cross_namespace::FINALIZER;
 use super::host_clone;
-use super::keys::{ANN_CLONE_TYPE, retain_after_completion};
+use super::keys::{ANN_CLONE_TYPE, CLONE_SOURCE_FINALIZER, retain_after_completion};
 use super::pod::{self, CloneConnection, UPLOAD_PORT, WorkerSettings};
 use super::pvc::{self, BLOCK, PvcInputs};
 use super::settings::ClusterSettings;
@@ -157,6 +157,11 @@ pub enum DvAction {
     AddFinalizer,
     /// Take [`FINALIZER`] off the DataVolume.
     RemoveFinalizer,
+    /// Put [`CLONE_SOURCE_FINALIZER`] on a bare claim (its clone source pod is about to be
+    /// made).
+    AddClaimFinalizer,
+    /// Take [`CLONE_SOURCE_FINALIZER`] off a bare claim.
+    RemoveClaimFinalizer,
     /// Create the claim a VolumeSnapshot is restored into to be copied.
     CreateRestoreClaim(Box<PersistentVolumeClaim>),
     /// Delete that claim.
@@ -165,6 +170,8 @@ pub enum DvAction {
     WriteStatus(Box<DataVolumeStatus>),
     /// Publish an event of a status change (CDI's reasons and messages).
     Publish(StatusEvent),
+    /// Publish an event on the claim (a bare claim, which has no DataVolume to carry it).
+    PublishOnClaim(StatusEvent),
     /// Look at the DataVolume again after this long.
     Requeue(Duration),
     /// Look at the DataVolume again only when something changes.
@@ -333,6 +340,12 @@ fn controlled_by(pvc: &PersistentVolumeClaim, dv: &DataVolume) -> bool {
         .any(|o| Some(&o.uid) == dv.metadata.uid.as_ref() && o.controller == Some(true))
 }
 
+/// Whether `dv` is the in-memory DataVolume of a claim no DataVolume owns
+/// ([`super::claim`]): only such a DataVolume has no uid.
+pub fn is_bare_claim(dv: &DataVolume) -> bool {
+    dv.metadata.uid.is_none()
+}
+
 /// Whether a claim is bound to a volume.
 pub fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
     pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
@@ -352,7 +365,8 @@ pub fn clone_reference(source: &DataVolumeSource) -> Option<(String, String, boo
 }
 
 /// What fills the PVC: as the source says, except that a clone a CSI clone cannot make (a
-/// source of another class or mode), or one that was started as a copy, is host-assisted.
+/// source of another class or mode), one that was started as a copy, or one into a bare
+/// claim (CDI's clone controller only copies), is host-assisted.
 pub fn transfer(obs: &Observed, source: &DataVolumeSource) -> Transfer {
     let transfer = Transfer::from_source(source);
     let (Some((namespace, name, snapshot)), Some(clone)) =
@@ -370,6 +384,7 @@ pub fn transfer(obs: &Observed, source: &DataVolumeSource) -> Transfer {
             .is_some_and(|t| t == "copy")
     });
     let host = copying
+        || is_bare_claim(&obs.dv)
         || clone
             .claim
             .as_ref()
@@ -457,7 +472,7 @@ fn clone_gate(
 
 /// Why a clone source PVC is not ready to be copied: its DataVolume has not succeeded yet (a
 /// copy now would take a half-written image). A claim no DataVolume fills is ready as it is.
-fn unpopulated(clone: &CloneSource, snapshot: bool) -> Option<String> {
+pub(super) fn unpopulated(clone: &CloneSource, snapshot: bool) -> Option<String> {
     let claim = clone.claim.as_ref().filter(|_| !snapshot)?;
     if !clone.filled_by_data_volume || clone.filling_phase == Some(DataVolumePhase::Succeeded) {
         return None;
@@ -561,7 +576,7 @@ fn worker_settings<'a>(
 
 /// Whether the transfer into `claim` has ended: the DataVolume's phase is final, or the
 /// worker succeeded or failed for good.
-fn transfer_finished(obs: &Observed, claim: &PersistentVolumeClaim) -> bool {
+pub(super) fn transfer_finished(obs: &Observed, claim: &PersistentVolumeClaim) -> bool {
     let final_phase = obs.dv.status.as_ref().and_then(|s| s.phase);
     final_phase.is_some_and(|p| p.is_final())
         || claim
@@ -572,7 +587,7 @@ fn transfer_finished(obs: &Observed, claim: &PersistentVolumeClaim) -> bool {
 }
 
 /// Adds `changes` to `claim`'s annotations as the patch will, and the patch to `actions`.
-fn annotate(
+pub(super) fn annotate(
     claim: &mut PersistentVolumeClaim,
     changes: BTreeMap<String, String>,
     actions: &mut Vec<DvAction>,
@@ -587,7 +602,7 @@ fn annotate(
 /// The worker pod of an import, upload or host-assisted clone: created when missing (after
 /// a consumer bound the claim, when `honor_wffc` and its class waits for one), mirrored onto
 /// the claim, deleted once done. Returns the progress to report.
-fn worker_actions(
+pub(super) fn worker_actions(
     obs: &Observed,
     config: &ControllerConfig,
     transfer: &Transfer,
@@ -694,7 +709,7 @@ enum SourceState<'a> {
 /// The source side of a host-assisted clone: its restore claim (for a snapshot), its source
 /// pod, the source's state on the target `claim`, the clean-up once finished. Returns the
 /// progress the running source pod serves.
-fn host_clone_actions(
+pub(super) fn host_clone_actions(
     obs: &Observed,
     config: &ControllerConfig,
     transfer: &Transfer,
@@ -772,6 +787,9 @@ fn host_clone_actions(
         if finalizer::has(&obs.dv, FINALIZER) {
             push_once(actions, DvAction::RemoveFinalizer);
         }
+        if finalizer::has(&*claim, CLONE_SOURCE_FINALIZER) {
+            push_once(actions, DvAction::RemoveClaimFinalizer);
+        }
     }
     progress
 }
@@ -808,7 +826,10 @@ fn source_pod_actions<'a>(
     let Some(existing) = existing else {
         let server = obs.worker.as_ref().filter(|p| pod::is_ready(p));
         if let (Some(source_claim), Some(server)) = (source_claim, server) {
-            if across {
+            if is_bare_claim(&obs.dv) {
+                // As CDI's clone controller: the claim holds its source pod, wherever it is.
+                push_once(actions, DvAction::AddClaimFinalizer);
+            } else if across {
                 // Nothing in the target namespace can own a pod in the source namespace.
                 push_once(actions, DvAction::AddFinalizer);
             }

@@ -94,6 +94,17 @@ pub fn required_space(overhead: f64, requested: u128) -> u128 {
     (aligned as f64 / (1.0 - overhead)).ceil() as u128
 }
 
+/// The space an image may take on a volume of `available` bytes: the overhead taken off
+/// (of a filesystem volume) and rounded down to 1 MiB (CDI's `GetUsableSpace`).
+pub fn usable_space(overhead: f64, available: u128) -> u128 {
+    let without = if (0.0..1.0).contains(&overhead) && overhead > 0.0 {
+        (available as f64 / (1.0 + overhead)).ceil() as u128
+    } else {
+        available
+    };
+    without / ALIGN * ALIGN
+}
+
 fn storage_request(resources: Option<&VolumeResourceRequirements>) -> Option<&Quantity> {
     resources?.requests.as_ref()?.get(STORAGE_RESOURCE)
 }
@@ -428,6 +439,14 @@ mod tests {
             required_space(0.06, (1 << 20) + 1),
             ((2u128 << 20) as f64 / 0.94).ceil() as u128
         );
+    }
+
+    #[test]
+    fn usable_space_matches_cdi() {
+        // CDI: round_down(ceil(1Gi / 1.06), 1Mi)
+        assert_eq!(usable_space(0.06, 1 << 30), 966 << 20);
+        assert_eq!(usable_space(0.0, (64 << 20) + 5), 64 << 20);
+        assert_eq!(usable_space(0.06, 1), 0);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use kube::{Api, ResourceExt};
 use super::context::{Context, Error};
 use super::cross_namespace::{self, FINALIZER};
 use super::host_clone;
+use super::keys::CLONE_SOURCE_FINALIZER;
 use super::observe::observe;
 use super::plan::{self, DvAction, Observed};
 use super::upload;
@@ -130,6 +131,22 @@ async fn apply(ctx: &Context, observed: &mut Observed, action: DvAction) -> Resu
             }
         }
         DvAction::RemoveFinalizer => finalizer::remove_from_latest(&dvs, dv, FINALIZER).await?,
+        DvAction::AddClaimFinalizer => {
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client, &namespace);
+            if let Some(claim) = &observed.pvc {
+                if let Some(patched) =
+                    finalizer::set(&pvcs, claim, CLONE_SOURCE_FINALIZER, true).await?
+                {
+                    observed.pvc = Some(patched);
+                }
+            }
+        }
+        DvAction::RemoveClaimFinalizer => {
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client, &namespace);
+            if let Some(claim) = &observed.pvc {
+                finalizer::remove_from_latest(&pvcs, claim, CLONE_SOURCE_FINALIZER).await?;
+            }
+        }
         DvAction::CreateRestoreClaim(claim) => {
             let claim_namespace = claim.namespace().unwrap_or_default();
             tracing::info!(claim = %claim.name_any(), namespace = %claim_namespace, "restoring the snapshot to copy it");
@@ -154,6 +171,18 @@ async fn apply(ctx: &Context, observed: &mut Observed, action: DvAction) -> Resu
                 &event.message,
             )
             .await;
+        }
+        DvAction::PublishOnClaim(event) => {
+            if let Some(claim) = &observed.pvc {
+                publish(
+                    &ctx.recorder,
+                    claim,
+                    event.warning,
+                    &event.reason,
+                    &event.message,
+                )
+                .await;
+            }
         }
         DvAction::CreatePvc(_)
         | DvAction::HandOverClaim { .. }

@@ -28,9 +28,14 @@ impl ClusterSettings {
     /// The fraction of a filesystem volume kept for its metadata.
     pub fn overhead(&self) -> f64 {
         let class = self.class.as_ref().map(|c| c.name_any());
+        self.overhead_of(class.as_deref())
+    }
+
+    /// The fraction of a filesystem volume of StorageClass `class` kept for its metadata
+    /// (CDIConfig's figure for that class, else its global one).
+    pub fn overhead_of(&self, class: Option<&str>) -> f64 {
         let from = |o: &api::cdi::operator::FilesystemOverhead| {
             class
-                .as_ref()
                 .and_then(|c| o.storage_class.as_ref()?.get(c).cloned())
                 .or(o.global.clone())
         };
