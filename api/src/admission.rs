@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::cdi::datavolume::DataVolumeContentType;
 use crate::cdi::{self, DataImportCron, DataSource, DataVolume};
+use crate::cnao::{self, NetworkAddonsConfig};
 use crate::hostpath::{self, HostPathProvisioner};
 use crate::kubevirt::{self, VirtualMachine, VirtualMachineInstance};
 use crate::upload::{self, UploadTokenRequest};
@@ -78,6 +79,17 @@ pub fn admit(object: &mut Value) -> Result<(), AdmissionError> {
                 kubevirt::default::default_virtual_machine(vm);
                 kubevirt::validate::validate_virtual_machine(vm)
             })
+        }
+        (cnao::GROUP, "NetworkAddonsConfig") => {
+            // Validation only: the object is stored as sent.
+            let config: NetworkAddonsConfig =
+                serde_json::from_value(object.clone()).map_err(|source| {
+                    AdmissionError::Malformed {
+                        kind: kind.to_owned(),
+                        source,
+                    }
+                })?;
+            Ok(cnao::validate_network_addons_config(&config)?)
         }
         (kubevirt::GROUP, "VirtualMachineInstance") => {
             rewrite(object, kind, |vmi: &mut VirtualMachineInstance| {
@@ -227,6 +239,27 @@ mod tests {
             admit(&mut v).unwrap_err(),
             AdmissionError::Malformed { .. }
         ));
+    }
+
+    #[test]
+    fn network_addons_configs_are_refused_naming_the_range_field() {
+        let mut nac = json!({
+            "apiVersion": "networkaddonsoperator.network.kubevirt.io/v1",
+            "kind": "NetworkAddonsConfig",
+            "metadata": {"name": "cluster"},
+            "spec": {"kubeMacPool": {"rangeStart": "03:00:00:00:00:00", "rangeEnd": "03:00:00:00:00:ff"}},
+        });
+        let err = admit(&mut nac).unwrap_err().to_string();
+        assert!(err.starts_with("spec.kubeMacPool.rangeStart: "), "{err}");
+        assert!(
+            err.contains("Multicast addressing is not supported"),
+            "{err}"
+        );
+        nac["spec"]["kubeMacPool"] =
+            json!({"rangeStart": "02:00:00:00:00:00", "rangeEnd": "02:00:00:00:00:ff"});
+        let before = nac.clone();
+        admit(&mut nac).expect("a valid range");
+        assert_eq!(nac, before);
     }
 
     #[test]

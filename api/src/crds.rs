@@ -4,7 +4,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{cdi, cnao, hco, hostpath, kubevirt, ssp, upload};
+use crate::{cdi, cnao, hco, hostpath, kubevirt, network_attachment, ssp, upload};
 
 /// Every CRD, in a stable order.
 ///
@@ -26,6 +26,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         hco::HyperConverged::crd(),
         ssp::SSP::crd(),
         cnao::NetworkAddonsConfig::crd(),
+        network_attachment::NetworkAttachmentDefinition::crd(),
     ]
 }
 

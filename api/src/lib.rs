@@ -14,6 +14,7 @@ pub mod crds;
 pub mod hco;
 pub mod hostpath;
 pub mod kubevirt;
+pub mod network_attachment;
 pub mod quantity;
 pub mod ssp;
 pub mod upload;

@@ -126,7 +126,8 @@ fn scopes_and_short_names_follow_upstream() {
         ("SSP", "Namespaced", vec![]),
         ("NetworkAddonsConfig", "Cluster", vec![]),
     ];
-    assert_eq!(crds::all().len(), expect.len());
+    // And the Network Plumbing Working Group's NetworkAttachmentDefinition, checked below.
+    assert_eq!(crds::all().len(), expect.len() + 1);
     for (kind, scope, short) in expect {
         let crd = find(kind);
         assert_eq!(crd.spec.scope, scope, "{kind}");
@@ -145,6 +146,15 @@ fn scopes_and_short_names_follow_upstream() {
     assert_eq!(find("CDIConfig").spec.names.plural, "cdiconfigs");
     assert_eq!(find("SSP").spec.names.plural, "ssps");
     assert_eq!(find("SSP").spec.versions[0].name, "v1beta2");
+    // As upstream's CRD: namespaced, `net-attach-def`, no status.
+    let nad = find("NetworkAttachmentDefinition");
+    assert_eq!(nad.spec.scope, "Namespaced");
+    assert_eq!(nad.spec.names.plural, "network-attachment-definitions");
+    assert_eq!(
+        nad.spec.names.short_names.as_deref(),
+        Some(&["net-attach-def".to_owned()][..])
+    );
+    assert!(nad.spec.versions[0].subresources.is_none());
 }
 
 #[test]

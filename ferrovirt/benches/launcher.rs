@@ -168,6 +168,7 @@ fn hand_argv(manifest: &Path, claim: &Path, scratch: &Path) -> Vec<String> {
         pod_layout: None,
         pod_ip: "127.0.0.1".parse().expect("ip"),
         bridges: Default::default(),
+        pod_bridges: Default::default(),
     };
     let facts = runtime
         .block_on(virt::launcher::node_facts::gather(&vmi, &settings))

@@ -1,5 +1,6 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
+mod bridge_marker;
 mod clone_auth;
 mod clone_source;
 mod cluster;
@@ -9,6 +10,7 @@ mod image_upload;
 mod import;
 mod importer_pod;
 mod local_uploads;
+mod macpool;
 mod pod_env;
 mod pod_paths;
 mod up;
@@ -73,6 +75,12 @@ enum Command {
     /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, and the
     /// clone permission check that issues clone tokens.
     Webhook(webhook::WebhookArgs),
+    /// kubemacpool on a cluster: the VirtualMachine MAC address webhook
+    /// (/mutate-virtualmachines), MAC collision detection and their metrics.
+    Macpool(Box<macpool::MacPoolArgs>),
+    /// bridge-marker on a cluster node: reports the node's Linux bridges as node resources
+    /// (bridge.network.kubevirt.io/BRIDGE).
+    BridgeMarker(bridge_marker::BridgeMarkerArgs),
     /// virt-controller on a cluster: the VirtualMachine and VirtualMachineInstance
     /// controllers.
     VirtController(virt_controller::VirtControllerArgs),
@@ -124,9 +132,21 @@ enum Command {
     Userlist(virtctl::Target),
     /// The guest's filesystems (virtctl fslist).
     Fslist(virtctl::Target),
+    /// CNI plugins, run by a container runtime with the CNI_* variables and the network
+    /// configuration on stdin (`cni bridge`: the linux-bridge plugin).
+    #[command(subcommand)]
+    Cni(ferrovirt_network::cni::CniPlugin),
 }
 
 fn main() -> ExitCode {
+    // Installed under a CNI plugin's name (`/opt/cni/bin/cnv-bridge` a link to this binary),
+    // a runtime runs it with no arguments: it is that plugin.
+    if let Some(plugin) = cni_plugin_named_by_argv0() {
+        return match ferrovirt_network::cni::run(plugin) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -167,6 +187,8 @@ fn main() -> ExitCode {
             Command::ImageUpload(args) => image_upload::run(*args).await,
             Command::Controller(args) => controller::run(args).await,
             Command::Webhook(args) => webhook::run(args).await,
+            Command::Macpool(args) => macpool::run(*args).await,
+            Command::BridgeMarker(args) => bridge_marker::run(args).await,
             Command::VirtController(args) => virt_controller::run(args).await,
             Command::VirtHandler(args) => virt_handler::run(*args).await,
             Command::VirtApi(args) => virt_api::run(*args).await,
@@ -187,6 +209,8 @@ fn main() -> ExitCode {
             Command::Guestosinfo(target) => virtctl::guest_info(target, "guestosinfo").await,
             Command::Userlist(target) => virtctl::guest_info(target, "userlist").await,
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,
+            // The error object is on stdout already; stderr gets the one-line report.
+            Command::Cni(plugin) => ferrovirt_network::cni::run(plugin).map_err(Into::into),
         }
     });
     // Whatever still runs (a task that never yields) must not keep the process alive once
@@ -201,6 +225,17 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => report(err),
     }
+}
+
+/// The CNI plugin this binary stands for when it was run under that plugin's file name.
+fn cni_plugin_named_by_argv0() -> Option<ferrovirt_network::cni::CniPlugin> {
+    let argv0 = std::env::args_os().next()?;
+    let name = std::path::Path::new(&argv0)
+        .file_name()?
+        .to_str()?
+        .to_owned();
+    matches!(name.as_str(), "cnv-bridge" | "bridge")
+        .then_some(ferrovirt_network::cni::CniPlugin::Bridge)
 }
 
 /// Prints `err` as one line a person can act on (the cause chain joined with ": ").

@@ -26,6 +26,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const NODE_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How long `down` waits: the pods' shutdown, their volumes' unpublishing, the API server.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the bridge marker looks at the machine's bridges: a sysfs listing, cheap enough
+/// to do far more often than upstream's minute, so a new bridge is usable within seconds.
+const BRIDGE_MARKER_INTERVAL: Duration = Duration::from_secs(2);
+/// How often it re-reads what the Node reports (upstream's default).
+const BRIDGE_MARKER_RECONCILE: Duration = Duration::from_secs(600);
 
 #[derive(Args)]
 pub struct UpArgs {
@@ -51,6 +56,14 @@ pub struct UpArgs {
     /// with the manifests of deploy/virt/).
     #[arg(long)]
     no_virt: bool,
+    /// Seconds a MAC the pool allocated for a VirtualMachine that was never stored stays
+    /// allocated (kubemacpool's --wait-time) [default: 300, as CNAO deploys it].
+    #[arg(long, value_name = "SECONDS")]
+    mac_pool_wait_time: Option<u64>,
+    /// Address of the platform's Prometheus endpoint (`/metrics`: the MAC pool's
+    /// kmp_mac_collisions, …); port 0 picks a free port, which the log names.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    metrics_listen: SocketAddr,
 }
 
 #[derive(Args)]
@@ -136,6 +149,14 @@ fn start_detached(dir: &Path, args: &UpArgs, fresh: bool) -> anyhow::Result<()> 
                 .flat_map(|r| ["--insecure-registry", r.as_str()]),
         )
         .args(args.no_virt.then_some("--no-virt"))
+        .args(
+            args.mac_pool_wait_time
+                .map(|seconds| ["--mac-pool-wait-time".to_owned(), seconds.to_string()])
+                .into_iter()
+                .flatten(),
+        )
+        .arg("--metrics-listen")
+        .arg(args.metrics_listen.to_string())
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -172,14 +193,18 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         uploadproxy::UploadTokenIssuer::load_or_create(dir)
             .context("loading the token signing key")?,
     );
+    // kubemacpool: loaded from the stored VMs before any VM is admitted (until then its
+    // admission refuses VMs, as its webhook is unreachable until its pool is loaded).
+    let mac_pool = crate::macpool::local_pool(args.mac_pool_wait_time.map(Duration::from_secs));
     let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
         listen: args.listen,
         executable: std::env::current_exe().context("finding the ferrovirt binary")?,
         node: node_name(),
-        admission: vec![Box::new(|_, object| {
-            api::admission::admit(object).map_err(|err| err.to_string())
-        })],
+        admission: vec![
+            Box::new(|_, object| api::admission::admit(object).map_err(|err| err.to_string())),
+            crate::macpool::embedded_admission(&mac_pool),
+        ],
         virtual_creates: HashMap::from([crate::upload_tokens::upload_token_requests(
             token_issuer.clone(),
         )]),
@@ -188,9 +213,13 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
     let control_plane = ControlPlane::start(config)
         .await
         .context("starting the control plane")?;
+    let metrics =
+        crate::macpool::start_local(&control_plane.client, &mac_pool, args.metrics_listen).await?;
+    eprintln!("metrics on http://{metrics}/metrics");
     start_controllers(&control_plane, dir, args, &token_issuer).await?;
     if !args.no_virt {
         start_handler(&control_plane, dir);
+        start_bridge_marker(&control_plane);
     }
     let server = &control_plane.api_server;
     let pid_path = dir.join(PID_FILE);
@@ -296,6 +325,22 @@ fn start_handler(control_plane: &ControlPlane, dir: &Path) {
             subresources,
         ),
     );
+}
+
+/// The bridge marker of this machine's node: its Linux bridges become node resources that
+/// launcher pods on bridge networks request. With no kubelet to copy capacity into
+/// allocatable, the marker writes both.
+fn start_bridge_marker(control_plane: &ControlPlane) {
+    let settings = ferrovirt_network::bridge_marker::MarkerSettings {
+        node: node_name(),
+        interval: BRIDGE_MARKER_INTERVAL,
+        reconcile_interval: BRIDGE_MARKER_RECONCILE,
+        mirror_allocatable: true,
+    };
+    tokio::spawn(ferrovirt_network::bridge_marker::run(
+        control_plane.client.clone(),
+        settings,
+    ));
 }
 
 /// Creates the CDIConfig `config` (CDI's operator does this on a cluster) unless it exists.

@@ -47,6 +47,17 @@ pub struct NodeArgs {
     /// A Linux bridge for the `bridge` binding of a network; repeatable.
     #[arg(long = "bridge", value_name = "NETWORK=BRIDGE", value_parser = parse_pair)]
     pub bridges: Vec<(String, String)>,
+    /// The Linux bridge a pod interface of a secondary network is attached to (KubeVirt's
+    /// `pod<hash>` names); the node agent sets these for launcher pods. `--bridge` wins for
+    /// a network named in both.
+    #[arg(
+        long = "pod-bridge",
+        value_name = "INTERFACE=BRIDGE",
+        env = "FERROVIRT_POD_BRIDGES",
+        value_delimiter = ',',
+        value_parser = parse_pair
+    )]
+    pub pod_bridges: Vec<(String, String)>,
 }
 
 fn parse_pair(text: &str) -> Result<(String, String), String> {
@@ -81,6 +92,7 @@ impl NodeArgs {
                 pod_layout,
                 pod_ip,
                 bridges: self.bridges.iter().cloned().collect::<BTreeMap<_, _>>(),
+                pod_bridges: self.pod_bridges.iter().cloned().collect(),
             },
             console_log_limit: CONSOLE_LOG_LIMIT,
             console_on_stdio: false,

@@ -546,7 +546,12 @@ struct NetNs(String);
 
 impl NetNs {
     fn new() -> Self {
-        let name = format!("fvtest-{}", std::process::id());
+        Self::named("")
+    }
+
+    /// A namespace of this test process; `suffix` tells its namespaces apart.
+    fn named(suffix: &str) -> Self {
+        let name = format!("fvtest-{}{suffix}", std::process::id());
         // A namespace left by an earlier, killed run of this test.
         let _ = std::process::Command::new("ip")
             .args(["netns", "del", &name])
@@ -649,4 +654,92 @@ async fn a_bridge_binding_attaches_the_guest_to_a_node_bridge() {
         "the tap is removed:\n{}",
         ns.links()
     );
+}
+
+/// A secondary network as on a cluster: a CNI plugin made the pod interface `pod<hash>` (a
+/// veth whose peer is on the node's bridge), and the launcher, in the pod's network
+/// namespace with no bridge given, bridges that interface to the guest's tap in the pod
+/// (KubeVirt's `k6t-<hash>`), handing the guest the interface's MAC address.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bridge_binding_on_a_pod_interface_bridges_it_in_the_pod() {
+    let fast = guest_dir("fast");
+    let node = NetNs::named("-node");
+    let pod = NetNs::named("-pod");
+    let pod_interface = api::network_attachment::pod_interface_name("secondary");
+    node.ip(&["link", "add", "br-node", "type", "bridge"]);
+    node.ip(&["addr", "add", "192.168.232.1/24", "dev", "br-node"]);
+    node.ip(&["link", "set", "br-node", "up"]);
+    node.ip(&[
+        "link",
+        "add",
+        "veth-node",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &pod_interface,
+    ]);
+    node.ip(&["link", "set", &pod_interface, "netns", &pod.0]);
+    node.ip(&["link", "set", "veth-node", "master", "br-node", "up"]);
+    pod.ip(&["link", "set", "lo", "up"]);
+    pod.ip(&[
+        "link",
+        "set",
+        &pod_interface,
+        "address",
+        "0a:58:c0:a8:e8:07",
+        "up",
+    ]);
+    let work = TempDir::new("vmi-pod-bridge");
+    let claim = claim_with(&fast.join("disk.img"), &work.join("claim"));
+    let manifest = fast_vmi(
+        "podbridged",
+        "",
+        "      interfaces:
+      - name: default
+        masquerade: {}
+      - name: secondary
+        bridge: {}
+  networks:
+  - name: default
+    pod: {}
+  - name: secondary
+    multus:
+      networkName: br-net",
+        "  - name: root
+    persistentVolumeClaim:
+      claimName: root",
+    );
+    let mut vmi = RunningVmi::start_with(
+        "podbridged",
+        &manifest,
+        &[format!("--volume=root={}", claim.display())],
+        &["ip", "netns", "exec", &pod.0],
+    );
+    vmi.wait_for_serial("login:", BOOT);
+    let links = pod.links();
+    let bridge = format!("k6t-{}", &pod_interface[3..]);
+    let ports: Vec<&str> = links
+        .lines()
+        .filter(|l| l.contains(&format!("master {bridge} ")))
+        .collect();
+    assert!(
+        ports.len() == 2
+            && ports
+                .iter()
+                .any(|l| l.contains(&format!("{pod_interface}@")))
+            && ports.iter().any(|l| l.contains("fvtap")),
+        "the pod interface and a tap joined the in-pod bridge {bridge}:\n{links}"
+    );
+    let mut shell = vmi.login();
+    assert_eq!(
+        shell.ok("cat /sys/class/net/eth1/address").trim(),
+        "0a:58:c0:a8:e8:07",
+        "the guest has the pod interface's MAC"
+    );
+    shell.ok("ip addr add 192.168.232.2/24 dev eth1 && ip link set eth1 up");
+    shell.ok("ping -c 3 -W 5 192.168.232.1");
+    vmi.terminate();
+    let (status, log) = vmi.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{log}");
 }

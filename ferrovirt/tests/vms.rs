@@ -1146,10 +1146,21 @@ struct Component {
 
 impl Component {
     fn start(platform: &Platform, command: &str, account: &str, args: &[&str]) -> Component {
+        Self::start_as(platform, command, "kubevirt", account, args)
+    }
+
+    /// `ferrovirt COMMAND ARGS` as service account `namespace/account`.
+    fn start_as(
+        platform: &Platform,
+        command: &str,
+        namespace: &str,
+        account: &str,
+        args: &[&str],
+    ) -> Component {
         let admin = std::fs::read_to_string(platform.kubeconfig()).expect("the kubeconfig");
         let impersonating = admin.replacen(
             "  user:\n",
-            &format!("  user:\n    as: system:serviceaccount:kubevirt:{account}\n"),
+            &format!("  user:\n    as: system:serviceaccount:{namespace}:{account}\n"),
             1,
         );
         assert_ne!(admin, impersonating, "the kubeconfig has a user");
@@ -1400,4 +1411,321 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
         |vm| printable(vm) == "Stopped",
     );
     assert_eq!(qemu_processes_of(&platform), 0);
+}
+
+/// A Linux bridge in the machine's network namespace, deleted on drop.
+struct HostBridge(String);
+
+impl HostBridge {
+    fn new() -> HostBridge {
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("fvbr{}x{made}", std::process::id() % 100_000);
+        let ip = |args: &[&str]| {
+            let status = Command::new("ip").args(args).status().expect("ip");
+            assert!(status.success(), "ip {args:?} failed");
+        };
+        let _ = Command::new("ip")
+            .args(["link", "del", &name])
+            .stderr(Stdio::null())
+            .status();
+        ip(&["link", "add", &name, "type", "bridge"]);
+        ip(&["link", "set", &name, "up"]);
+        HostBridge(name)
+    }
+}
+
+impl Drop for HostBridge {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
+    }
+}
+
+/// A VMI with its disk from `dv` and a second NIC on the secondary network `network`.
+fn vmi_on_network(name: &str, dv: &str, network: &str, mac: &str) -> String {
+    format!(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: {name}
+spec:
+  domain:
+    resources:
+      requests:
+        memory: 256Mi
+    devices:
+      disks:
+      - name: root
+        disk:
+          bus: virtio
+      interfaces:
+      - name: default
+        masquerade: {{}}
+      - name: blue
+        bridge: {{}}
+        macAddress: "{mac}"
+  networks:
+  - name: default
+    pod: {{}}
+  - name: blue
+    multus:
+      networkName: {network}
+  volumes:
+  - name: root
+    dataVolume:
+      name: {dv}
+"#
+    )
+}
+
+fn allocatable(platform: &Platform, resource: &str) -> Option<String> {
+    let node = platform.json(&["get", "nodes"])?["items"][0].clone();
+    node["status"]["allocatable"][resource]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// VMs on a secondary network: the bridge marker reports the machine's bridge as a node
+/// resource, a NetworkAttachmentDefinition names it, the launcher pods carry Multus's
+/// annotation and request the bridge, and two guests reach each other over it. A network
+/// whose definition is missing, or whose bridge is not on the node, keeps its VMI from
+/// starting and says why.
+#[test]
+fn two_vms_on_a_bridge_network_reach_each_other() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("bridge-net");
+    let bridge = HostBridge::new();
+    let resource = format!("bridge.network.kubevirt.io/{}", bridge.0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while allocatable(&platform, &resource).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the bridge marker did not report {resource}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(allocatable(&platform, &resource).as_deref(), Some("1k"));
+    let url = server.url(fast_guest_qcow2());
+    let nad = |name: &str, bridge: &str| {
+        format!(
+            r#"apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: {name}
+  annotations:
+    k8s.v1.cni.cncf.io/resourceName: bridge.network.kubevirt.io/{bridge}
+spec:
+  config: '{{"cniVersion": "0.3.1", "name": "{name}", "type": "cnv-bridge", "bridge": "{bridge}"}}'
+"#
+        )
+    };
+    let dv = |name: &str| {
+        format!(
+            r#"apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: {name}
+spec:
+  source:
+    http:
+      url: "{url}"
+  storage:
+    resources:
+      requests:
+        storage: 128Mi
+"#
+        )
+    };
+    platform.apply(
+        &[
+            nad("blue-net", &bridge.0),
+            nad("nowhere-net", "fvbr-absent"),
+            dv("a-root"),
+            dv("b-root"),
+            vmi_on_network("a", "a-root", "blue-net", "02:00:00:77:00:01"),
+            vmi_on_network("b", "b-root", "blue-net", "02:00:00:77:00:02"),
+            vmi_on_network("lost", "a-root", "missing-net", "02:00:00:77:00:03"),
+        ]
+        .join("---\n"),
+    );
+
+    // A missing definition: no launcher pod, and the reason on the VMI.
+    let lost = wait_for(
+        &platform,
+        &["get", "vmi", "lost"],
+        Duration::from_secs(120),
+        "the VMI on a missing network does not say why",
+        |v| condition(v, "Synchronized").is_some(),
+    );
+    let synchronized = condition(&lost, "Synchronized").expect("Synchronized");
+    assert_eq!(synchronized["reason"], "FailedCreate", "{lost:#}");
+    assert!(
+        synchronized["message"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("failed to locate network attachment definition default/missing-net"),
+        "{lost:#}"
+    );
+
+    for name in ["a", "b"] {
+        wait_for(
+            &platform,
+            &["get", "vmi", name],
+            BOOT,
+            "the VMI on the bridge network is not Running",
+            |v| vmi_phase(v) == "Running",
+        );
+    }
+    let pods = platform
+        .json(&["get", "pods", "-l", "kubevirt.io/created-by"])
+        .expect("pods");
+    let pod = pods["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|p| p["metadata"]["labels"]["vm.kubevirt.io/name"] == "a")
+        .expect("a's launcher pod")
+        .clone();
+    let annotation: Value = serde_json::from_str(
+        pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+            .as_str()
+            .expect("the networks annotation"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        annotation,
+        serde_json::json!([{"name": "blue-net", "namespace": "default",
+            "interface": "pod16477688c0e", "mac": "02:00:00:77:00:01"}])
+    );
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["requests"][&resource],
+        "1"
+    );
+
+    let mut a = Console::open(&platform, "a");
+    a.run(
+        "ip addr add 192.168.77.1/24 dev eth1 && ip link set eth1 up && echo A-\"UP\"",
+        "A-UP",
+    );
+    let mut b = Console::open(&platform, "b");
+    b.run(
+        "ip addr add 192.168.77.2/24 dev eth1 && ip link set eth1 up && ping -c 3 -W 5 192.168.77.1 && echo PING-\"OK\"",
+        "PING-OK",
+    );
+    a.send("cat /sys/class/net/eth1/address; ping -c 2 -W 5 192.168.77.2 && echo PONG-\"OK\"\n");
+    a.wait_for("PONG-OK", Duration::from_secs(30));
+    assert!(a.text().contains("02:00:00:77:00:01"), "{}", a.text());
+    drop((a, b));
+
+    // A bridge the node does not have: the launcher pod is not scheduled, as kube-scheduler
+    // would leave it.
+    platform.apply(&vmi_on_network(
+        "far",
+        "b-root",
+        "nowhere-net",
+        "02:00:00:77:00:04",
+    ));
+    let far = wait_for(
+        &platform,
+        &["get", "pods", "-l", "vm.kubevirt.io/name=far"],
+        Duration::from_secs(60),
+        "the launcher pod on a bridge the node lacks is not Unschedulable",
+        |pods| {
+            pods["items"][0]["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"))
+        },
+    );
+    let message = far["items"][0]["status"]["conditions"][0]["message"].clone();
+    assert_eq!(
+        message, "0/1 nodes are available: 1 Insufficient bridge.network.kubevirt.io/fvbr-absent.",
+        "{far:#}"
+    );
+
+    // The bridge goes, and so does the node resource.
+    platform.ok(&["delete", "vmi", "a", "b", "far", "lost", "--wait=false"]);
+    drop(bridge);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while allocatable(&platform, &resource).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the bridge marker did not remove {resource}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn capacity(platform: &Platform, field: &str, resource: &str) -> Option<String> {
+    let node = platform.json(&["get", "nodes"])?["items"][0].clone();
+    node["status"][field][resource].as_str().map(str::to_owned)
+}
+
+/// The bridge marker as deploy/network runs it on a cluster: its own process under its
+/// service account and ClusterRole, reporting a bridge made and then deleted in capacity
+/// only (a cluster's kubelet copies it to allocatable), with its health probe answering.
+#[test]
+fn the_bridge_marker_runs_as_on_a_cluster() {
+    let platform = Platform::start_with("marker-cluster", &["--no-virt"]);
+    let manifests = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/network/bridge-marker.yaml"
+    ))
+    .expect("bridge-marker.yaml");
+    let objects: Vec<&str> = manifests
+        .split("\n---\n")
+        .filter(|document| !document.contains("kind: DaemonSet"))
+        .collect();
+    platform.apply(&objects.join("\n---\n"));
+    let node = platform.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let probe_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let marker = Component::start_as(
+        &platform,
+        "bridge-marker",
+        "cluster-network-addons",
+        "bridge-marker",
+        &[
+            "--node-name",
+            node.trim(),
+            "--update-interval",
+            "1",
+            "--health-probe-port",
+            &probe_port,
+        ],
+    );
+    let bridge = HostBridge::new();
+    let resource = format!("bridge.network.kubevirt.io/{}", bridge.0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while capacity(&platform, "capacity", &resource).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the marker did not report {resource}:\n{}",
+            marker.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        capacity(&platform, "capacity", &resource).as_deref(),
+        Some("1k")
+    );
+    assert_eq!(capacity(&platform, "allocatable", &resource), None);
+    let health = Command::new("curl")
+        .args(["-sf", &format!("http://127.0.0.1:{probe_port}/healthz")])
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&health.stdout), "ok");
+    drop(bridge);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while capacity(&platform, "capacity", &resource).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the marker did not remove {resource}:\n{}",
+            marker.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

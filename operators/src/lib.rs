@@ -6,8 +6,10 @@
 pub mod cdi;
 pub mod certs;
 pub mod config;
+pub mod install;
 pub mod kube;
 pub mod kubevirt;
+pub mod macpool;
 pub mod rbac;
 
 use cdi::{dataimportcron, datasource, datavolume, storageprofile};

@@ -6,6 +6,8 @@ pub mod control_plane;
 pub mod cri_log;
 pub mod csi;
 pub mod node_agent;
+pub mod node_resources;
 pub mod pod_network;
 pub mod provisioner;
+pub mod secondary_networks;
 pub mod snapshotter;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use ferrovirt_hostpath::persist::{Readers, write_file};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
+    ConfigMap, Container, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret,
 };
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -31,9 +31,13 @@ use tokio::task::JoinSet;
 
 use crate::cri_log;
 use crate::csi::{CsiClient, CsiError, Mode};
+use crate::node_resources;
 use crate::pod_network::PodNetwork;
 use crate::provisioner::SELECTED_NODE;
+use crate::secondary_networks;
 
+/// How often a pod waiting for node resources looks at the Node again.
+const RESOURCE_RECHECK: Duration = Duration::from_secs(2);
 /// The repository name of the images this agent runs (any registry, any tag).
 pub const OWN_IMAGE: &str = "ferrovirt";
 /// Where a pod's program finds the root its fixed paths (/data, /dev/...) live under.
@@ -523,6 +527,44 @@ impl PodRun {
         Ok(())
     }
 
+    /// Waits while the pod asks for node resources the Node does not offer (a bridge not on
+    /// this machine), saying so in its PodScheduled condition as kube-scheduler does;
+    /// `false` when the pod was stopped meanwhile. A pod already bound, or asking for no
+    /// such resource, is not checked.
+    async fn wait_until_schedulable(
+        &self,
+        stopped: &mut stop_signal::Receiver<bool>,
+    ) -> Result<bool, AgentError> {
+        let requested = node_resources::requested(&self.pod);
+        let bound = self.pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+        if requested.is_empty() || bound.is_some() {
+            return Ok(true);
+        }
+        let nodes = Api::<Node>::all(self.agent().client.clone());
+        let mut reported = None;
+        loop {
+            let node = nodes.get_status(&self.agent().node).await?;
+            let missing = node_resources::missing(&requested, &node);
+            if missing.is_empty() {
+                return Ok(true);
+            }
+            let message = node_resources::unschedulable_message(&missing);
+            if reported.as_ref() != Some(&message) {
+                tracing::info!(pod = %self.name(), %message, "waiting for node resources");
+                let status = json!({"status": {"phase": "Pending", "conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": message, "lastTransitionTime": now(),
+                }]}});
+                patch_status(&self.agent().client, &self.pod, &status).await?;
+                reported = Some(message);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(RESOURCE_RECHECK) => {}
+                _ = stopped.changed() => return Ok(false),
+            }
+        }
+    }
+
     /// The pod's `terminationGracePeriodSeconds`, capped by the node's shutdown.
     fn stop_grace(&self) -> Duration {
         let grace = self
@@ -552,6 +594,9 @@ impl PodRun {
         &mut self,
         stopped: &mut stop_signal::Receiver<bool>,
     ) -> Result<(), AgentError> {
+        if !self.wait_until_schedulable(stopped).await? {
+            return Ok(());
+        }
         self.claim().await?;
         let policy = self
             .pod
@@ -755,6 +800,15 @@ impl PodRun {
                 std::env::var("PATH").unwrap_or_default(),
             ),
         ];
+        let bridges = secondary_networks::pod_bridges(&self.agent().client, &self.pod)
+            .await
+            .map_err(|err| self.error(err.to_string()))?;
+        if !bridges.is_empty() {
+            env.push((
+                secondary_networks::POD_BRIDGES_ENV.to_string(),
+                secondary_networks::env_value(&bridges),
+            ));
+        }
         for var in self.container.env.iter().flatten() {
             let value = match (&var.value, &var.value_from) {
                 (Some(value), _) => value.clone(),

@@ -94,7 +94,11 @@ impl ApiError {
             ApiError::NotFound { resource, name }
             | ApiError::AlreadyExists { resource, name }
             | ApiError::Conflict { resource, name } => Some(details(resource, name)),
-            ApiError::Invalid { kind, name, .. } => Some(json!({"name": name, "kind": kind})),
+            ApiError::Invalid {
+                kind,
+                name,
+                message,
+            } => Some(json!({"name": name, "kind": kind, "causes": [invalid_cause(message)]})),
             _ => None,
         };
         if let Some(details) = details {
@@ -105,6 +109,24 @@ impl ApiError {
 
     pub fn internal(err: impl std::fmt::Display) -> Self {
         ApiError::Internal(err.to_string())
+    }
+}
+
+/// The cause of an Invalid error: kubectl prints an Invalid error's causes (`field:
+/// message`), not its message, so the message is one, its field split off where it starts
+/// with one (`spec.x[0].y: problem`), as kube-apiserver's field errors are.
+fn invalid_cause(message: &str) -> Value {
+    let is_path = |field: &str| {
+        !field.is_empty()
+            && field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._[]-/".contains(c))
+    };
+    match message.split_once(": ") {
+        Some((field, rest)) if is_path(field) => {
+            json!({"reason": "FieldValueInvalid", "field": field, "message": rest})
+        }
+        _ => json!({"reason": "FieldValueInvalid", "message": message}),
     }
 }
 
@@ -136,5 +158,25 @@ mod tests {
         assert_eq!(status["reason"], "Conflict");
         assert_eq!(status["details"]["group"], "cdi.kubevirt.io");
         assert_eq!(status["details"]["kind"], "datavolumes");
+    }
+
+    #[test]
+    fn invalid_carries_its_message_as_a_cause_for_kubectl() {
+        let err = ApiError::Invalid {
+            kind: "DataVolume".into(),
+            name: "dv".into(),
+            message: "spec.source.http.url: is required".into(),
+        };
+        let cause = &err.status()["details"]["causes"][0];
+        assert_eq!(cause["field"], "spec.source.http.url");
+        assert_eq!(cause["message"], "is required");
+        let plain = ApiError::Invalid {
+            kind: "Pod".into(),
+            name: "p".into(),
+            message: "not a valid Pod: missing field".into(),
+        };
+        let cause = &plain.status()["details"]["causes"][0];
+        assert!(cause.get("field").is_none());
+        assert_eq!(cause["message"], "not a valid Pod: missing field");
     }
 }

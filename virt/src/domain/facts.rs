@@ -79,6 +79,18 @@ pub struct NodeFacts {
     /// Network name to the Linux bridge a `bridge` binding attaches its tap to; bridge
     /// bindings of other networks are refused.
     pub bridges: BTreeMap<String, String>,
+    /// Network name to the pod interface a CNI plugin made for it (a secondary network on a
+    /// cluster): a `bridge` binding bridges it to the guest's tap in the pod.
+    pub pod_ports: BTreeMap<String, PodPort>,
     /// Whether the launcher may create tap devices (CAP_NET_ADMIN).
     pub may_create_tap: bool,
+}
+
+/// A pod interface of a secondary network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPort {
+    /// Its name (KubeVirt's `pod<hash>`).
+    pub interface: String,
+    /// Its MAC address, which the guest's NIC takes when the interface names none.
+    pub mac: String,
 }

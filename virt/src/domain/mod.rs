@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use api::kubevirt::VirtualMachineInstance;
 use api::validation::{FieldPath, ValidationError};
 
-pub use facts::{Acceleration, FirmwarePaths, NodeFacts, VolumeBacking};
+pub use facts::{Acceleration, FirmwarePaths, NodeFacts, PodPort, VolumeBacking};
 pub use network::ForwardRoute;
 
 /// The QEMU invocation of a VMI.
@@ -74,6 +74,9 @@ pub struct TapDevice {
     pub name: String,
     /// The bridge it joins.
     pub bridge: String,
+    /// The pod interface a CNI plugin made for the network, to join the bridge as well: the
+    /// bridge is then the launcher's own, made in the pod (KubeVirt's `k6t-<hash>`).
+    pub pod_port: Option<String>,
 }
 
 /// Something to make before QEMU starts.

@@ -11,7 +11,7 @@ use api::validation::FieldPath;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::facts::NodeFacts;
+use super::facts::{NodeFacts, PodPort};
 use super::machine::Identity;
 use super::qemu_args::Opts;
 use super::{DomainError, TapDevice};
@@ -85,7 +85,7 @@ pub fn plan(
             "driver": model(iface, &path)?,
             "netdev": id,
             "id": format!("ua-{}", iface.name),
-            "mac": mac(iface, identity),
+            "mac": mac(iface, facts.pod_ports.get(&network.name), identity),
         });
         match iface.boot_order {
             Some(order) => device["bootindex"] = json!(order),
@@ -219,6 +219,10 @@ fn backend(
             plan.taps.push(TapDevice {
                 name: tap.clone(),
                 bridge: bridge.clone(),
+                pod_port: facts
+                    .pod_ports
+                    .get(&network.name)
+                    .map(|p| p.interface.clone()),
             });
             Ok(Opts::new("tap")
                 .set("id", id)
@@ -251,9 +255,10 @@ fn model(iface: &Interface, path: &FieldPath) -> Result<&'static str, DomainErro
     }
 }
 
-/// The interface's `macAddress`, else a stable locally administered one from QEMU's prefix.
-fn mac(iface: &Interface, identity: &Identity) -> String {
-    if let Some(mac) = &iface.mac_address {
+/// The interface's `macAddress`, else its pod interface's (as KubeVirt hands it to the
+/// guest), else a stable locally administered one from QEMU's prefix.
+fn mac(iface: &Interface, pod_port: Option<&PodPort>, identity: &Identity) -> String {
+    if let Some(mac) = iface.mac_address.as_ref().or(pod_port.map(|p| &p.mac)) {
         return mac.to_ascii_lowercase();
     }
     let digest = Sha256::digest(format!("{}/{}", identity.seed, iface.name).as_bytes());

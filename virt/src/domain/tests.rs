@@ -53,6 +53,7 @@ fn facts(acceleration: Acceleration) -> NodeFacts {
         nvram_dir: PathBuf::from("/var/lib/nvram"),
         pod_ip: IpAddr::V4(Ipv4Addr::new(127, 1, 0, 5)),
         bridges: BTreeMap::new(),
+        pod_ports: BTreeMap::new(),
         may_create_tap: false,
     }
 }
@@ -261,4 +262,30 @@ fn bridge_binding_needs_a_bridge_and_a_tap() {
     assert_eq!(domain.taps.len(), 1);
     assert_eq!(domain.taps[0].bridge, "br0");
     assert!(domain.taps[0].name.len() <= 15);
+}
+
+#[test]
+fn a_pod_interface_joins_the_in_pod_bridge_and_lends_the_guest_its_mac() {
+    let mut value = serde_json::to_value(load("tcg-bios-containerdisk")).expect("json");
+    let iface = &mut value["spec"]["domain"]["devices"]["interfaces"][0];
+    for field in ["masquerade", "ports", "macAddress"] {
+        iface.as_object_mut().map(|o| o.remove(field));
+    }
+    iface["bridge"] = serde_json::json!({});
+    let vmi: VirtualMachineInstance = serde_json::from_value(value).expect("VMI");
+    let mut f = facts(TCG);
+    f.bridges.insert("default".into(), "k6t-16477688c0e".into());
+    f.pod_ports.insert(
+        "default".into(),
+        PodPort {
+            interface: "pod16477688c0e".into(),
+            mac: "0A:58:0A:00:00:07".into(),
+        },
+    );
+    f.may_create_tap = true;
+    let domain = build(&vmi, &f).expect("builds");
+    assert_eq!(domain.taps[0].pod_port.as_deref(), Some("pod16477688c0e"));
+    assert_eq!(domain.taps[0].bridge, "k6t-16477688c0e");
+    let args = domain.argv.join(" ");
+    assert!(args.contains("\"mac\":\"0a:58:0a:00:00:07\""), "{args}");
 }

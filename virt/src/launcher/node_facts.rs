@@ -12,8 +12,10 @@ use api::kubevirt::vmi::Volume;
 
 use crate::accel::{KvmProbe, probe_kvm};
 use crate::container_disk::{ContainerDiskCache, ContainerDiskError};
-use crate::domain::{Acceleration, FirmwarePaths, NodeFacts, VolumeBacking};
+use crate::domain::{Acceleration, FirmwarePaths, NodeFacts, PodPort, VolumeBacking};
 
+/// Where the kernel lists the links of the launcher's network namespace.
+const SYS_CLASS_NET: &str = "/sys/class/net";
 /// Where firmware is looked for: Debian's packages, then the paths KubeVirt's images use.
 const SEABIOS: &[&str] = &[
     "/usr/share/seabios/bios-256k.bin",
@@ -43,6 +45,9 @@ pub struct NodeSettings {
     pub pod_ip: IpAddr,
     /// Network name to a Linux bridge, for `bridge` bindings.
     pub bridges: BTreeMap<String, String>,
+    /// Pod interface name (KubeVirt's `pod<hash>` of a secondary network) to the Linux
+    /// bridge the pod's network attachment names.
+    pub pod_bridges: BTreeMap<String, String>,
 }
 
 /// Why the node's facts could not be gathered.
@@ -113,6 +118,11 @@ pub async fn gather(
         .into_iter()
         .filter(|p| !direct_io_works(p))
         .collect();
+    let mut bridges = bridges_by_network(vmi, &settings.bridges, &settings.pod_bridges);
+    let pod_ports = pod_ports(vmi, &bridges, Path::new(SYS_CLASS_NET));
+    for (network, port) in &pod_ports {
+        bridges.insert(network.clone(), in_pod_bridge_name(&port.interface));
+    }
     Ok(NodeFacts {
         qemu_binary: settings.qemu_binary.clone(),
         acceleration,
@@ -128,9 +138,69 @@ pub async fn gather(
         })?,
         nvram_dir: settings.nvram_dir.clone(),
         pod_ip: settings.pod_ip,
-        bridges: settings.bridges.clone(),
+        bridges,
+        pod_ports,
         may_create_tap: rustix::process::geteuid().is_root() && Path::new("/dev/net/tun").exists(),
     })
+}
+
+/// The bridge of each network with one: given by network name, or found through the pod
+/// interface KubeVirt names after a secondary network.
+fn bridges_by_network(
+    vmi: &VirtualMachineInstance,
+    given: &BTreeMap<String, String>,
+    by_pod_interface: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut bridges = BTreeMap::new();
+    for network in vmi.spec.networks.iter().flatten() {
+        if network.multus.is_none() {
+            continue;
+        }
+        let interface = api::network_attachment::pod_interface_name(&network.name);
+        if let Some(bridge) = by_pod_interface.get(&interface) {
+            bridges.insert(network.name.clone(), bridge.clone());
+        }
+    }
+    bridges.extend(given.clone());
+    bridges
+}
+
+/// The pod interfaces a CNI plugin made for the VMI's secondary networks that have no node
+/// bridge given (a launcher pod on a cluster), found under `sys_class_net` by KubeVirt's
+/// `pod<hash>` names.
+fn pod_ports(
+    vmi: &VirtualMachineInstance,
+    bridges: &BTreeMap<String, String>,
+    sys_class_net: &Path,
+) -> BTreeMap<String, PodPort> {
+    let mut ports = BTreeMap::new();
+    for network in vmi.spec.networks.iter().flatten() {
+        if network.multus.is_none() || bridges.contains_key(&network.name) {
+            continue;
+        }
+        let interface = api::network_attachment::pod_interface_name(&network.name);
+        let Ok(mac) = std::fs::read_to_string(sys_class_net.join(&interface).join("address"))
+        else {
+            continue;
+        };
+        ports.insert(
+            network.name.clone(),
+            PodPort {
+                interface,
+                mac: mac.trim().to_owned(),
+            },
+        );
+    }
+    ports
+}
+
+/// The launcher's bridge in the pod for a pod interface, as KubeVirt names it: `k6t-` and
+/// the interface's hash.
+fn in_pod_bridge_name(pod_interface: &str) -> String {
+    format!(
+        "k6t-{}",
+        pod_interface.strip_prefix("pod").unwrap_or(pod_interface)
+    )
 }
 
 /// What backs `volume`, or `None` for volumes made entirely by the launcher.
@@ -296,4 +366,71 @@ fn direct_io_works(path: &Path) -> bool {
     );
     let _ = std::fs::remove_file(&probe);
     result.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_interface_without_a_node_bridge_becomes_a_port() {
+        let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "v"},
+            "spec": {"domain": {"devices": {}}, "networks": [
+                {"name": "blue", "multus": {"networkName": "br1"}},
+                {"name": "red", "multus": {"networkName": "br2"}},
+                {"name": "green", "multus": {"networkName": "br3"}},
+            ]},
+        }))
+        .unwrap();
+        let sys = tempfile::tempdir().unwrap();
+        for network in ["blue", "red"] {
+            let dir = sys
+                .path()
+                .join(api::network_attachment::pod_interface_name(network));
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("address"), "0a:58:0a:00:00:07\n").unwrap();
+        }
+        // red has a node bridge given; green has no pod interface.
+        let given = BTreeMap::from([("red".to_owned(), "br-red".to_owned())]);
+        let ports = pod_ports(&vmi, &given, sys.path());
+        assert_eq!(
+            ports,
+            BTreeMap::from([(
+                "blue".to_owned(),
+                PodPort {
+                    interface: "pod16477688c0e".into(),
+                    mac: "0a:58:0a:00:00:07".into()
+                }
+            )])
+        );
+        assert_eq!(in_pod_bridge_name("pod16477688c0e"), "k6t-16477688c0e");
+    }
+
+    #[test]
+    fn secondary_networks_find_their_bridge_through_the_pod_interface() {
+        let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "v"},
+            "spec": {"domain": {"devices": {}}, "networks": [
+                {"name": "default", "pod": {}},
+                {"name": "blue", "multus": {"networkName": "br1"}},
+                {"name": "red", "multus": {"networkName": "br2"}},
+            ]},
+        }))
+        .unwrap();
+        let by_interface = BTreeMap::from([
+            ("pod16477688c0e".to_owned(), "br-blue".to_owned()),
+            ("net9".to_owned(), "br-unrelated".to_owned()),
+        ]);
+        let given = BTreeMap::from([("red".to_owned(), "br-red".to_owned())]);
+        assert_eq!(
+            bridges_by_network(&vmi, &given, &by_interface),
+            BTreeMap::from([
+                ("blue".to_owned(), "br-blue".to_owned()),
+                ("red".to_owned(), "br-red".to_owned()),
+            ])
+        );
+    }
 }

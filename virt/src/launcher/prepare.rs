@@ -145,30 +145,81 @@ async fn overlay(path: &Path, backing: &Path) -> Result<(), PrepareError> {
     Ok(())
 }
 
-/// Creates `tap` and attaches it to its bridge, up.
+/// Creates `tap` and attaches it to its bridge, up. With a pod port, the bridge is the
+/// launcher's own in the pod, made here (unless a restart made it already) with the pod
+/// interface as its other port, as KubeVirt's in-pod bridge: the pod interface gets a new
+/// MAC address, since the guest takes over its old one and a bridge port's own address would
+/// swallow the guest's frames.
 pub async fn create_tap(tap: &TapDevice) -> Result<(), PrepareError> {
     let fail = |message: String| PrepareError::Tap {
         tap: tap.name.clone(),
         bridge: tap.bridge.clone(),
         message,
     };
-    for args in [
-        vec!["tuntap", "add", "dev", &tap.name, "mode", "tap"],
-        vec!["link", "set", "dev", &tap.name, "master", &tap.bridge, "up"],
-    ] {
-        let output = Command::new("ip")
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .map_err(|e| fail(format!("cannot run ip (Debian package iproute2): {e}")))?;
-        if !output.status.success() {
-            return Err(fail(
-                String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            ));
+    if let Some(port) = &tap.pod_port {
+        if !Path::new("/sys/class/net").join(&tap.bridge).exists() {
+            ip(
+                &["link", "add", "name", &tap.bridge, "type", "bridge"],
+                &fail,
+            )
+            .await?;
         }
+        let mac = fresh_mac(port);
+        ip(
+            &[
+                "link",
+                "set",
+                "dev",
+                port,
+                "address",
+                &mac,
+                "master",
+                &tap.bridge,
+                "up",
+            ],
+            &fail,
+        )
+        .await?;
+        ip(&["link", "set", "dev", &tap.bridge, "up"], &fail).await?;
+    }
+    ip(&["tuntap", "add", "dev", &tap.name, "mode", "tap"], &fail).await?;
+    ip(
+        &["link", "set", "dev", &tap.name, "master", &tap.bridge, "up"],
+        &fail,
+    )
+    .await
+}
+
+/// Runs `ip ARGS`; its complaint as the error.
+async fn ip(args: &[&str], fail: &impl Fn(String) -> PrepareError) -> Result<(), PrepareError> {
+    let output = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| fail(format!("cannot run ip (Debian package iproute2): {e}")))?;
+    if !output.status.success() {
+        return Err(fail(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
     }
     Ok(())
+}
+
+/// A locally administered unicast MAC address, new each time.
+fn fresh_mac(seed: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let digest = Sha256::digest(format!("{seed}/{}/{nanos}", std::process::id()).as_bytes());
+    format!(
+        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        digest[0], digest[1], digest[2], digest[3], digest[4]
+    )
 }
 
 /// Removes `tap`; failures are only logged, the tap may already be gone with QEMU.

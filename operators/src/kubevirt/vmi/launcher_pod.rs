@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 
 use api::kubevirt::VirtualMachineInstance;
 use api::kubevirt::keys;
+use api::network_attachment::{
+    NETWORKS_ANNOTATION, NetworkSelection, pod_interface_name, qualified_name,
+};
 use api::quantity::{MIB, quantity_bytes};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Pod,
@@ -48,6 +51,10 @@ pub struct LauncherPodSettings {
 /// How each claim the VMI uses is presented: `true` for a block-mode claim.
 pub type ClaimModes = BTreeMap<String, bool>;
 
+/// The node resource each secondary network's pods request (the NetworkAttachmentDefinition's
+/// `k8s.v1.cni.cncf.io/resourceName`), by the VMI's network name.
+pub type NetworkResources = BTreeMap<String, String>;
+
 /// The claim a VMI volume uses (`persistentVolumeClaim`, `dataVolume` or the claim under
 /// `ephemeral`), with whether it is read-only.
 pub fn claim_of(volume: &api::kubevirt::vmi::Volume) -> Option<(&str, bool)> {
@@ -65,10 +72,12 @@ pub fn claim_of(volume: &api::kubevirt::vmi::Volume) -> Option<(&str, bool)> {
     Some((&ephemeral.claim_name, true))
 }
 
-/// The launcher pod for `vmi`; `block` says which of its claims are block devices.
+/// The launcher pod for `vmi`; `block` says which of its claims are block devices and
+/// `networks` what its secondary networks need of a node.
 pub fn launcher_pod(
     vmi: &VirtualMachineInstance,
     block: &ClaimModes,
+    networks: &NetworkResources,
     settings: &LauncherPodSettings,
 ) -> Pod {
     let name = vmi.name_any();
@@ -77,7 +86,10 @@ pub fn launcher_pod(
     labels.insert(keys::APP_LABEL.into(), keys::LAUNCHER_APP.into());
     labels.insert(keys::CREATED_BY_LABEL.into(), uid);
     labels.insert(keys::VM_NAME_LABEL.into(), name.clone());
-    let annotations = BTreeMap::from([(keys::DOMAIN_ANNOTATION.to_owned(), name.clone())]);
+    let mut annotations = BTreeMap::from([(keys::DOMAIN_ANNOTATION.to_owned(), name.clone())]);
+    if let Some(selections) = secondary_networks(vmi) {
+        annotations.insert(NETWORKS_ANNOTATION.to_owned(), selections);
+    }
     let (volumes, mounts, devices) = pod_volumes(vmi, block);
     let grace = vmi
         .spec
@@ -100,7 +112,7 @@ pub fn launcher_pod(
                 image: Some(settings.image.clone()),
                 image_pull_policy: settings.image_pull_policy.clone(),
                 args: Some(args),
-                resources: Some(resources(vmi)),
+                resources: Some(resources(vmi, networks)),
                 volume_mounts: Some(mounts),
                 volume_devices: (!devices.is_empty()).then_some(devices),
                 ..Default::default()
@@ -212,9 +224,52 @@ fn secret_of(volume: &api::kubevirt::vmi::Volume) -> Option<SecretVolumeSource> 
     })
 }
 
+/// Multus's networks annotation for the VMI's secondary networks, as KubeVirt writes it: each
+/// NetworkAttachmentDefinition with the pod interface named after the VMI's network and the
+/// interface's MAC address; `None` without secondary networks.
+fn secondary_networks(vmi: &VirtualMachineInstance) -> Option<String> {
+    let namespace = vmi.namespace().unwrap_or_default();
+    let interfaces = vmi
+        .spec
+        .domain
+        .devices
+        .interfaces
+        .as_deref()
+        .unwrap_or_default();
+    let selections: Vec<NetworkSelection> = vmi
+        .spec
+        .networks
+        .iter()
+        .flatten()
+        .filter_map(|network| {
+            let multus = network
+                .multus
+                .as_ref()
+                .filter(|m| m.default != Some(true))?;
+            let (nad_namespace, nad_name) = qualified_name(&namespace, &multus.network_name);
+            let mac = interfaces
+                .iter()
+                .find(|i| i.name == network.name)
+                .and_then(|i| i.mac_address.clone())
+                .unwrap_or_default();
+            Some(NetworkSelection {
+                name: nad_name.to_owned(),
+                namespace: nad_namespace.to_owned(),
+                interface: pod_interface_name(&network.name),
+                mac,
+            })
+        })
+        .collect();
+    if selections.is_empty() {
+        return None;
+    }
+    serde_json::to_string(&selections).ok()
+}
+
 /// The compute container's requests and limits: the guest's memory plus the launcher's
-/// overhead, and the VMI's CPU request or limit.
-fn resources(vmi: &VirtualMachineInstance) -> ResourceRequirements {
+/// overhead, the VMI's CPU request or limit, and one of each secondary network's node
+/// resource (a bridge on the node, say), as KubeVirt asks for them.
+fn resources(vmi: &VirtualMachineInstance, networks: &NetworkResources) -> ResourceRequirements {
     let domain = &vmi.spec.domain;
     let vmi_resources = domain.resources.as_ref();
     let from =
@@ -241,6 +296,10 @@ fn resources(vmi: &VirtualMachineInstance) -> ResourceRequirements {
     }
     if let Some(cpu) = from(limits, "cpu") {
         pod_limits.insert("cpu".into(), cpu);
+    }
+    for resource in networks.values() {
+        pod_requests.insert(resource.clone(), Quantity("1".into()));
+        pod_limits.insert(resource.clone(), Quantity("1".into()));
     }
     ResourceRequirements {
         requests: (!pod_requests.is_empty()).then_some(pod_requests),
@@ -301,7 +360,7 @@ spec:
     #[test]
     fn the_pod_has_kubevirts_labels_paths_and_grace() {
         let block = ClaimModes::from([("raw-pvc".to_owned(), true)]);
-        let pod = launcher_pod(&vmi(VMI), &block, &settings());
+        let pod = launcher_pod(&vmi(VMI), &block, &NetworkResources::new(), &settings());
         let labels = pod.metadata.labels.clone().unwrap_or_default();
         assert_eq!(labels["kubevirt.io"], "virt-launcher");
         assert_eq!(labels["kubevirt.io/created-by"], "u-1");
@@ -375,7 +434,12 @@ spec:
     fn the_vmis_node_selector_is_kept_beside_kubevirts() {
         let mut v = vmi(VMI);
         v.spec.node_selector = Some(BTreeMap::from([("disk".into(), "ssd".into())]));
-        let pod = launcher_pod(&v, &ClaimModes::new(), &settings());
+        let pod = launcher_pod(
+            &v,
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &settings(),
+        );
         let selector = pod.spec.unwrap().node_selector.unwrap();
         assert_eq!(selector["disk"], "ssd");
         assert_eq!(selector["kubevirt.io/schedulable"], "true");
@@ -385,7 +449,59 @@ spec:
     fn default_grace_is_kubevirts_plus_the_pods_margin() {
         let mut v = vmi(VMI);
         v.spec.termination_grace_period_seconds = None;
-        let pod = launcher_pod(&v, &ClaimModes::new(), &settings());
+        let pod = launcher_pod(
+            &v,
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &settings(),
+        );
         assert_eq!(pod.spec.unwrap().termination_grace_period_seconds, Some(45));
+    }
+
+    #[test]
+    fn secondary_networks_are_annotated_and_their_resources_requested() {
+        let mut v = vmi(VMI);
+        v.spec.networks = Some(
+            serde_json::from_value(serde_json::json!([
+                {"name": "default", "pod": {}},
+                {"name": "blue", "multus": {"networkName": "br1"}},
+                {"name": "red", "multus": {"networkName": "other/br2"}},
+            ]))
+            .unwrap(),
+        );
+        v.spec.domain.devices.interfaces = Some(
+            serde_json::from_value(serde_json::json!([
+                {"name": "default", "masquerade": {}},
+                {"name": "blue", "bridge": {}, "macAddress": "02:00:00:00:00:01"},
+                {"name": "red", "bridge": {}},
+            ]))
+            .unwrap(),
+        );
+        let resources = NetworkResources::from([(
+            "blue".to_owned(),
+            "bridge.network.kubevirt.io/br1".to_owned(),
+        )]);
+        let pod = launcher_pod(&v, &ClaimModes::new(), &resources, &settings());
+        let annotation = &pod.metadata.annotations.unwrap()[NETWORKS_ANNOTATION];
+        let selections: serde_json::Value = serde_json::from_str(annotation).unwrap();
+        assert_eq!(
+            selections,
+            serde_json::json!([
+                {"name": "br1", "namespace": "ns", "interface": "pod16477688c0e",
+                 "mac": "02:00:00:00:00:01"},
+                {"name": "br2", "namespace": "other", "interface": pod_interface_name("red")},
+            ])
+        );
+        let compute = &pod.spec.unwrap().containers[0];
+        let wanted = Quantity("1".into());
+        let resources = compute.resources.as_ref().unwrap();
+        assert_eq!(
+            resources.requests.as_ref().unwrap()["bridge.network.kubevirt.io/br1"],
+            wanted
+        );
+        assert_eq!(
+            resources.limits.as_ref().unwrap()["bridge.network.kubevirt.io/br1"],
+            wanted
+        );
     }
 }

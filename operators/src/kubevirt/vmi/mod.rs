@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use api::cdi::{DataVolume, DataVolumePhase};
 use api::kubevirt::{VirtualMachineInstance, keys};
+use api::network_attachment::{
+    NetworkAttachmentDefinition, RESOURCE_NAME_ANNOTATION, qualified_name,
+};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -27,7 +30,7 @@ use serde_json::json;
 use crate::config::ControllerConfig;
 use crate::kube::{events, finalizer, is_status};
 use launcher_pod::{LauncherPodSettings, claim_of};
-use plan::{Claim, Observed, VmiAction};
+use plan::{Claim, Observed, SecondaryNetwork, VmiAction};
 
 /// How often a VMI is looked at without a change.
 const RESYNC: Duration = Duration::from_secs(30);
@@ -190,8 +193,36 @@ async fn observe(
         vmi: vmi.clone(),
         pods,
         claims,
+        networks: secondary_networks(client, namespace, vmi).await?,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     })
+}
+
+/// The NetworkAttachmentDefinitions of the VMI's secondary networks, looked up as KubeVirt
+/// does before it renders the launcher pod.
+async fn secondary_networks(
+    client: &Client,
+    namespace: &str,
+    vmi: &VirtualMachineInstance,
+) -> Result<BTreeMap<String, SecondaryNetwork>, Error> {
+    let mut networks = BTreeMap::new();
+    for network in vmi.spec.networks.iter().flatten() {
+        let Some(multus) = network.multus.as_ref().filter(|m| m.default != Some(true)) else {
+            continue;
+        };
+        let (nad_namespace, nad_name) = qualified_name(namespace, &multus.network_name);
+        let nad = Api::<NetworkAttachmentDefinition>::namespaced(client.clone(), nad_namespace)
+            .get_opt(nad_name)
+            .await?;
+        let state = match nad {
+            None => SecondaryNetwork::Missing(format!("{nad_namespace}/{nad_name}")),
+            Some(nad) => SecondaryNetwork::Found {
+                resource: nad.annotations().get(RESOURCE_NAME_ANNOTATION).cloned(),
+            },
+        };
+        networks.insert(network.name.clone(), state);
+    }
+    Ok(networks)
 }
 
 async fn apply(

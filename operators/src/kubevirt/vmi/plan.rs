@@ -20,7 +20,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use super::launcher_pod::{ClaimModes, LauncherPodSettings, claim_of, launcher_pod};
+use super::launcher_pod::{
+    ClaimModes, LauncherPodSettings, NetworkResources, claim_of, launcher_pod,
+};
 
 /// The conditions this controller writes; others on the VMI are virt-handler's.
 const OWN_CONDITIONS: [&str; 4] = [
@@ -45,6 +47,15 @@ pub struct Claim {
     pub data_volume_phase: Option<String>,
 }
 
+/// What is known of the NetworkAttachmentDefinition a secondary (Multus) network names.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SecondaryNetwork {
+    /// It does not exist: `namespace/name`.
+    Missing(String),
+    /// It exists; the node resource its pods request, if it names one.
+    Found { resource: Option<String> },
+}
+
 /// Everything the plan looks at.
 #[derive(Clone, Debug)]
 pub struct Observed {
@@ -53,6 +64,8 @@ pub struct Observed {
     pub pods: Vec<Pod>,
     /// The claims the VMI's volumes name, by claim name.
     pub claims: BTreeMap<String, Claim>,
+    /// The secondary networks, by the VMI's network name.
+    pub networks: BTreeMap<String, SecondaryNetwork>,
     pub now: Time,
 }
 
@@ -220,13 +233,37 @@ fn plan_without_pod(
             "All of the VMI's DVs are bound and ready",
         );
     }
+    let mut resources = NetworkResources::new();
+    for (network, state) in &observed.networks {
+        match state {
+            SecondaryNetwork::Missing(nad) => {
+                // KubeVirt cannot render the launcher pod without it, and says so.
+                status.phase = Some(Phase::Pending);
+                conditions.set(
+                    "Synchronized",
+                    false,
+                    "FailedCreate",
+                    &format!(
+                        "failed to render launch manifest: failed to locate network attachment definition {nad}"
+                    ),
+                );
+                return;
+            }
+            SecondaryNetwork::Found {
+                resource: Some(resource),
+            } if !resource.is_empty() => {
+                resources.insert(network.clone(), resource.clone());
+            }
+            SecondaryNetwork::Found { .. } => {}
+        }
+    }
     let block: ClaimModes = observed
         .claims
         .iter()
         .map(|(name, claim)| (name.clone(), claim.block))
         .collect();
     actions.push(VmiAction::CreatePod(Box::new(launcher_pod(
-        vmi, &block, settings,
+        vmi, &block, &resources, settings,
     ))));
     actions.push(VmiAction::Event {
         warning: false,

@@ -81,6 +81,7 @@ fn observed(vmi: VirtualMachineInstance, pods: Vec<Pod>, dv_phase: &str) -> Obse
         vmi,
         pods,
         claims: claims(dv_phase),
+        networks: BTreeMap::new(),
         now: now(),
     }
 }
@@ -123,6 +124,32 @@ fn a_new_vmi_gets_the_finalizer_and_a_launcher_pod() {
     );
     let migratable = condition(&status, "LiveMigratable");
     assert_eq!(migratable.reason.as_deref(), Some("DisksNotLiveMigratable"));
+}
+
+#[test]
+fn no_pod_while_a_secondary_networks_definition_is_missing() {
+    let mut seen = observed(vmi(None, false), vec![], "Succeeded");
+    seen.networks.insert(
+        "blue".into(),
+        SecondaryNetwork::Missing("default/br1".into()),
+    );
+    let actions = plan(&seen, &settings());
+    assert!(!actions.iter().any(|a| matches!(a, VmiAction::CreatePod(_))));
+    let status = written(&actions);
+    assert_eq!(status.phase, Some(Phase::Pending));
+    let synchronized = condition(&status, "Synchronized");
+    assert_eq!(synchronized.reason.as_deref(), Some("FailedCreate"));
+    assert!(
+        synchronized
+            .message
+            .as_deref()
+            .unwrap()
+            .ends_with("failed to locate network attachment definition default/br1")
+    );
+    seen.networks
+        .insert("blue".into(), SecondaryNetwork::Found { resource: None });
+    let actions = plan(&seen, &settings());
+    assert!(actions.iter().any(|a| matches!(a, VmiAction::CreatePod(_))));
 }
 
 #[test]

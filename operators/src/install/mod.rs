@@ -1,0 +1,3 @@
+//! Operators of operators: each reads its top-level custom resource and deploys what it names.
+
+pub mod cnao;
