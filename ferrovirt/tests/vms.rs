@@ -1443,6 +1443,20 @@ impl Drop for HostBridge {
 
 /// A VMI with its disk from `dv` and a second NIC on the secondary network `network`.
 fn vmi_on_network(name: &str, dv: &str, network: &str, mac: &str) -> String {
+    vmi_on_network_with(name, dv, network, mac, None)
+}
+
+/// The same, its pod network interface given `default_mac`.
+fn vmi_on_network_with(
+    name: &str,
+    dv: &str,
+    network: &str,
+    mac: &str,
+    default_mac: Option<&str>,
+) -> String {
+    let default_mac = default_mac
+        .map(|m| format!("\n        macAddress: \"{m}\""))
+        .unwrap_or_default();
     format!(
         r#"apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
@@ -1460,7 +1474,7 @@ spec:
           bus: virtio
       interfaces:
       - name: default
-        masquerade: {{}}
+        masquerade: {{}}{default_mac}
       - name: blue
         bridge: {{}}
         macAddress: "{mac}"
@@ -1485,11 +1499,15 @@ fn allocatable(platform: &Platform, resource: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The MAC both VMIs of the bridge network test give their pod network interface.
+const SHARED_MAC: &str = "02:00:00:77:00:aa";
+
 /// VMs on a secondary network: the bridge marker reports the machine's bridge as a node
 /// resource, a NetworkAttachmentDefinition names it, the launcher pods carry Multus's
 /// annotation and request the bridge, and two guests reach each other over it. A network
 /// whose definition is missing, or whose bridge is not on the node, keeps its VMI from
-/// starting and says why.
+/// starting and says why; the two guests' equal MACs on their pod networks raise the MAC
+/// pool's MACCollision on both.
 #[test]
 fn two_vms_on_a_bridge_network_reach_each_other() {
     let _booting = one_at_a_time();
@@ -1543,8 +1561,22 @@ spec:
             nad("nowhere-net", "fvbr-absent"),
             dv("a-root"),
             dv("b-root"),
-            vmi_on_network("a", "a-root", "blue-net", "02:00:00:77:00:01"),
-            vmi_on_network("b", "b-root", "blue-net", "02:00:00:77:00:02"),
+            // The same MAC by hand on both pod network interfaces (separate user-mode
+            // networks, so the guests do not mind): a collision for the MAC pool.
+            vmi_on_network_with(
+                "a",
+                "a-root",
+                "blue-net",
+                "02:00:00:77:00:01",
+                Some(SHARED_MAC),
+            ),
+            vmi_on_network_with(
+                "b",
+                "b-root",
+                "blue-net",
+                "02:00:00:77:00:02",
+                Some(SHARED_MAC),
+            ),
             vmi_on_network("lost", "a-root", "missing-net", "02:00:00:77:00:03"),
         ]
         .join("---\n"),
@@ -1602,6 +1634,27 @@ spec:
         pod["spec"]["containers"][0]["resources"]["requests"][&resource],
         "1"
     );
+
+    // kubemacpool's collision detection warns both instances.
+    for name in ["a", "b"] {
+        let selector = format!("involvedObject.name={name},reason=MACCollision");
+        wait_for(
+            &platform,
+            &["get", "events", "--field-selector", &selector],
+            Duration::from_secs(30),
+            "no MACCollision event",
+            |events| {
+                events["items"].as_array().is_some_and(|items| {
+                    items.iter().any(|e| {
+                        e["type"] == "Warning"
+                            && e["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains(SHARED_MAC))
+                    })
+                })
+            },
+        );
+    }
 
     let mut a = Console::open(&platform, "a");
     a.run(
