@@ -48,8 +48,9 @@ pub fn qualified_name<'a>(vmi_namespace: &'a str, network_name: &'a str) -> (&'a
 }
 
 /// The pod interface of a secondary network, as KubeVirt names it: `pod` and the first 11
-/// hex digits of the SHA-256 of the VMI's network name (15 characters with the `-nic` of
-/// the in-pod bridge port, the kernel's limit).
+/// hex digits of the SHA-256 of the VMI's network name (the hash is short enough for the
+/// names made from it, `k6t-<hash>` and `<hash>-nic`, to keep within the kernel's 15
+/// characters).
 pub fn pod_interface_name(network_name: &str) -> String {
     let digest = Sha256::digest(network_name.as_bytes());
     format!("pod{}", &hex::encode(digest)[..11])

@@ -104,40 +104,24 @@ pub async fn serve_metrics(
         .await
         .with_context(|| format!("listening for metrics on {addr}"))?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
+    let router = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
             let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let metrics = metrics.clone();
-                    async move {
-                        let response = if request.uri().path() == "/metrics" {
-                            let mut response =
-                                Response::new(Full::new(Bytes::from(metrics.encode())));
-                            response.headers_mut().insert(
-                                hyper::header::CONTENT_TYPE,
-                                hyper::header::HeaderValue::from_static(
-                                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                                ),
-                            );
-                            response
-                        } else {
-                            let mut response =
-                                Response::new(Full::new(Bytes::from_static(b"not found\n")));
-                            *response.status_mut() = StatusCode::NOT_FOUND;
-                            response
-                        };
-                        Ok::<_, std::convert::Infallible>(response)
-                    }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
-            });
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, router).await {
+            tracing::warn!(%err, "the metrics server stopped");
         }
     });
     Ok(bound)

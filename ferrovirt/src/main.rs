@@ -139,6 +139,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     // Installed under a CNI plugin's name (`/opt/cni/bin/cnv-bridge` a link to this binary),
     // a runtime runs it with no arguments: it is that plugin.
     if let Some(plugin) = cni_plugin_named_by_argv0() {
@@ -148,13 +155,6 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     // ssh hands the terminal to the system's ssh and exits with its status.
     let command = match cli.command {
         Command::Ssh(args) => return virtctl::ssh(args).unwrap_or_else(report),

@@ -22,12 +22,12 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Whether the test can run; says why not when it cannot.
+/// Checks what the test needs, failing with what is missing (no test skips).
 fn ready(test: &str) -> bool {
-    if !is_root() {
-        eprintln!("skipping {test}: network namespaces need root");
-        return false;
-    }
+    assert!(
+        is_root(),
+        "{test} needs root: it makes network namespaces, bridges and veth pairs"
+    );
     assert!(
         Path::new(REFERENCE).exists(),
         "{REFERENCE} is missing: install Debian's containernetworking-plugins (scripts/install-deps)"

@@ -45,17 +45,41 @@ pub enum MarkerError {
     Node { node: String, source: kube::Error },
 }
 
-/// The Linux bridges among the links listed in `sys_class_net`.
+/// The Linux bridges among the links listed in `sys_class_net` whose names can name a node
+/// resource; the others (a link name may hold characters a resource name may not, `br-`
+/// say) are left out, or the Node's patch would be refused for every bridge.
 pub fn node_bridges(sys_class_net: &Path) -> Result<BTreeSet<String>, MarkerError> {
     let links = std::fs::read_dir(sys_class_net).map_err(|source| MarkerError::Links {
         dir: sys_class_net.display().to_string(),
         source,
     })?;
-    Ok(links
+    let (usable, unusable): (BTreeSet<String>, BTreeSet<String>) = links
         .flatten()
         .filter(|link| link.path().join("bridge").is_dir())
         .filter_map(|link| link.file_name().into_string().ok())
-        .collect())
+        .partition(|name| is_resource_name(name));
+    if !unusable.is_empty() {
+        tracing::debug!(bridges = ?unusable, "bridges whose names cannot name a node resource");
+    }
+    Ok(usable)
+}
+
+/// Whether `name` may follow the prefix of a resource name (a qualified name's name part:
+/// alphanumerics, `-`, `_` and `.`, beginning and ending alphanumeric, at most 63).
+fn is_resource_name(name: &str) -> bool {
+    let alphanumeric_ends = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
+    name.len() <= 63
+        && alphanumeric_ends
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// The bridges a Node's capacity reports.
@@ -193,7 +217,12 @@ mod tests {
     #[test]
     fn only_bridges_are_listed_among_links() {
         let dir = tempfile::tempdir().unwrap();
-        for (link, is_bridge) in [("br-a", true), ("eth0", false), ("lo", false)] {
+        for (link, is_bridge) in [
+            ("br-a", true),
+            ("eth0", false),
+            ("lo", false),
+            ("br-", true),
+        ] {
             std::fs::create_dir(dir.path().join(link)).unwrap();
             if is_bridge {
                 std::fs::create_dir(dir.path().join(link).join("bridge")).unwrap();

@@ -309,7 +309,29 @@ impl UploadTokenValidator {
         source: (&str, &str),
         target: (&str, &str),
     ) -> Result<(), TokenError> {
-        let claims = self.decode(token, false)?;
+        self.check_clone(token, source, target, false)
+    }
+
+    /// As [`Self::validate_clone`], and the token must not have expired: for a claim no
+    /// DataVolume owns, whose clone request may be edited and whose name may be reused, a
+    /// token is only good for its lifetime (as CDI's clone controller checks it).
+    pub fn validate_unexpired_clone(
+        &self,
+        token: &str,
+        source: (&str, &str),
+        target: (&str, &str),
+    ) -> Result<(), TokenError> {
+        self.check_clone(token, source, target, true)
+    }
+
+    fn check_clone(
+        &self,
+        token: &str,
+        source: (&str, &str),
+        target: (&str, &str),
+        check_expiry: bool,
+    ) -> Result<(), TokenError> {
+        let claims = self.decode(token, check_expiry)?;
         if claims.operation != OPERATION_CLONE || claims.resource.resource != RESOURCE_PVC {
             return Err(TokenError::WrongOperation(
                 claims.operation,
@@ -506,6 +528,40 @@ mod tests {
             validator.validate_clone(&forged, ("src", "golden"), ("dst", "copy")),
             Err(TokenError::BadSignature)
         ));
+    }
+
+    #[test]
+    fn an_expired_clone_token_passes_only_where_expiry_is_not_checked() {
+        let (_dir, issuer) = issuer();
+        let validator = issuer.validator();
+        let now = unix_seconds(SystemTime::now());
+        let expired = issuer
+            .sign(&UploadClaims {
+                iss: ISSUER.into(),
+                iat: now - 3600,
+                nbf: now - 3600,
+                exp: now - 3000,
+                operation: OPERATION_CLONE.into(),
+                namespace: "src".into(),
+                name: "golden".into(),
+                resource: GroupVersionResource {
+                    group: String::new(),
+                    version: "v1".into(),
+                    resource: RESOURCE_PVC.into(),
+                },
+                params: clone_params(("dst", "copy")),
+            })
+            .unwrap();
+        let (source, target) = (("src", "golden"), ("dst", "copy"));
+        validator.validate_clone(&expired, source, target).unwrap();
+        assert!(matches!(
+            validator.validate_unexpired_clone(&expired, source, target),
+            Err(TokenError::Expired)
+        ));
+        let fresh = issuer.issue_clone(source, target).unwrap();
+        validator
+            .validate_unexpired_clone(&fresh, source, target)
+            .unwrap();
     }
 
     fn issuer_pair() -> (tempfile::TempDir, UploadTokenIssuer) {

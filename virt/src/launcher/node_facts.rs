@@ -119,7 +119,7 @@ pub async fn gather(
         .filter(|p| !direct_io_works(p))
         .collect();
     let mut bridges = bridges_by_network(vmi, &settings.bridges, &settings.pod_bridges);
-    let pod_ports = pod_ports(vmi, &bridges, Path::new(SYS_CLASS_NET));
+    let pod_ports = pod_ports(vmi, &bridges, Path::new(SYS_CLASS_NET), &settings.run_dir);
     for (network, port) in &pod_ports {
         bridges.insert(network.clone(), in_pod_bridge_name(&port.interface));
     }
@@ -167,11 +167,14 @@ fn bridges_by_network(
 
 /// The pod interfaces a CNI plugin made for the VMI's secondary networks that have no node
 /// bridge given (a launcher pod on a cluster), found under `sys_class_net` by KubeVirt's
-/// `pod<hash>` names.
+/// `pod<hash>` names, with the MAC address each had before the launcher first touched it
+/// (kept in `run_dir`, as KubeVirt's interface cache: attaching gives the interface a new
+/// one, and a start tried again must hand the guest the original).
 fn pod_ports(
     vmi: &VirtualMachineInstance,
     bridges: &BTreeMap<String, String>,
     sys_class_net: &Path,
+    run_dir: &Path,
 ) -> BTreeMap<String, PodPort> {
     let mut ports = BTreeMap::new();
     for network in vmi.spec.networks.iter().flatten() {
@@ -179,9 +182,25 @@ fn pod_ports(
             continue;
         }
         let interface = api::network_attachment::pod_interface_name(&network.name);
-        let Ok(mac) = std::fs::read_to_string(sys_class_net.join(&interface).join("address"))
-        else {
+        let link = sys_class_net.join(&interface);
+        let read = |name: &str| std::fs::read_to_string(link.join(name)).ok();
+        let (Some(ifindex), Some(current)) = (read("ifindex"), read("address")) else {
             continue;
+        };
+        // "IFINDEX MAC": kept for this very interface only, not a namesake in a later pod.
+        let cached = run_dir.join(format!("{interface}.mac"));
+        let mac = match std::fs::read_to_string(&cached).ok().and_then(|text| {
+            text.strip_prefix(&format!("{} ", ifindex.trim()))
+                .map(str::to_owned)
+        }) {
+            Some(original) => original,
+            None => {
+                let record = format!("{} {}", ifindex.trim(), current.trim());
+                if let Err(error) = std::fs::write(&cached, record) {
+                    tracing::warn!(%interface, %error, "cannot keep the pod interface's MAC");
+                }
+                current
+            }
         };
         ports.insert(
             network.name.clone(),
@@ -391,10 +410,12 @@ mod tests {
                 .join(api::network_attachment::pod_interface_name(network));
             std::fs::create_dir(&dir).unwrap();
             std::fs::write(dir.join("address"), "0a:58:0a:00:00:07\n").unwrap();
+            std::fs::write(dir.join("ifindex"), "7\n").unwrap();
         }
         // red has a node bridge given; green has no pod interface.
         let given = BTreeMap::from([("red".to_owned(), "br-red".to_owned())]);
-        let ports = pod_ports(&vmi, &given, sys.path());
+        let run_dir = tempfile::tempdir().unwrap();
+        let ports = pod_ports(&vmi, &given, sys.path(), run_dir.path());
         assert_eq!(
             ports,
             BTreeMap::from([(
@@ -406,6 +427,15 @@ mod tests {
             )])
         );
         assert_eq!(in_pod_bridge_name("pod16477688c0e"), "k6t-16477688c0e");
+        // Attached, the interface has a new MAC; a second start still hands the old one on.
+        let blue = sys.path().join("pod16477688c0e");
+        std::fs::write(blue.join("address"), "02:11:22:33:44:55\n").unwrap();
+        let again = pod_ports(&vmi, &given, sys.path(), run_dir.path());
+        assert_eq!(again["blue"].mac, "0a:58:0a:00:00:07");
+        // Another interface of that name (a new pod's) is read afresh.
+        std::fs::write(blue.join("ifindex"), "9\n").unwrap();
+        let new_pod = pod_ports(&vmi, &given, sys.path(), run_dir.path());
+        assert_eq!(new_pod["blue"].mac, "02:11:22:33:44:55");
     }
 
     #[test]

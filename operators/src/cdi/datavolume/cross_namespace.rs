@@ -75,7 +75,13 @@ pub async fn refusal(
             source.0, source.1
         )));
     };
-    let checked = validator.validate_clone(token, source, (&target.0, &target.1));
+    // A bare claim's token is good for its lifetime only: its request is not fixed in an
+    // immutable spec as a DataVolume's is.
+    let checked = if super::plan::is_bare_claim(dv) {
+        validator.validate_unexpired_clone(token, source, (&target.0, &target.1))
+    } else {
+        validator.validate_clone(token, source, (&target.0, &target.1))
+    };
     Ok(checked.err().map(|err| {
         format!(
             "cross-namespace clone from {}/{}: {err}",

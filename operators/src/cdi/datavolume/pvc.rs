@@ -98,7 +98,7 @@ pub fn required_space(overhead: f64, requested: u128) -> u128 {
 /// (of a filesystem volume) and rounded down to 1 MiB (CDI's `GetUsableSpace`).
 pub fn usable_space(overhead: f64, available: u128) -> u128 {
     let without = if (0.0..1.0).contains(&overhead) && overhead > 0.0 {
-        (available as f64 / (1.0 + overhead)).ceil() as u128
+        ((1.0 - overhead) * available as f64).ceil() as u128
     } else {
         available
     };
@@ -443,8 +443,8 @@ mod tests {
 
     #[test]
     fn usable_space_matches_cdi() {
-        // CDI: round_down(ceil(1Gi / 1.06), 1Mi)
-        assert_eq!(usable_space(0.06, 1 << 30), 966 << 20);
+        // CDI: round_down(ceil((1 - 0.06) * 1Gi), 1Mi)
+        assert_eq!(usable_space(0.06, 1 << 30), 962 << 20);
         assert_eq!(usable_space(0.0, (64 << 20) + 5), 64 << 20);
         assert_eq!(usable_space(0.06, 1), 0);
     }

@@ -87,7 +87,7 @@ pub fn launcher_pod(
     labels.insert(keys::CREATED_BY_LABEL.into(), uid);
     labels.insert(keys::VM_NAME_LABEL.into(), name.clone());
     let mut annotations = BTreeMap::from([(keys::DOMAIN_ANNOTATION.to_owned(), name.clone())]);
-    if let Some(selections) = secondary_networks(vmi) {
+    if let Some(selections) = multus_networks_annotation(vmi) {
         annotations.insert(NETWORKS_ANNOTATION.to_owned(), selections);
     }
     let (volumes, mounts, devices) = pod_volumes(vmi, block);
@@ -227,7 +227,7 @@ fn secret_of(volume: &api::kubevirt::vmi::Volume) -> Option<SecretVolumeSource> 
 /// Multus's networks annotation for the VMI's secondary networks, as KubeVirt writes it: each
 /// NetworkAttachmentDefinition with the pod interface named after the VMI's network and the
 /// interface's MAC address; `None` without secondary networks.
-fn secondary_networks(vmi: &VirtualMachineInstance) -> Option<String> {
+fn multus_networks_annotation(vmi: &VirtualMachineInstance) -> Option<String> {
     let namespace = vmi.namespace().unwrap_or_default();
     let interfaces = vmi
         .spec
@@ -297,9 +297,14 @@ fn resources(vmi: &VirtualMachineInstance, networks: &NetworkResources) -> Resou
     if let Some(cpu) = from(limits, "cpu") {
         pod_limits.insert("cpu".into(), cpu);
     }
+    // One of the resource per network that names it: two NICs on one bridge ask for two.
+    let mut per_resource: BTreeMap<&str, usize> = BTreeMap::new();
     for resource in networks.values() {
-        pod_requests.insert(resource.clone(), Quantity("1".into()));
-        pod_limits.insert(resource.clone(), Quantity("1".into()));
+        *per_resource.entry(resource).or_default() += 1;
+    }
+    for (resource, count) in per_resource {
+        pod_requests.insert(resource.to_owned(), Quantity(count.to_string()));
+        pod_limits.insert(resource.to_owned(), Quantity(count.to_string()));
     }
     ResourceRequirements {
         requests: (!pod_requests.is_empty()).then_some(pod_requests),
@@ -477,10 +482,16 @@ spec:
             ]))
             .unwrap(),
         );
-        let resources = NetworkResources::from([(
-            "blue".to_owned(),
-            "bridge.network.kubevirt.io/br1".to_owned(),
-        )]);
+        let resources = NetworkResources::from([
+            (
+                "blue".to_owned(),
+                "bridge.network.kubevirt.io/br1".to_owned(),
+            ),
+            (
+                "red".to_owned(),
+                "bridge.network.kubevirt.io/br1".to_owned(),
+            ),
+        ]);
         let pod = launcher_pod(&v, &ClaimModes::new(), &resources, &settings());
         let annotation = &pod.metadata.annotations.unwrap()[NETWORKS_ANNOTATION];
         let selections: serde_json::Value = serde_json::from_str(annotation).unwrap();
@@ -493,7 +504,8 @@ spec:
             ])
         );
         let compute = &pod.spec.unwrap().containers[0];
-        let wanted = Quantity("1".into());
+        // Two networks on one bridge: two of its resource.
+        let wanted = Quantity("2".into());
         let resources = compute.resources.as_ref().unwrap();
         assert_eq!(
             resources.requests.as_ref().unwrap()["bridge.network.kubevirt.io/br1"],

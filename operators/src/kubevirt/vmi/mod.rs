@@ -193,14 +193,14 @@ async fn observe(
         vmi: vmi.clone(),
         pods,
         claims,
-        networks: secondary_networks(client, namespace, vmi).await?,
+        networks: lookup_network_attachments(client, namespace, vmi).await?,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     })
 }
 
 /// The NetworkAttachmentDefinitions of the VMI's secondary networks, looked up as KubeVirt
 /// does before it renders the launcher pod.
-async fn secondary_networks(
+async fn lookup_network_attachments(
     client: &Client,
     namespace: &str,
     vmi: &VirtualMachineInstance,
