@@ -4,14 +4,15 @@
 //! VirtualMachines before it is ready, and answers AdmissionReviews at
 //! `/mutate-virtualmachines` as kube-apiserver posts them.
 
-use std::collections::HashMap;
+mod admission_review;
+
 use std::time::{Duration, Instant};
 
+use admission_review::{bare_api_server, patched};
 use ferrovirt_tests::TempDir;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::Api;
 use serde_json::{Value, json};
-use standalone::apiserver::{ApiServer, ApiServerConfig};
 
 const LIMIT: Duration = Duration::from_secs(30);
 const SERVICE_NAME: &str = "kubemacpool-service.cluster-network-addons.svc";
@@ -112,32 +113,10 @@ fn review(uid: &str, object: Value, dry_run: bool) -> Value {
     })
 }
 
-/// Applies a response's base64 JSON patch to `object`.
-fn patched(response: &Value, mut object: Value) -> Value {
-    let bytes: k8s_openapi::ByteString =
-        serde_json::from_value(response["patch"].clone()).expect("a base64 patch");
-    let patch: json_patch::Patch = serde_json::from_slice(&bytes.0).expect("a JSON patch");
-    json_patch::patch(&mut object, &patch).expect("the patch applies");
-    object
-}
-
 #[tokio::test]
 async fn the_webhook_gives_stored_vms_macs_a_wide_berth_and_refuses_taken_ones() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = TempDir::new("macpool-webhook");
-    let server = ApiServer::start(ApiServerConfig {
-        data_dir: dir.join("data"),
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        crds: api::crds::all()
-            .into_iter()
-            .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
-            .collect(),
-        admission: Vec::new(),
-        virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
-    })
-    .await
-    .expect("the API server starts");
+    let server = bare_api_server(&dir.join("data")).await;
     let admin = &server.kubeconfig;
     kubectl(admin, &["apply", "-f", "-"], CLUSTER).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")

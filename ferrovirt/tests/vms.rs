@@ -1492,13 +1492,6 @@ spec:
     )
 }
 
-fn allocatable(platform: &Platform, resource: &str) -> Option<String> {
-    let node = platform.json(&["get", "nodes"])?["items"][0].clone();
-    node["status"]["allocatable"][resource]
-        .as_str()
-        .map(str::to_owned)
-}
-
 /// The MAC both VMIs of the bridge network test give their pod network interface.
 const SHARED_MAC: &str = "02:00:00:77:00:aa";
 
@@ -1516,14 +1509,17 @@ fn two_vms_on_a_bridge_network_reach_each_other() {
     let bridge = HostBridge::new();
     let resource = format!("bridge.network.kubevirt.io/{}", bridge.0);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while allocatable(&platform, &resource).is_none() {
+    while capacity(&platform, "allocatable", &resource).is_none() {
         assert!(
             Instant::now() < deadline,
             "the bridge marker did not report {resource}"
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    assert_eq!(allocatable(&platform, &resource).as_deref(), Some("1k"));
+    assert_eq!(
+        capacity(&platform, "allocatable", &resource).as_deref(),
+        Some("1k")
+    );
     let url = server.url(fast_guest_qcow2());
     let nad = |name: &str, bridge: &str| {
         format!(
@@ -1700,7 +1696,7 @@ spec:
     platform.ok(&["delete", "vmi", "a", "b", "far", "lost", "--wait=false"]);
     drop(bridge);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while allocatable(&platform, &resource).is_some() {
+    while capacity(&platform, "allocatable", &resource).is_some() {
         assert!(
             Instant::now() < deadline,
             "the bridge marker did not remove {resource}"
@@ -1709,6 +1705,7 @@ spec:
     }
 }
 
+/// `status.FIELD[RESOURCE]` of the platform's Node (`capacity` or `allocatable`).
 fn capacity(platform: &Platform, field: &str, resource: &str) -> Option<String> {
     let node = platform.json(&["get", "nodes"])?["items"][0].clone();
     node["status"][field][resource].as_str().map(str::to_owned)

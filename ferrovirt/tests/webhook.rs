@@ -4,15 +4,16 @@
 //! as kube-apiserver posts them are answered with CDI's defaulting, validation and clone
 //! permission check (SubjectAccessReviews for the requesting user).
 
-use std::collections::HashMap;
+mod admission_review;
+
 use std::time::{Duration, Instant};
 
+use admission_review::{bare_api_server, patched};
 use ferrovirt_tests::TempDir;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::{Value, json};
-use standalone::apiserver::{ApiServer, ApiServerConfig};
 use uploadproxy::UploadTokenValidator;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -90,32 +91,10 @@ fn clone_dv() -> Value {
     })
 }
 
-/// Applies a response's base64 JSON patch to `object`.
-fn patched(response: &Value, mut object: Value) -> Value {
-    let bytes: k8s_openapi::ByteString =
-        serde_json::from_value(response["patch"].clone()).expect("a base64 patch");
-    let patch: json_patch::Patch = serde_json::from_slice(&bytes.0).expect("a JSON patch");
-    json_patch::patch(&mut object, &patch).expect("the patch applies");
-    object
-}
-
 #[tokio::test]
 async fn the_webhook_checks_clone_permission_and_issues_clone_tokens() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = TempDir::new("webhook");
-    let server = ApiServer::start(ApiServerConfig {
-        data_dir: dir.join("data"),
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        crds: api::crds::all()
-            .into_iter()
-            .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
-            .collect(),
-        admission: Vec::new(),
-        virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
-    })
-    .await
-    .expect("the API server starts");
+    let server = bare_api_server(&dir.join("data")).await;
     let admin = &server.kubeconfig;
     let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/operators");
     for file in ["rbac.yaml", "webhook.yaml"] {

@@ -164,7 +164,7 @@ pub async fn create_tap(tap: &TapDevice) -> Result<(), PrepareError> {
             )
             .await?;
         }
-        let mac = fresh_mac(port);
+        let mac = fresh_mac().map_err(|e| fail(format!("a new MAC for {port}: {e}")))?;
         ip(
             &[
                 "link",
@@ -208,18 +208,12 @@ async fn ip(args: &[&str], fail: &impl Fn(String) -> PrepareError) -> Result<(),
     Ok(())
 }
 
-/// A locally administered unicast MAC address, new each time.
-fn fresh_mac(seed: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let digest = Sha256::digest(format!("{seed}/{}/{nanos}", std::process::id()).as_bytes());
-    format!(
-        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        digest[0], digest[1], digest[2], digest[3], digest[4]
-    )
+/// A random locally administered unicast MAC address.
+fn fresh_mac() -> std::io::Result<String> {
+    let mut bytes = [0u8; 5];
+    rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())?;
+    let [a, b, c, d, e] = bytes;
+    Ok(format!("02:{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}"))
 }
 
 /// Removes `tap`; failures are only logged, the tap may already be gone with QEMU.

@@ -189,11 +189,17 @@ async fn observe(
             },
         );
     }
+    // The definitions matter only to the launcher pod about to be made.
+    let networks = if pods.is_empty() && vmi.metadata.deletion_timestamp.is_none() {
+        lookup_network_attachments(client, namespace, vmi).await?
+    } else {
+        BTreeMap::new()
+    };
     Ok(Observed {
         vmi: vmi.clone(),
         pods,
         claims,
-        networks: lookup_network_attachments(client, namespace, vmi).await?,
+        networks,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
     })
 }

@@ -64,7 +64,8 @@ pub struct Observed {
     pub pods: Vec<Pod>,
     /// The claims the VMI's volumes name, by claim name.
     pub claims: BTreeMap<String, Claim>,
-    /// The secondary networks, by the VMI's network name.
+    /// The secondary networks, by the VMI's network name (looked up only while the VMI has
+    /// no launcher pod).
     pub networks: BTreeMap<String, SecondaryNetwork>,
     pub now: Time,
 }
