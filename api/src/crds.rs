@@ -27,6 +27,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ssp::SSP::crd(),
         cnao::NetworkAddonsConfig::crd(),
         network_attachment::NetworkAttachmentDefinition::crd(),
+        crate::template::crd(),
     ]
 }
 

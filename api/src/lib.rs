@@ -17,6 +17,8 @@ pub mod kubevirt;
 pub mod network_attachment;
 pub mod quantity;
 pub mod ssp;
+pub mod template;
+pub mod template_validator;
 pub mod upload;
 pub mod validation;
 

@@ -1,14 +1,30 @@
 //! ssp.kubevirt.io/v1beta2 SSP: scheduling, scale and performance add-ons (common VM
 //! templates, the template validator, common instance types).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cdi::DataImportCronSpec;
 use crate::common::{Extra, OperatorCondition};
 
 /// The API group.
 pub const GROUP: &str = "ssp.kubevirt.io";
+/// The annotation that pauses the operator on an SSP (`"true"`).
+pub const OPERATOR_PAUSED_ANNOTATION: &str = "kubevirt.io/operator.paused";
+
+/// SSP's `status.phase` values (the controller-lifecycle-operator-sdk phases).
+pub mod phase {
+    /// Operands are being deployed.
+    pub const DEPLOYING: &str = "Deploying";
+    /// Every operand is deployed.
+    pub const DEPLOYED: &str = "Deployed";
+    /// The SSP is being deleted and its operands removed.
+    pub const DELETING: &str = "Deleting";
+    /// The operands are removed.
+    pub const DELETED: &str = "Deleted";
+}
 
 /// The desired state of the SSP add-ons.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -20,7 +36,8 @@ pub const GROUP: &str = "ssp.kubevirt.io";
     namespaced,
     status = "SspStatus",
     derive = "PartialEq",
-    doc = "SSP is the Schema for the ssps API"
+    doc = "SSP is the Schema for the ssps API",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SspSpec {
@@ -44,8 +61,20 @@ pub struct CommonTemplates {
     pub namespace: String,
     /// DataImportCrons kept for golden images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::preserve_unknown_object_list")]
-    pub data_import_cron_templates: Option<Vec<serde_json::Value>>,
+    pub data_import_cron_templates: Option<Vec<DataImportCronTemplate>>,
+}
+
+/// A DataImportCron the SSP operator keeps: a name (required) and, optionally, a namespace
+/// (the golden images namespace when none is given), labels and annotations, and the spec.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataImportCronTemplate {
+    /// Name, namespace, labels and annotations of the DataImportCron.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::common::preserve_unknown_object")]
+    pub metadata: ObjectMeta,
+    /// The DataImportCron's spec.
+    pub spec: DataImportCronSpec,
 }
 
 /// The observed state of the SSP add-ons.
@@ -58,7 +87,125 @@ pub struct SspStatus {
     /// Available, Progressing, Degraded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<OperatorCondition>>,
+    /// The version of the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_version: Option<String>,
+    /// The version being deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_version: Option<String>,
+    /// The version last fully deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_version: Option<String>,
+    /// Whether the operator noticed the paused annotation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// The latest generation observed by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// Fields this version does not model.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// Why an SSP is refused, in ssp-operator's webhook words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SspError {
+    /// Only one SSP may exist in a cluster.
+    #[error("creation failed, an SSP CR already exists in namespace {namespace}: {name}")]
+    AlreadyExists {
+        /// The namespace of the SSP that exists.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// A dataImportCronTemplate has no `metadata.name`.
+    #[error("dataImportCronTemplates validation error: missing name in DataImportCronTemplate")]
+    MissingCronName,
+    /// A dataImportCronTemplate has no `spec.managedDataSource`.
+    #[error(
+        "dataImportCronTemplates validation error: missing managedDataSource in DataImportCronTemplate {0}"
+    )]
+    MissingManagedDataSource(String),
+}
+
+/// Checks an SSP's spec as ssp-operator's webhook does on create and update.
+pub fn validate_spec(spec: &SspSpec) -> Result<(), SspError> {
+    let templates = spec
+        .common_templates
+        .as_ref()
+        .and_then(|c| c.data_import_cron_templates.as_deref())
+        .unwrap_or_default();
+    for template in templates {
+        let name = template.metadata.name.as_deref().unwrap_or_default();
+        if name.is_empty() {
+            return Err(SspError::MissingCronName);
+        }
+        if template.spec.managed_data_source.is_empty() {
+            return Err(SspError::MissingManagedDataSource(name.to_owned()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a new SSP: its spec, and that no other SSP exists (`existing` are the SSPs
+/// stored, as `(namespace, name)`).
+pub fn validate_create(spec: &SspSpec, existing: &[(String, String)]) -> Result<(), SspError> {
+    if let Some((namespace, name)) = existing.first() {
+        return Err(SspError::AlreadyExists {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        });
+    }
+    validate_spec(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(crons: serde_json::Value) -> SspSpec {
+        serde_json::from_value(json!({
+            "commonTemplates": {"namespace": "openshift", "dataImportCronTemplates": crons},
+        }))
+        .expect("an SSP spec")
+    }
+
+    fn cron(name: Option<&str>, source: &str) -> serde_json::Value {
+        json!({
+            "metadata": {"name": name},
+            "spec": {"schedule": "0 0 * * *", "managedDataSource": source,
+                     "template": {"spec": {"storage": {}}}},
+        })
+    }
+
+    #[test]
+    fn cron_templates_need_a_name_and_a_data_source() {
+        assert_eq!(
+            validate_spec(&spec(json!([cron(Some("a"), "fedora")]))),
+            Ok(())
+        );
+        assert_eq!(
+            validate_spec(&spec(json!([cron(None, "fedora")])))
+                .unwrap_err()
+                .to_string(),
+            "dataImportCronTemplates validation error: missing name in DataImportCronTemplate"
+        );
+        assert_eq!(
+            validate_spec(&spec(json!([cron(Some("a"), "")]))),
+            Err(SspError::MissingManagedDataSource("a".into()))
+        );
+    }
+
+    #[test]
+    fn a_second_ssp_is_refused() {
+        let existing = [("kubevirt-hyperconverged".to_owned(), "ssp".to_owned())];
+        assert_eq!(
+            validate_create(&spec(json!([])), &existing)
+                .unwrap_err()
+                .to_string(),
+            "creation failed, an SSP CR already exists in namespace kubevirt-hyperconverged: ssp"
+        );
+        assert_eq!(validate_create(&spec(json!([])), &[]), Ok(()));
+    }
 }

@@ -6,6 +6,8 @@ mod clone_source;
 mod cluster;
 mod controller;
 mod csi_driver;
+mod embedded_webhooks;
+mod hpp;
 mod image_upload;
 mod import;
 mod importer_pod;
@@ -13,6 +15,9 @@ mod local_uploads;
 mod macpool;
 mod pod_env;
 mod pod_paths;
+mod process;
+mod processed_templates;
+mod ssp;
 mod up;
 mod upload_proxy;
 mod upload_resolver;
@@ -136,6 +141,11 @@ enum Command {
     /// configuration on stdin (`cni bridge`: the linux-bridge plugin).
     #[command(subcommand)]
     Cni(ferrovirt_network::cni::CniPlugin),
+    /// Process a Template into the List of its objects, as `oc process` (`-p KEY=VALUE`).
+    Process(process::ProcessArgs),
+    /// Print the common templates bundle as a List.
+    #[command(hide = true)]
+    CommonTemplates(process::CommonTemplatesArgs),
 }
 
 fn main() -> ExitCode {
@@ -211,6 +221,8 @@ fn main() -> ExitCode {
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,
             // The error object is on stdout already; stderr gets the one-line report.
             Command::Cni(plugin) => ferrovirt_network::cni::run(plugin).map_err(Into::into),
+            Command::Process(args) => process::run(args).await,
+            Command::CommonTemplates(args) => process::common_templates(args),
         }
     });
     // Whatever still runs (a task that never yields) must not keep the process alive once

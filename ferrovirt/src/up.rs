@@ -205,18 +205,22 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
             Box::new(|_, object| api::admission::admit(object).map_err(|err| err.to_string())),
             crate::macpool::embedded_admission(&mac_pool),
         ],
-        virtual_creates: HashMap::from([crate::upload_tokens::upload_token_requests(
-            token_issuer.clone(),
-        )]),
+        virtual_creates: HashMap::from([
+            crate::upload_tokens::upload_token_requests(token_issuer.clone()),
+            crate::processed_templates::processed_templates(),
+        ]),
         create_admission: vec![crate::clone_auth::clone_authorization(token_issuer.clone())],
     };
     let control_plane = ControlPlane::start(config)
         .await
         .context("starting the control plane")?;
+    crate::embedded_webhooks::register(&control_plane.api_server);
+    crate::processed_templates::serve_resource(&control_plane.client).await?;
     let metrics =
         crate::macpool::start_local(&control_plane.client, &mac_pool, args.metrics_listen).await?;
     eprintln!("metrics on http://{metrics}/metrics");
     start_controllers(&control_plane, dir, args, &token_issuer).await?;
+    crate::hpp::start(&control_plane);
     if !args.no_virt {
         start_handler(&control_plane, dir);
         start_bridge_marker(&control_plane);
@@ -254,6 +258,8 @@ async fn start_controllers(
     )
     .await?;
     eprintln!("upload proxy on {}", uploads.proxy_url);
+    crate::ssp::start(&control_plane.client);
+    start_install_operators(&control_plane.client).await?;
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
         upload_certificates: Some(uploads.certificates),
@@ -281,6 +287,34 @@ async fn start_controllers(
     });
     Ok(())
 }
+
+/// HCO in its namespace, and virt-operator's and cdi-operator's reports of the in-process
+/// components they would deploy on a cluster.
+async fn start_install_operators(client: &kube::Client) -> anyhow::Result<()> {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    // HCO's own, the common templates' (OpenShift has it), the golden images' (HCO makes it).
+    for name in [HCO_NAMESPACE, "openshift", "kubevirt-os-images"] {
+        let namespace: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+        match namespaces.create(&Default::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(err) => return Err(err).with_context(|| format!("creating namespace {name}")),
+        }
+    }
+    // Launchers here fall back to TCG when KVM is unusable, as useEmulation allows.
+    tokio::spawn(operators::install::hco::run(
+        client.clone(),
+        HCO_NAMESPACE.to_owned(),
+        true,
+    ));
+    tokio::spawn(operators::install::components::run(client.clone()));
+    Ok(())
+}
+
+/// The namespace HCO watches (its operator namespace upstream).
+const HCO_NAMESPACE: &str = "kubevirt-hyperconverged";
 
 /// What every launcher pod of this machine is started with: the node cache in the data
 /// directory, and the registries to pull containerDisks from without TLS checks.

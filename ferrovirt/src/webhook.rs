@@ -8,21 +8,31 @@
 //! Secret `cdi-api-signing-key` (where the controller reads the public half), and a serving
 //! certificate from a CA it makes at start, whose bundle it writes into its
 //! MutatingWebhookConfiguration. One replica: a second would write its own CA.
+//!
+//! It also serves SSP's virt-template-validator (`api::template_validator`): VirtualMachines
+//! at `/virtualmachine-validate`, checked against the validation rules of the VM or of the
+//! Template its labels name, and Template deletions at `/template-validate`. Its CA goes into
+//! the ValidatingWebhookConfiguration `virt-template-validator` when that exists.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use api::template_validator::{self as validator, TEMPLATE_VALIDATE_PATH, VM_VALIDATE_PATH};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes as SarAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use uploadproxy::UploadTokenIssuer;
@@ -51,6 +61,10 @@ pub struct WebhookArgs {
     /// The MutatingWebhookConfiguration whose caBundle this server keeps.
     #[arg(long, default_value = "ferrovirt-datavolume-mutate")]
     configuration: String,
+    /// The ValidatingWebhookConfiguration of the template validator, whose caBundle this
+    /// server keeps when it exists.
+    #[arg(long, default_value = validator::WEBHOOK_CONFIGURATION)]
+    validating_configuration: String,
 }
 
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
@@ -102,6 +116,7 @@ async fn serving_tls(
     ];
     let cert = ca.issue_server(&names[2], &names)?;
     publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
+    publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
     let identity =
         uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
     Ok(uploadproxy::tls::server_config(&identity, None)?)
@@ -114,15 +129,100 @@ struct Reviewer {
 
 impl Reviewer {
     async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
-        if request.uri().path() != MUTATE_PATH || request.method() != hyper::Method::POST {
+        let path = request.uri().path().to_owned();
+        let known = [MUTATE_PATH, VM_VALIDATE_PATH, TEMPLATE_VALIDATE_PATH];
+        if !known.contains(&path.as_str()) || request.method() != hyper::Method::POST {
             return respond(StatusCode::NOT_FOUND, &json!({"error": "not found"}));
         }
         let review = match read_review(request).await {
             Ok(review) => review,
             Err(refused) => return refused,
         };
-        let verdict = self.review(&review["request"]).await;
-        answer_review(&review, verdict)
+        let request = &review["request"];
+        match path.as_str() {
+            VM_VALIDATE_PATH => answer_with(&review, self.validate_vm(request).await),
+            TEMPLATE_VALIDATE_PATH => answer_with(&review, self.validate_template(request).await),
+            _ => answer_review(&review, self.review(request).await),
+        }
+    }
+
+    /// The template validator's answer for a VirtualMachine.
+    async fn validate_vm(&self, request: &Value) -> Value {
+        let resource = &request["resource"];
+        if resource["resource"] != "virtualmachines" {
+            let message = format!("expect resource {} to be 'virtualmachines'", gvr(resource));
+            return bad_request(&message);
+        }
+        let vm = &request["object"];
+        if request["operation"] == "DELETE" || !vm.is_object() {
+            return json!({"allowed": true});
+        }
+        let template = match validator::template_needed(vm) {
+            Some((namespace, name)) => match self.template(&namespace, &name).await {
+                Ok(template) => template,
+                Err(err) => return bad_request(&err.to_string()),
+            },
+            None => None,
+        };
+        let verdict = validator::review_vm(vm, template.as_ref());
+        tracing::info!(
+            vm = %vm["metadata"]["name"], allowed = verdict.allowed(),
+            message = verdict.message().unwrap_or_default(), "template validation"
+        );
+        let mut response = json!({"allowed": verdict.allowed()});
+        if let Some(status) = verdict.status() {
+            response["status"] = status;
+        }
+        if !verdict.warnings.is_empty() {
+            response["warnings"] = json!(verdict.warnings);
+        }
+        response
+    }
+
+    /// The Template `namespace/name`, none when it (or the Template kind) does not exist.
+    async fn template(&self, namespace: &str, name: &str) -> Result<Option<Value>, kube::Error> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("template.openshift.io", "v1", "Template"),
+            "templates",
+        );
+        let templates: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        let template = match templates.get_opt(name).await {
+            Ok(template) => template,
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(err) => return Err(err),
+        };
+        Ok(template.and_then(|t| serde_json::to_value(t).ok()))
+    }
+
+    /// The template validator's answer for a Template: a deletion is refused while VMs
+    /// validate against it.
+    async fn validate_template(&self, request: &Value) -> Value {
+        if request["operation"] != "DELETE" {
+            return json!({"allowed": true});
+        }
+        let resource = &request["resource"];
+        if resource["resource"] != "templates" {
+            let message = format!("expected resource {} to be 'templates'", gvr(resource));
+            return bad_request(&message);
+        }
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"),
+            "virtualmachines",
+        );
+        let vms: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let vms = match vms.list(&ListParams::default()).await {
+            Ok(list) => list.items,
+            Err(err) => return bad_request(&err.to_string()),
+        };
+        let vms: Vec<Value> = vms
+            .into_iter()
+            .filter_map(|vm| serde_json::to_value(vm).ok())
+            .collect();
+        match validator::review_template_deletion(&request["oldObject"], &vms) {
+            Some(status) => json!({"allowed": false, "status": status}),
+            None => json!({"allowed": true}),
+        }
     }
 
     /// The JSON patch that admits the request's object, or why it is refused.
@@ -215,6 +315,63 @@ impl Reviewer {
     }
 }
 
+/// Go's rendering of a GroupVersionResource in upstream's messages: `{group version resource}`.
+fn gvr(resource: &Value) -> String {
+    let part = |key: &str| resource[key].as_str().unwrap_or_default().to_owned();
+    format!(
+        "{{{} {} {}}}",
+        part("group"),
+        part("version"),
+        part("resource")
+    )
+}
+
+/// Upstream's answer to a request it cannot review: refused, code 400.
+fn bad_request(message: &str) -> Value {
+    json!({"allowed": false, "status": {"message": message, "code": 400}})
+}
+
+/// Writes `ca_pem` as the caBundle of every webhook of ValidatingWebhookConfiguration
+/// `configuration`, when it exists (a cluster without the template validator has none).
+pub async fn publish_validating_ca(
+    client: &Client,
+    configuration: &str,
+    ca_pem: &str,
+) -> anyhow::Result<()> {
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    // Without it (or without permission to read it) this server is CDI's webhook only.
+    let current = match configurations.get_opt(configuration).await {
+        Ok(Some(current)) => current,
+        Ok(None) => {
+            tracing::info!(%configuration, "no ValidatingWebhookConfiguration to keep");
+            return Ok(());
+        }
+        Err(err) => {
+            tracing::warn!(%configuration, %err, "not keeping the ValidatingWebhookConfiguration");
+            return Ok(());
+        }
+    };
+    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
+    let webhooks: Vec<Value> = current
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut webhook| {
+            webhook.client_config.ca_bundle = Some(bundle.clone());
+            serde_json::to_value(webhook)
+        })
+        .collect::<Result<_, _>>()?;
+    configurations
+        .patch(
+            configuration,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"webhooks": webhooks})),
+        )
+        .await
+        .with_context(|| format!("writing the caBundle of {configuration}"))?;
+    Ok(())
+}
+
 /// Writes `ca_pem` as the caBundle of every webhook of MutatingWebhookConfiguration
 /// `configuration`.
 pub async fn publish_webhook_ca(
@@ -296,12 +453,17 @@ pub fn patch_between(original: &Value, admitted: &Value) -> Verdict {
 
 /// The AdmissionReview answering `review` with `verdict`.
 pub fn answer_review(review: &Value, verdict: Verdict) -> Response<Full<Bytes>> {
-    let mut response = match verdict {
+    let response = match verdict {
         Ok(patch) => allowed(patch),
         Err((code, message)) => {
             json!({"allowed": false, "status": {"code": code, "message": message}})
         }
     };
+    answer_with(review, response)
+}
+
+/// The AdmissionReview carrying `response` as the answer to `review`.
+pub fn answer_with(review: &Value, mut response: Value) -> Response<Full<Bytes>> {
     response["uid"] = review["request"]["uid"].clone();
     respond(
         StatusCode::OK,

@@ -21,8 +21,8 @@ pub mod store;
 
 pub use copy::CopyMethod;
 pub use error::{Error, Result};
-pub use pool::{Pool, parse_pool_flag, parse_pools_json};
+pub use pool::{Pool, PoolEntry, PoolOrigin, parse_pool_flag, parse_pools_json};
 pub use store::{
-    AccessType, CreateSnapshot, CreateVolume, HostPathStore, SnapshotRecord, VolumeMode,
-    VolumeRecord, VolumeSource, VolumeStats,
+    AccessType, CreateSnapshot, CreateVolume, HostPathStore, PoolRemoval, SnapshotRecord,
+    VolumeMode, VolumeRecord, VolumeSource, VolumeStats,
 };

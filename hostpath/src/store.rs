@@ -7,11 +7,11 @@
 //! change. An operation holds the ids it works on for its whole duration ([`IdLocks`]) and the
 //! in-memory state only for its bookkeeping, so calls on different volumes run side by side.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -21,7 +21,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::journal::Journal;
 use crate::oplock::IdLocks;
 use crate::persist::{RecordDir, sync_dir};
-use crate::pool::Pool;
+use crate::pool::{Pool, PoolEntry, PoolSet};
 use crate::{filesystem, loopdev, mount};
 
 /// Size given to a volume whose request names none.
@@ -221,9 +221,23 @@ struct Inner {
     promises: Promises,
 }
 
+/// What [`HostPathStore::remove_pool`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolRemoval {
+    /// The pool was not there.
+    Absent,
+    /// The pool held nothing and is gone.
+    Removed,
+    /// The pool still holds volumes or snapshots: it serves them, takes no new volumes, and
+    /// is forgotten once the last is deleted. Nothing on disk is removed.
+    Retained { volumes: usize, snapshots: usize },
+}
+
 /// Every pool, volume and snapshot of this node.
+///
+/// Lock order: `inner` before `pools`; `pools` is never held while `inner` is taken.
 pub struct HostPathStore {
-    pools: Vec<Pool>,
+    pools: RwLock<PoolSet>,
     state_dir: PathBuf,
     journal: Journal,
     ids: IdLocks,
@@ -290,25 +304,13 @@ fn choose_size(required: u64, limit: u64, minimum: u64) -> Result<u64> {
 impl HostPathStore {
     /// Opens the store: creates the pools' directories, loads the records from `state_dir` and
     /// removes what interrupted operations left behind. The first pool is the default.
+    /// Pools added at runtime before (kept in the state directory) are opened too.
     pub fn open(pools: Vec<Pool>, state_dir: impl Into<PathBuf>) -> Result<Self> {
-        if pools.is_empty() {
-            return Err(Error::InvalidArgument(
-                "at least one storage pool is needed".into(),
-            ));
-        }
-        let mut names = BTreeSet::new();
-        for pool in &pools {
-            if !names.insert(pool.name.clone()) {
-                return Err(Error::InvalidArgument(format!(
-                    "storage pool {:?} is configured twice",
-                    pool.name
-                )));
-            }
-            for dir in [pool.path.join("csi"), pool.path.join("csi-snapshots")] {
-                fs::create_dir_all(&dir).at("create", &dir)?;
-            }
-        }
         let state_dir = state_dir.into();
+        let pools = PoolSet::open(pools, &state_dir)?;
+        for entry in pools.entries() {
+            create_pool_dirs(&entry.pool)?;
+        }
         let (journal, mut records) = Journal::open(&state_dir.join("journal"), Records::apply)?;
         let legacy = Self::load_record_files(&state_dir, &mut records)?;
         if legacy {
@@ -316,7 +318,7 @@ impl HostPathStore {
             Self::remove_record_files(&state_dir)?;
         }
         let store = Self {
-            pools,
+            pools: RwLock::new(pools),
             state_dir,
             journal,
             ids: IdLocks::default(),
@@ -328,8 +330,8 @@ impl HostPathStore {
         store.remove_orphans()?;
         store.restore_lost_images()?;
         let mut inner = store.lock();
-        for pool in &store.pools {
-            store.count_occupancy(&mut inner, pool);
+        for pool in store.pools() {
+            store.count_occupancy(&mut inner, &pool);
         }
         drop(inner);
         Ok(store)
@@ -386,9 +388,120 @@ impl HostPathStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The configured pools; the first is the default.
-    pub fn pools(&self) -> &[Pool] {
-        &self.pools
+    fn pool_set(&self) -> RwLockReadGuard<'_, PoolSet> {
+        // Changes to the set are made whole under the write lock before it is released.
+        self.pools.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pool_set_mut(&self) -> RwLockWriteGuard<'_, PoolSet> {
+        self.pools.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The pools served now, retired ones included; the first is the default.
+    pub fn pools(&self) -> Vec<Pool> {
+        self.pool_entries().into_iter().map(|e| e.pool).collect()
+    }
+
+    /// The pools served now, with where each came from and whether it is retired.
+    pub fn pool_entries(&self) -> Vec<PoolEntry> {
+        self.pool_set().entries().to_vec()
+    }
+
+    /// Serves `pool` from now on (creating its directories), puts a retired pool of that name
+    /// back in service, or moves an added pool that holds nothing to another directory.
+    /// Persisted: the next open serves it too. Returns whether anything changed.
+    pub fn add_pool(&self, pool: Pool) -> Result<bool> {
+        {
+            let set = self.pool_set();
+            if let Some(existing) = set.check_add(&pool)?
+                && existing.pool == pool
+                && !existing.retired
+            {
+                return Ok(false);
+            }
+        }
+        create_pool_dirs(&pool)?;
+        let mut inner = self.lock();
+        let (volumes, snapshots) = Self::held_by(&inner, &pool.name);
+        let mut set = self.pool_set_mut();
+        if let Some(existing) = set.find(&pool.name)
+            && existing.pool.path != pool.path
+            && volumes + snapshots > 0
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "storage pool {:?} holds {volumes} volumes and {snapshots} snapshots in {}; it \
+                 cannot move to {}",
+                pool.name,
+                existing.pool.path.display(),
+                pool.path.display()
+            )));
+        }
+        let changed = set.add(pool.clone())?;
+        if changed {
+            set.save()?;
+            tracing::info!(pool = %pool.name, path = %pool.path.display(), "storage pool added");
+        }
+        drop(set);
+        self.count_occupancy(&mut inner, &pool);
+        Ok(changed)
+    }
+
+    /// Stops serving pool `name`: gone if it holds nothing, else retired (it serves what it
+    /// holds, takes no new volumes). Nothing on disk is removed. Pools given at open cannot be
+    /// removed.
+    pub fn remove_pool(&self, name: &str) -> Result<PoolRemoval> {
+        let inner = self.lock();
+        let (volumes, snapshots) = Self::held_by(&inner, name);
+        let reserved = inner.promises.reserved.get(name).copied().unwrap_or(0);
+        let empty = volumes + snapshots == 0 && reserved == 0;
+        let mut set = self.pool_set_mut();
+        let Some(entry) = set.find(name) else {
+            return Ok(PoolRemoval::Absent);
+        };
+        let was_retired = entry.retired;
+        set.remove(name, empty)?;
+        if empty {
+            set.save()?;
+            tracing::info!(pool = name, "storage pool removed");
+            return Ok(PoolRemoval::Removed);
+        }
+        if !was_retired {
+            set.save()?;
+            tracing::warn!(
+                pool = name,
+                volumes,
+                snapshots,
+                "storage pool removed from the configuration while it holds volumes: retired"
+            );
+        }
+        Ok(PoolRemoval::Retained { volumes, snapshots })
+    }
+
+    /// How many volumes and snapshots pool `name` holds.
+    fn held_by(inner: &Inner, name: &str) -> (usize, usize) {
+        let volumes = inner.records.volumes.values().filter(|v| v.pool == name);
+        let snapshots = inner.records.snapshots.values().filter(|s| s.pool == name);
+        (volumes.count(), snapshots.count())
+    }
+
+    /// Forgets retired pool `name` once it holds nothing more.
+    fn forget_if_emptied(&self, name: &str) {
+        let retired = self.pool_set().find(name).is_some_and(|e| e.retired);
+        if retired && let Err(err) = self.remove_pool(name) {
+            tracing::warn!(pool = name, %err, "cannot forget an emptied retired pool");
+        }
+    }
+
+    /// Capacity figures of every pool: its name, whether it takes new volumes, and the bytes
+    /// it can still give.
+    pub fn pool_capacities(&self) -> Vec<(Pool, bool, Result<u64>)> {
+        self.pool_entries()
+            .into_iter()
+            .map(|e| {
+                let available = self.available_bytes(Some(&e.pool.name));
+                (e.pool, !e.retired, available)
+            })
+            .collect()
     }
 
     /// Where the store keeps its records (and ephemeral volumes' staging directories).
@@ -396,15 +509,8 @@ impl HostPathStore {
         &self.state_dir
     }
 
-    fn pool(&self, name: Option<&str>) -> Result<&Pool> {
-        match name {
-            None | Some("") => Ok(&self.pools[0]),
-            Some(name) => self
-                .pools
-                .iter()
-                .find(|p| p.name == name)
-                .ok_or_else(|| Error::InvalidArgument(format!("unknown storage pool {name:?}"))),
-        }
+    fn pool(&self, name: Option<&str>) -> Result<Pool> {
+        self.pool_set().get(name).cloned()
     }
 
     fn volume_dir(pool: &Pool, id: &str) -> PathBuf {
@@ -419,7 +525,7 @@ impl HostPathStore {
                 record.id, record.pool
             ))
         })?;
-        Ok(Self::volume_dir(pool, &record.id).join(IMAGE_NAME))
+        Ok(Self::volume_dir(&pool, &record.id).join(IMAGE_NAME))
     }
 
     fn snapshot_image(&self, record: &SnapshotRecord) -> Result<PathBuf> {
@@ -440,7 +546,7 @@ impl HostPathStore {
     /// snapshot `.img`), never other content of the pool.
     fn remove_orphans(&self) -> Result<()> {
         let inner = self.lock();
-        for pool in &self.pools {
+        for pool in self.pools() {
             let csi = pool.path.join("csi");
             for entry in fs::read_dir(&csi).at("read directory", &csi)? {
                 let entry = entry.at("read directory", &csi)?;
@@ -493,9 +599,12 @@ impl HostPathStore {
     /// counted afresh here).
     pub fn available_bytes(&self, pool: Option<&str>) -> Result<u64> {
         let pool = self.pool(pool)?;
+        if self.pool_set().find(&pool.name).is_some_and(|e| e.retired) {
+            return Ok(0);
+        }
         let mut inner = self.lock();
-        self.count_occupancy(&mut inner, pool);
-        self.available_locked(&inner, pool)
+        self.count_occupancy(&mut inner, &pool);
+        self.available_locked(&inner, &pool)
     }
 
     /// Free space less the running total of promises. Between counts a volume's promise only
@@ -572,7 +681,6 @@ impl HostPathStore {
         if req.name.is_empty() {
             return Err(Error::InvalidArgument("volume name is required".into()));
         }
-        let pool = self.pool(req.pool.as_deref())?.clone();
         let id = id_for_name(&req.name);
         let source_id = match &req.source {
             None => None,
@@ -581,9 +689,13 @@ impl HostPathStore {
         let mut ids = vec![id.as_str()];
         ids.extend(source_id);
         let _held = self.ids.lock(&ids);
-        let planned = {
+        let (pool, planned) = {
             let mut inner = self.lock();
-            self.plan_volume(&mut inner, req, &pool, &id)?
+            // Resolved under the lock `remove_pool` takes: a pool being removed either is
+            // gone here or sees this volume's reservation and is retired instead.
+            let pool = self.pool_set().for_new_volume(req.pool.as_deref())?.clone();
+            let planned = self.plan_volume(&mut inner, req, &pool, &id)?;
+            (pool, planned)
         };
         let (source_image, size, source_size) = match planned {
             PlannedVolume::Exists(existing) => {
@@ -748,6 +860,7 @@ impl HostPathStore {
         if let Some(dir) = image.parent() {
             absent_is_ok(fs::remove_dir_all(dir)).at("remove", dir)?;
         }
+        self.forget_if_emptied(&record.pool);
         Ok(())
     }
 
@@ -792,7 +905,7 @@ impl HostPathStore {
             return Ok((record.size, record.mode == VolumeMode::Filesystem));
         }
         let size = choose_size(required, limit, 0)?;
-        let pool = self.pool(Some(&record.pool))?.clone();
+        let pool = self.pool(Some(&record.pool))?;
         let growth = size - record.size;
         self.reserve(&mut self.lock(), &pool, growth)?;
         let image = self.volume_image(&record)?;
@@ -889,6 +1002,7 @@ impl HostPathStore {
         if let Ok(image) = self.snapshot_image(&record) {
             absent_is_ok(fs::remove_file(&image)).at("remove", &image)?;
         }
+        self.forget_if_emptied(&record.pool);
         Ok(())
     }
 
@@ -1188,6 +1302,14 @@ enum PlannedVolume {
 }
 
 /// Makes an empty (sparse) image of `len` bytes.
+/// Makes a pool's `csi` and `csi-snapshots` directories.
+fn create_pool_dirs(pool: &Pool) -> Result<()> {
+    for dir in [pool.path.join("csi"), pool.path.join("csi-snapshots")] {
+        fs::create_dir_all(&dir).at("create", &dir)?;
+    }
+    Ok(())
+}
+
 fn create_sparse_image(image: &Path, len: u64) -> Result<()> {
     let file = OpenOptions::new()
         .write(true)
@@ -1279,6 +1401,119 @@ mod tests {
             source: None,
             ephemeral: false,
         }
+    }
+
+    fn in_pool(name: &str, pool: &str) -> CreateVolume {
+        CreateVolume {
+            pool: Some(pool.into()),
+            ..req(name, MIB)
+        }
+    }
+
+    #[test]
+    fn pools_added_at_runtime_serve_volumes_and_survive_reopen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(tmp.path());
+        let fast = Pool {
+            name: "fast".into(),
+            path: tmp.path().join("fast"),
+        };
+        assert!(matches!(
+            store.create_volume(&in_pool("pvc-a", "fast")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(store.add_pool(fast.clone()).unwrap());
+        assert!(
+            !store.add_pool(fast.clone()).unwrap(),
+            "adding again is a no-op"
+        );
+        let record = store.create_volume(&in_pool("pvc-a", "fast")).unwrap();
+        let image = store.volume_image(&record).unwrap();
+        assert!(image.starts_with(tmp.path().join("fast/csi")));
+        assert!(store.available_bytes(Some("fast")).unwrap() > 0);
+        drop(store);
+        let store = self::store(tmp.path());
+        assert_eq!(store.pools().len(), 2, "the added pool is reopened");
+        assert_eq!(store.volume_condition(&record), None);
+        // A pool's directory cannot be another pool's, nor a configured pool moved.
+        let clash = Pool {
+            name: "other".into(),
+            path: tmp.path().join("fast"),
+        };
+        assert!(store.add_pool(clash).is_err());
+        let moved = Pool {
+            name: "default".into(),
+            path: tmp.path().join("elsewhere"),
+        };
+        assert!(store.add_pool(moved).is_err());
+        // An added pool that holds volumes does not move either.
+        let fast_moved = Pool {
+            name: "fast".into(),
+            path: tmp.path().join("fast2"),
+        };
+        assert!(matches!(
+            store.add_pool(fast_moved),
+            Err(Error::FailedPrecondition(_))
+        ));
+    }
+
+    #[test]
+    fn a_removed_pool_keeps_its_volumes_until_they_are_deleted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(tmp.path());
+        let fast = Pool {
+            name: "fast".into(),
+            path: tmp.path().join("fast"),
+        };
+        store.add_pool(fast.clone()).unwrap();
+        let record = store.create_volume(&in_pool("pvc-a", "fast")).unwrap();
+        let image = store.volume_image(&record).unwrap();
+        assert_eq!(
+            store.remove_pool("fast").unwrap(),
+            PoolRemoval::Retained {
+                volumes: 1,
+                snapshots: 0
+            }
+        );
+        assert!(image.exists(), "nothing on disk is removed");
+        assert!(matches!(
+            store.create_volume(&in_pool("pvc-b", "fast")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(store.available_bytes(Some("fast")).unwrap(), 0);
+        // Still retired after a restart, and its volume still served.
+        drop(store);
+        let store = self::store(tmp.path());
+        assert!(store.pool_entries()[1].retired);
+        assert_eq!(store.volume_condition(&record), None);
+        // Adding it back puts it in service again.
+        assert!(store.add_pool(fast).unwrap());
+        store.create_volume(&in_pool("pvc-b", "fast")).unwrap();
+        store.remove_pool("fast").unwrap();
+        store.delete_volume("pvc-a").unwrap();
+        assert_eq!(store.pools().len(), 2, "pvc-b is still there");
+        store.delete_volume("pvc-b").unwrap();
+        assert_eq!(store.pools().len(), 1, "forgotten once emptied");
+        assert_eq!(store.remove_pool("fast").unwrap(), PoolRemoval::Absent);
+        assert!(
+            store.remove_pool("default").is_err(),
+            "configured pools stay"
+        );
+        drop(store);
+        assert_eq!(self::store(tmp.path()).pools().len(), 1);
+    }
+
+    #[test]
+    fn an_empty_pool_is_removed_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(tmp.path());
+        let fast = Pool {
+            name: "fast".into(),
+            path: tmp.path().join("fast"),
+        };
+        store.add_pool(fast).unwrap();
+        assert_eq!(store.remove_pool("fast").unwrap(), PoolRemoval::Removed);
+        assert_eq!(store.pools().len(), 1);
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct ControlPlane {
     pub api_server: ApiServer,
     pub client: Client,
     pub csi_socket: PathBuf,
+    /// The CSI driver's pools and volumes: the HostPathProvisioner operator adds and removes
+    /// pools here while the driver serves.
+    pub storage: Arc<HostPathStore>,
     /// Stops the pods (and unpublishes their volumes) at shutdown.
     pub node_agent: NodeAgentHandle,
 }
@@ -80,7 +83,7 @@ impl ControlPlane {
         .await?;
         let client = client_for(&api_server.kubeconfig).await?;
         let csi_socket = config.data_dir.join("csi").join("csi.sock");
-        start_csi_driver(&config.data_dir, &config.node, &csi_socket).await?;
+        let storage = start_csi_driver(&config.data_dir, &config.node, &csi_socket).await?;
         let csi = CsiClient::connect(&csi_socket)
             .await
             .map_err(|e| ControlPlaneError::Csi(e.to_string()))?;
@@ -118,6 +121,7 @@ impl ControlPlane {
             api_server,
             client,
             csi_socket,
+            storage,
             node_agent,
         })
     }
@@ -137,7 +141,7 @@ async fn start_csi_driver(
     data_dir: &std::path::Path,
     node: &str,
     socket: &std::path::Path,
-) -> Result<(), ControlPlaneError> {
+) -> Result<Arc<HostPathStore>, ControlPlaneError> {
     let pool_path = data_dir.join("pools").join(POOL);
     std::fs::create_dir_all(&pool_path)
         .map_err(|e| ControlPlaneError::Csi(format!("{}: {e}", pool_path.display())))?;
@@ -146,18 +150,22 @@ async fn start_csi_driver(
         path: pool_path,
     }];
     let state_dir = data_dir.join("csi").join("state");
+    // Pools added at runtime (from the HostPathProvisioner CR) are reopened from the state
+    // directory, so their volumes are served before the operator runs again.
     let store = tokio::task::spawn_blocking(move || HostPathStore::open(pools, state_dir))
         .await
         .map_err(|e| ControlPlaneError::Csi(e.to_string()))??;
+    let store = Arc::new(store);
     let socket = socket.to_path_buf();
     // A socket left by a control plane that was killed would answer "exists" below before
     // the driver has bound it again (`ferrovirt up`'s pid file keeps a second one out).
     let _ = std::fs::remove_file(&socket);
     let config = DriverConfig::new(node);
     let serving = socket.clone();
+    let serving_store = store.clone();
     tokio::spawn(async move {
         if let Err(err) =
-            ferrovirt_csi_driver::serve(Arc::new(store), config, &serving, std::future::pending())
+            ferrovirt_csi_driver::serve(serving_store, config, &serving, std::future::pending())
                 .await
         {
             tracing::error!(%err, "the CSI driver stopped");
@@ -165,7 +173,7 @@ async fn start_csi_driver(
     });
     for _ in 0..100 {
         if socket.exists() {
-            return Ok(());
+            return Ok(store);
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::HostPathProvisioner;
+use super::{HostPathProvisioner, StoragePool};
 use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
 
 /// The longest storage pool name.
@@ -17,8 +17,10 @@ fn err(field: FieldPath, problem: Problem) -> ValidationResult {
     Err(ValidationError::new(field, problem))
 }
 
-/// Validates a HostPathProvisioner: exactly one of `pathConfig` and `storagePools`, each
-/// pool with a unique name and a unique absolute path.
+/// Validates a HostPathProvisioner as hostpath-provisioner-operator's webhook does, with its
+/// messages: exactly one of `pathConfig` and `storagePools`, each pool with a name of at most
+/// 50 characters and a path of at most 255, names and paths unique. Beyond upstream, paths
+/// must be absolute and free of `..`, and the pull policy one Kubernetes knows.
 pub fn validate_host_path_provisioner(hpp: &HostPathProvisioner) -> ValidationResult {
     let spec_path = FieldPath::new("spec");
     let spec = &hpp.spec;
@@ -36,25 +38,15 @@ pub fn validate_host_path_provisioner(hpp: &HostPathProvisioner) -> ValidationRe
     }
     let pools = spec.storage_pools.as_deref().unwrap_or_default();
     match (&spec.path_config, pools.is_empty()) {
-        (Some(_), false) => {
-            return err(
-                spec_path.child("pathConfig"),
-                Problem::Conflict {
-                    other: spec_path.child("storagePools").to_string(),
-                },
-            );
-        }
-        (None, true) => {
-            return err(
-                spec_path,
-                Problem::NoneOf {
-                    options: join(&["pathConfig", "storagePools"]),
-                },
-            );
-        }
+        (Some(_), false) => return invalid(spec_path.child("pathConfig"), MSG_BOTH),
+        (None, true) => return invalid(spec_path, MSG_NEITHER),
         (Some(pc), true) => {
             let p = spec_path.child("pathConfig").child("path");
-            validate_host_path(pc.path.as_deref().unwrap_or_default(), &p)?;
+            let path = pc.path.as_deref().unwrap_or_default();
+            if path.is_empty() {
+                return invalid(p, MSG_PATH_CONFIG_PATH);
+            }
+            validate_host_path(path, &p)?;
         }
         (None, false) => {}
     }
@@ -63,39 +55,61 @@ pub fn validate_host_path_provisioner(hpp: &HostPathProvisioner) -> ValidationRe
     let mut paths: HashMap<&str, usize> = HashMap::new();
     for (i, pool) in pools.iter().enumerate() {
         let p = pools_path.index(i);
-        if pool.name.is_empty() {
-            return err(p.child("name"), Problem::Required);
-        }
-        if pool.name.len() > MAX_POOL_NAME_LENGTH {
-            return err(
-                p.child("name"),
-                Problem::TooLong {
-                    length: pool.name.len(),
-                    maximum: MAX_POOL_NAME_LENGTH,
-                },
-            );
-        }
-        validate_host_path(&pool.path, &p.child("path"))?;
-        if let Some(first) = names.insert(&pool.name, i) {
-            return err(
-                p.child("name"),
-                Problem::Duplicate {
-                    value: pool.name.clone(),
-                    first: pools_path.index(first).child("name").to_string(),
-                },
-            );
-        }
+        validate_pool(pool, &p)?;
         if let Some(first) = paths.insert(&pool.path, i) {
-            return err(
+            return invalid(
                 p.child("path"),
-                Problem::Duplicate {
-                    value: pool.path.clone(),
-                    first: pools_path.index(first).child("path").to_string(),
-                },
+                &format!(
+                    "spec.storagePools[{i}].path is the same as spec.storagePools[{first}].path, \
+                     cannot have duplicate paths"
+                ),
+            );
+        }
+        if let Some(first) = names.insert(&pool.name, i) {
+            return invalid(
+                p.child("name"),
+                &format!(
+                    "spec.storagePools[{i}].name is the same as spec.storagePools[{first}].name, \
+                     cannot have duplicate names"
+                ),
             );
         }
     }
     Ok(())
+}
+
+/// Upstream's message for both `pathConfig` and `storagePools`.
+pub const MSG_BOTH: &str = "pathConfig and storage pools cannot be both set";
+/// Upstream's message for neither.
+pub const MSG_NEITHER: &str = "either pathConfig or storage pools must be set";
+/// Upstream's message for a `pathConfig` without a path.
+pub const MSG_PATH_CONFIG_PATH: &str = "pathconfig path must be set";
+
+fn invalid(field: FieldPath, message: &str) -> ValidationResult {
+    err(field, Problem::Invalid(message.to_owned()))
+}
+
+/// One pool, with upstream's messages, then absolute paths.
+fn validate_pool(pool: &StoragePool, p: &FieldPath) -> ValidationResult {
+    if pool.name.is_empty() {
+        return invalid(p.child("name"), "storagePool.name cannot be blank");
+    }
+    if pool.name.len() > MAX_POOL_NAME_LENGTH {
+        return invalid(
+            p.child("name"),
+            &format!("storagePool.name cannot have a length greater than {MAX_POOL_NAME_LENGTH}"),
+        );
+    }
+    if pool.path.is_empty() {
+        return invalid(p.child("path"), "storagePool.path cannot be blank");
+    }
+    if pool.path.len() > MAX_PATH_LENGTH {
+        return invalid(
+            p.child("path"),
+            &format!("storagePool.path cannot have a length greater than {MAX_PATH_LENGTH}"),
+        );
+    }
+    validate_host_path(&pool.path, &p.child("path"))
 }
 
 fn validate_host_path(path: &str, field: &FieldPath) -> ValidationResult {
@@ -162,20 +176,32 @@ mod tests {
     #[test]
     fn needs_path_config_or_pools_but_not_both() {
         let mut hpp = with_pools(vec![]);
-        assert!(matches!(
-            validate_host_path_provisioner(&hpp).unwrap_err().problem,
-            Problem::NoneOf { .. }
-        ));
+        assert_eq!(
+            validate_host_path_provisioner(&hpp)
+                .unwrap_err()
+                .to_string(),
+            "spec: either pathConfig or storage pools must be set"
+        );
         hpp.spec.path_config = Some(PathConfig {
             path: Some("/var/hpvolumes".into()),
             use_naming_prefix: None,
         });
         assert_eq!(validate_host_path_provisioner(&hpp), Ok(()));
         hpp.spec.storage_pools = Some(vec![pool("local", "/var/hpp")]);
-        assert_eq!(field(&hpp), "spec.pathConfig");
+        assert_eq!(
+            validate_host_path_provisioner(&hpp)
+                .unwrap_err()
+                .to_string(),
+            "spec.pathConfig: pathConfig and storage pools cannot be both set"
+        );
         hpp.spec.storage_pools = None;
         hpp.spec.path_config = Some(PathConfig::default());
-        assert_eq!(field(&hpp), "spec.pathConfig.path");
+        assert_eq!(
+            validate_host_path_provisioner(&hpp)
+                .unwrap_err()
+                .to_string(),
+            "spec.pathConfig.path: pathconfig path must be set"
+        );
     }
 
     #[test]
@@ -184,14 +210,18 @@ mod tests {
         let e = validate_host_path_provisioner(&hpp).unwrap_err();
         assert_eq!(e.field.as_str(), "spec.storagePools[1].name");
         assert_eq!(
-            e.problem,
-            Problem::Duplicate {
-                value: "local".into(),
-                first: "spec.storagePools[0].name".into()
-            }
+            e.problem.to_string(),
+            "spec.storagePools[1].name is the same as spec.storagePools[0].name, cannot have duplicate names"
         );
-        let hpp = with_pools(vec![pool("a", "/var/hpp"), pool("b", "/var/hpp")]);
-        assert_eq!(field(&hpp), "spec.storagePools[1].path");
+        // Paths are compared first, as upstream does.
+        let hpp = with_pools(vec![pool("a", "/var/hpp"), pool("a", "/var/hpp")]);
+        assert_eq!(
+            validate_host_path_provisioner(&hpp)
+                .unwrap_err()
+                .problem
+                .to_string(),
+            "spec.storagePools[1].path is the same as spec.storagePools[0].path, cannot have duplicate paths"
+        );
     }
 
     #[test]
@@ -205,10 +235,28 @@ mod tests {
         assert_eq!(field(&hpp), "spec.storagePools[0].path");
         let hpp = with_pools(vec![pool("a", &format!("/{}", "x".repeat(255)))]);
         assert_eq!(field(&hpp), "spec.storagePools[0].path");
-        let hpp = with_pools(vec![pool("", "/a")]);
-        assert_eq!(field(&hpp), "spec.storagePools[0].name");
-        let hpp = with_pools(vec![pool(&"n".repeat(51), "/a")]);
-        assert_eq!(field(&hpp), "spec.storagePools[0].name");
+        let message = |hpp: &HostPathProvisioner| {
+            validate_host_path_provisioner(hpp).unwrap_err().to_string()
+        };
+        assert_eq!(
+            message(&with_pools(vec![pool("", "/a")])),
+            "spec.storagePools[0].name: storagePool.name cannot be blank"
+        );
+        assert_eq!(
+            message(&with_pools(vec![pool(&"n".repeat(51), "/a")])),
+            "spec.storagePools[0].name: storagePool.name cannot have a length greater than 50"
+        );
+        assert_eq!(
+            message(&with_pools(vec![pool("a", "")])),
+            "spec.storagePools[0].path: storagePool.path cannot be blank"
+        );
+        assert_eq!(
+            message(&with_pools(vec![pool(
+                "a",
+                &format!("/{}", "x".repeat(255))
+            )])),
+            "spec.storagePools[0].path: storagePool.path cannot have a length greater than 255"
+        );
     }
 
     #[test]

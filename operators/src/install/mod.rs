@@ -1,3 +1,8 @@
 //! Operators of operators: each reads its top-level custom resource and deploys what it names.
 
 pub mod cnao;
+pub mod common_templates;
+pub mod components;
+pub mod hco;
+pub mod hpp;
+pub mod ssp;

@@ -25,6 +25,7 @@ mod server;
 mod service_account_token;
 mod store;
 mod table;
+mod validation;
 mod watch;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ pub use errors::ApiError;
 pub use objects::{Admission, Objects};
 pub use resources::ResourceType;
 pub use server::VirtualCreate;
+pub use validation::{Operation, Refusal, Validation, ValidationRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -86,6 +88,7 @@ pub struct ApiServer {
     pub kubeconfig: PathBuf,
     pub objects: Arc<Objects>,
     aggregated: Arc<aggregated::AggregatedApis>,
+    validations: Arc<validation::Validations>,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
@@ -130,11 +133,13 @@ impl ApiServer {
             source,
         })?;
         let acceptor = TlsAcceptor::from(credentials.server_config()?);
+        let validations = Arc::new(validation::Validations::default());
         let handler = Arc::new(server::Handler {
             objects: objects.clone(),
             token: credentials.token.clone(),
             virtual_creates: config.virtual_creates,
             create_admission: config.create_admission,
+            validations: validations.clone(),
             aggregated: aggregated.clone(),
             pod_state_dir: crate::node_agent::state_dir(dir),
             protobuf: kube_protobuf::Messages::new(),
@@ -152,6 +157,7 @@ impl ApiServer {
             kubeconfig,
             objects,
             aggregated,
+            validations,
             shutdown,
         })
     }
@@ -163,6 +169,13 @@ impl ApiServer {
     pub fn register_aggregated_api(&self, api: AggregatedApi) {
         tracing::info!(group = %api.group, versions = ?api.versions, "serving an aggregated API");
         self.aggregated.register(api);
+    }
+
+    /// Calls `validation` from now on, as registering a ValidatingWebhookConfiguration does;
+    /// registered after the server starts because most checks need a client of it.
+    pub fn register_validation(&self, validation: Validation) {
+        tracing::info!(webhook = %validation.name, "validating with an in-process webhook");
+        self.validations.register(validation);
     }
 
     /// Stops accepting connections, ends the garbage collector, and ends open connections:

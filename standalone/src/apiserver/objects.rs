@@ -286,16 +286,23 @@ impl Objects {
             }
         }
         self.write_update(rt, version, ns, name, target, |current| {
-            // A patch is written against the shape it was sent in.
-            let current = &served_shape(rt, current.clone());
-            let mut patched = patch::apply(kind, current, patch)?;
-            // A patch carries a precondition only if it names a resourceVersion itself.
-            if patch["metadata"].get("resourceVersion").is_none() {
-                patched["metadata"]["resourceVersion"] =
-                    current["metadata"]["resourceVersion"].clone();
-            }
-            Ok(stored_shape(rt, patched))
+            patched(rt, current, kind, patch)
         })
+    }
+
+    /// The stored object and what `patch` would make of it, for validating webhooks that
+    /// judge a patch before it is written.
+    pub fn preview_patch(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<(Value, Value), ApiError> {
+        let key_ns = if rt.namespaced { ns } else { "" };
+        let current = self.get(rt, key_ns, name)?;
+        let new = patched(rt, &current, patch.kind, &patch.body)?;
+        Ok((current, new))
     }
 
     /// Drops one finalizer; the last one gone from an object being deleted deletes it.
@@ -505,4 +512,21 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
     let text = String::from_utf8(bytes).map_err(|_| invalid())?;
     let (ns, name) = text.split_once('\0').ok_or_else(invalid)?;
     Ok((ns.to_string(), name.to_string()))
+}
+
+/// `current` with a patch applied, in the stored shape.
+fn patched(
+    rt: &ResourceType,
+    current: &Value,
+    kind: PatchType,
+    patch: &Value,
+) -> Result<Value, ApiError> {
+    // A patch is written against the shape it was sent in.
+    let current = &served_shape(rt, current.clone());
+    let mut patched = patch::apply(kind, current, patch)?;
+    // A patch carries a precondition only if it names a resourceVersion itself.
+    if patch["metadata"].get("resourceVersion").is_none() {
+        patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    }
+    Ok(stored_shape(rt, patched))
 }

@@ -120,6 +120,12 @@ impl Registry {
             .cloned()
     }
 
+    /// The resource `plural` of `group`, whatever versions it serves.
+    pub fn find_plural(&self, group: &str, plural: &str) -> Option<ResourceType> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types.get(&(group.to_string(), plural.to_string())).cloned()
+    }
+
     /// The resource of a kind, for owner references and apply bodies.
     pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

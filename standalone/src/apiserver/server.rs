@@ -46,6 +46,7 @@ use super::route::{self, ResourcePath, Route};
 use super::selector::{FieldSelector, LabelSelector};
 use super::service_account_token::{ServiceAccountRef, ServiceAccountTokens, TokenSpec};
 use super::table;
+use super::validation::{Operation, Validations};
 use super::watch::{self, WatchRequest};
 
 /// Where CustomResourceDefinitions are stored.
@@ -73,6 +74,8 @@ pub struct Handler {
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
     /// Run before every create with the requesting user.
     pub create_admission: Vec<Box<CreateAdmission>>,
+    /// Validating webhooks that read other objects or warn, run before a write.
+    pub validations: Arc<Validations>,
     pub aggregated: Arc<AggregatedApis>,
     /// The node agent's state, where pods' logs are (`kubectl logs`).
     pub pod_state_dir: PathBuf,
@@ -201,6 +204,17 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StopAwareIo<T> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+/// Admission warnings as kube-apiserver sends them: `Warning: 299 - "text"` headers, which
+/// kubectl prints as `Warning: text`.
+fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
+    for warning in warnings {
+        let text = warning.replace(['"', '\\'], "'").replace(['\n', '\r'], " ");
+        if let Ok(value) = header::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
     }
 }
 
@@ -677,17 +691,27 @@ impl Handler {
             UpdateTarget::Main
         };
         let objects = &self.objects;
-        let respond = |status: StatusCode, object: Value| -> Result<Response<Body>, ApiError> {
-            Ok(json_response(
-                status,
-                &self.render_one(rt, &call.accept, object),
-            ))
+        let mut warnings = Vec::new();
+        let respond = |status: StatusCode,
+                       object: Value,
+                       warnings: Vec<String>|
+         -> Result<Response<Body>, ApiError> {
+            let mut response = json_response(status, &self.render_one(rt, &call.accept, object));
+            add_warnings(&mut response, &warnings);
+            Ok(response)
         };
+        let validate = |operation: Operation, object: Option<&Value>, old: Option<&Value>| {
+            self.validations
+                .run(objects, operation, rt, ns, object, old)
+        };
+        let judged =
+            |operation| target == UpdateTarget::Main && self.validations.applies(rt, operation);
         match (&call.method, path.name.as_deref()) {
             (&Method::GET, None) => self.list(rt, call),
             (&Method::GET, Some(name)) => respond(
                 StatusCode::OK,
                 super::objects::with_version(rt, version, objects.get(rt, ns, name)?),
+                warnings,
             ),
             (&Method::POST, None) => {
                 let mut body = parse_json(&call.body)?;
@@ -701,15 +725,21 @@ impl Handler {
                 for admit in &self.create_admission {
                     admit(&request, &mut body)?;
                 }
-                respond(StatusCode::CREATED, objects.create(rt, version, ns, body)?)
+                if judged(Operation::Create) {
+                    warnings = validate(Operation::Create, Some(&body), None)?;
+                }
+                let created = objects.create(rt, version, ns, body)?;
+                respond(StatusCode::CREATED, created, warnings)
             }
             (&Method::PUT, Some(name)) => {
                 let body = parse_json(&call.body)?;
                 self.check_fields(rt, version, call, &body)?;
-                respond(
-                    StatusCode::OK,
-                    objects.update(rt, version, ns, name, body, target)?,
-                )
+                if judged(Operation::Update) {
+                    let old = objects.get(rt, ns, name)?;
+                    warnings = validate(Operation::Update, Some(&body), Some(&old))?;
+                }
+                let updated = objects.update(rt, version, ns, name, body, target)?;
+                respond(StatusCode::OK, updated, warnings)
             }
             (&Method::PATCH, Some(name)) => {
                 let kind = PatchType::from_content_type(&call.content_type)?;
@@ -723,20 +753,31 @@ impl Handler {
                 }
                 let existed = kind == PatchType::Apply
                     && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
+                if existed && judged(Operation::Update) {
+                    let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
+                    warnings = validate(Operation::Update, Some(&new), Some(&old))?;
+                } else if kind == PatchType::Apply && judged(Operation::Create) {
+                    warnings = validate(Operation::Create, Some(&patch.body), None)?;
+                } else if kind != PatchType::Apply && judged(Operation::Update) {
+                    let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
+                    warnings = validate(Operation::Update, Some(&new), Some(&old))?;
+                }
                 let object = objects.patch(rt, version, ns, name, &patch, target)?;
                 let status = if kind == PatchType::Apply && !existed {
                     StatusCode::CREATED
                 } else {
                     StatusCode::OK
                 };
-                respond(status, object)
+                respond(status, object, warnings)
             }
             (&Method::DELETE, Some(name)) => {
                 let (propagation, uid) = delete_options(&call.query, &call.body)?;
-                respond(
-                    StatusCode::OK,
-                    objects.delete(rt, version, ns, name, propagation, uid.as_deref())?,
-                )
+                if self.validations.applies(rt, Operation::Delete) {
+                    let old = objects.get(rt, ns, name)?;
+                    warnings = validate(Operation::Delete, None, Some(&old))?;
+                }
+                let deleted = objects.delete(rt, version, ns, name, propagation, uid.as_deref())?;
+                respond(StatusCode::OK, deleted, warnings)
             }
             (&Method::DELETE, None) => self.delete_collection(rt, call),
             _ => Err(ApiError::MethodNotAllowed),

@@ -1,0 +1,308 @@
+//! HCO on `ferrovirt up`, through kubectl: upstream's example HyperConverged becomes the
+//! KubeVirt, CDI, NetworkAddonsConfig and SSP CRs with HCO's spec, each reports Available
+//! and the HC aggregates them to Available/ReconcileComplete; an operand edited by hand is
+//! put back; the HC's `videoConfig` feature gate reaches the KubeVirt CR and decides
+//! whether virt-api admits a VM with a video device; deleting the HC while a VM exists is
+//! refused with virt-operator's message inside HCO's; an HC of another name is not
+//! reconciled and says why.
+
+mod platform;
+
+use std::time::{Duration, Instant};
+
+use platform::{Platform, condition};
+use serde_json::Value;
+
+const NAMESPACE: &str = "kubevirt-hyperconverged";
+const KUBEVIRT: &str = "kubevirt-kubevirt-hyperconverged";
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// HCO's example CR (deploy/hco.cr.yaml of its v1beta1 API).
+const EXAMPLE_HC: &str = r#"apiVersion: hco.kubevirt.io/v1beta1
+kind: HyperConverged
+metadata:
+  name: kubevirt-hyperconverged
+spec:
+  certConfig:
+    ca:
+      duration: 48h0m0s
+      renewBefore: 24h0m0s
+    server:
+      duration: 24h0m0s
+      renewBefore: 12h0m0s
+  deployVmConsoleProxy: false
+  enableApplicationAwareQuota: false
+  enableCommonBootImageImport: true
+  featureGates:
+    alignCPUs: false
+    decentralizedLiveMigration: true
+    deployKubeSecondaryDNS: false
+    disableMDevConfiguration: false
+    downwardMetrics: false
+    persistentReservation: false
+    videoConfig: true
+  higherWorkloadDensity:
+    memoryOvercommitPercentage: 100
+  infra: {}
+  liveMigrationConfig:
+    allowAutoConverge: false
+    allowPostCopy: false
+    completionTimeoutPerGiB: 150
+    parallelMigrationsPerCluster: 5
+    parallelOutboundMigrationsPerNode: 2
+    progressTimeout: 150
+  uninstallStrategy: BlockUninstallIfWorkloadsExist
+  virtualMachineOptions:
+    disableFreePageReporting: false
+    disableSerialConsoleLog: false
+  workloadUpdateStrategy:
+    batchEvictionInterval: 1m0s
+    batchEvictionSize: 10
+    workloadUpdateMethods:
+    - LiveMigrate
+  workloads: {}
+"#;
+
+fn vm_with_video(name: &str) -> String {
+    format!(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  runStrategy: Halted
+  template:
+    spec:
+      domain:
+        resources:
+          requests:
+            memory: 64Mi
+        devices:
+          video:
+            type: virtio
+"#
+    )
+}
+
+fn wait_for(
+    platform: &Platform,
+    what: &str,
+    args: &[&str],
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        if let Some(object) = platform.json(args) {
+            if done(&object) {
+                return object;
+            }
+            if started.elapsed() > LIMIT {
+                panic!("{what} did not happen: {object:#}\n{}", platform.log());
+            }
+        } else if started.elapsed() > LIMIT {
+            panic!("{what}: {args:?} failed\n{}", platform.log());
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn is_true(object: &Value, type_: &str) -> bool {
+    condition(object, type_).is_some_and(|c| c["status"] == "True")
+}
+
+fn kubevirt_gates(kubevirt: &Value) -> Vec<String> {
+    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn set_video_gate(platform: &Platform, on: bool) {
+    let patch = format!(r#"{{"spec":{{"featureGates":{{"videoConfig":{on}}}}}}}"#);
+    platform.ok(&[
+        "patch",
+        "hco",
+        "kubevirt-hyperconverged",
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+    wait_for(
+        platform,
+        "the gate reaching KubeVirt",
+        &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        |kv| kubevirt_gates(kv).iter().any(|g| g == "VideoConfig") == on,
+    );
+}
+
+#[test]
+fn the_example_hyperconverged_deploys_and_governs_its_operands() {
+    let platform = Platform::start("hco");
+    platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(EXAMPLE_HC));
+    let hc = wait_for(
+        &platform,
+        "the HC becoming Available",
+        &["get", "hco", "kubevirt-hyperconverged", "-n", NAMESPACE],
+        |hc| is_true(hc, "Available") && is_true(hc, "ReconcileComplete"),
+    );
+    assert_eq!(hc["status"]["systemHealthStatus"], "healthy", "{hc:#}");
+    let related: Vec<&str> = hc["status"]["relatedObjects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(
+        related,
+        ["KubeVirt", "CDI", "NetworkAddonsConfig", "SSP"],
+        "{hc:#}"
+    );
+
+    // Every operand has HCO's spec and its own Available.
+    let kubevirt = platform
+        .json(&["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE])
+        .expect("KubeVirt");
+    assert_eq!(kubevirt["status"]["phase"], "Deployed");
+    let configuration = &kubevirt["spec"]["configuration"];
+    assert_eq!(
+        configuration["networkConfiguration"]["networkInterface"],
+        "masquerade"
+    );
+    assert_eq!(
+        kubevirt["spec"]["uninstallStrategy"],
+        "BlockUninstallIfWorkloadsExist"
+    );
+    assert!(kubevirt_gates(&kubevirt).iter().any(|g| g == "VideoConfig"));
+    assert_eq!(
+        configuration["migrations"]["parallelMigrationsPerCluster"],
+        5
+    );
+    let cdi = platform
+        .json(&["get", "cdi", "cdi-kubevirt-hyperconverged"])
+        .expect("CDI");
+    assert!(is_true(&cdi, "Available"), "{cdi:#}");
+    assert_eq!(
+        cdi["spec"]["config"]["featureGates"][0],
+        "HonorWaitForFirstConsumer"
+    );
+    let nac = platform
+        .json(&["get", "networkaddonsconfig", "cluster"])
+        .expect("NetworkAddonsConfig");
+    assert!(is_true(&nac, "Available"), "{nac:#}");
+    let ssp = platform
+        .json(&["get", "ssp", "ssp-kubevirt-hyperconverged", "-n", NAMESPACE])
+        .expect("SSP");
+    assert_eq!(ssp["spec"]["commonTemplates"]["namespace"], "openshift");
+
+    // An operand edited by hand is put back.
+    platform.ok(&[
+        "patch",
+        "kubevirt",
+        KUBEVIRT,
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"configuration":{"networkConfiguration":{"networkInterface":"bridge"}}}}"#,
+    ]);
+    wait_for(
+        &platform,
+        "the KubeVirt CR being put back",
+        &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        |kv| {
+            kv["spec"]["configuration"]["networkConfiguration"]["networkInterface"] == "masquerade"
+        },
+    );
+
+    // The HC's videoConfig gate decides whether virt-api admits a video device.
+    set_video_gate(&platform, false);
+    let refused = platform.kubectl(&["apply", "-f", "-"], Some(&vm_with_video("video")));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains(
+            "Video configuration is specified but the VideoConfig feature gate is not enabled"
+        ),
+        "{stderr}"
+    );
+    set_video_gate(&platform, true);
+    platform.apply(&vm_with_video("video"));
+
+    // With a VM, HCO refuses to be deleted and says why.
+    let refused = platform.kubectl(
+        &[
+            "delete",
+            "hco",
+            "kubevirt-hyperconverged",
+            "-n",
+            NAMESPACE,
+            "--wait=false",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "the delete went through");
+    assert!(stderr.contains(r#"admission webhook "validate-hco.kubevirt.io" denied the request: admission webhook "kubevirt-update-validator.kubevirt.io" denied the request: Rejecting the uninstall request, since there are still Virtual Machines present."#), "{stderr}");
+    assert!(
+        platform
+            .json(&["get", "hco", "kubevirt-hyperconverged", "-n", NAMESPACE])
+            .is_some()
+    );
+
+    // Without workloads it goes, and its operands with it.
+    platform.ok(&["delete", "vm", "video", "-n", "default"]);
+    platform.ok(&[
+        "delete",
+        "hco",
+        "kubevirt-hyperconverged",
+        "-n",
+        NAMESPACE,
+        "--timeout=60s",
+    ]);
+    assert!(
+        platform
+            .json(&["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE])
+            .is_none()
+    );
+    assert!(
+        platform
+            .json(&["get", "cdi", "cdi-kubevirt-hyperconverged"])
+            .is_none()
+    );
+}
+
+#[test]
+fn a_hyperconverged_of_another_name_is_not_reconciled() {
+    let platform = Platform::start("hco-name");
+    let other = EXAMPLE_HC.replace("name: kubevirt-hyperconverged", "name: my-hyperconverged");
+    platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(&other));
+    let hc = wait_for(
+        &platform,
+        "the HC being reported invalid",
+        &["get", "hco", "my-hyperconverged", "-n", NAMESPACE],
+        |hc| condition(hc, "ReconcileComplete").is_some(),
+    );
+    let complete = condition(&hc, "ReconcileComplete").expect("condition");
+    assert_eq!(complete["status"], "False");
+    assert_eq!(complete["reason"], "InvalidRequest");
+    assert_eq!(
+        complete["message"],
+        "Request does not match expected name (kubevirt-hyperconverged) and namespace (kubevirt-hyperconverged)"
+    );
+    assert!(
+        platform
+            .json(&[
+                "get",
+                "kubevirt",
+                "kubevirt-my-hyperconverged",
+                "-n",
+                NAMESPACE
+            ])
+            .is_none()
+    );
+}

@@ -1,0 +1,258 @@
+//! virt-operator and cdi-operator on one machine: the KubeVirt and CDI components run in
+//! the `ferrovirt up` process, so "deploying" them is reporting them. The oldest KubeVirt CR
+//! is the active deployment (`Deployed`, with virt-operator's Available/Progressing/
+//! Degraded/Created conditions); any other is marked `ExistingDeployment` and left alone,
+//! as virt-operator does. Each CDI CR gets the operator SDK's `Deployed` phase and
+//! conditions. Their configuration is read where it takes effect (the KubeVirt CR's feature
+//! gates by virt-api's admission, see [`kubevirt_feature_gates`]).
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// The version reported as deployed.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// How often the status is checked again without a change.
+const RESYNC: Duration = Duration::from_secs(30);
+
+pub fn kubevirt_resource() -> ApiResource {
+    ApiResource {
+        group: "kubevirt.io".into(),
+        version: "v1".into(),
+        api_version: "kubevirt.io/v1".into(),
+        kind: "KubeVirt".into(),
+        plural: "kubevirts".into(),
+    }
+}
+
+pub fn cdi_resource() -> ApiResource {
+    ApiResource {
+        group: "cdi.kubevirt.io".into(),
+        version: "v1beta1".into(),
+        api_version: "cdi.kubevirt.io/v1beta1".into(),
+        kind: "CDI".into(),
+        plural: "cdis".into(),
+    }
+}
+
+/// The KubeVirt feature gates a KubeVirt CR turns on.
+pub fn kubevirt_feature_gates(kubevirt: &Value) -> Vec<String> {
+    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
+        .as_array()
+        .map(|gates| {
+            gates
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The active KubeVirt CR among `all`: the oldest, ties broken by name (virt-operator
+/// keeps the first it deployed).
+pub fn active_kubevirt(all: &[Value]) -> Option<&Value> {
+    all.iter()
+        .filter(|kv| kv["metadata"]["deletionTimestamp"].is_null())
+        .min_by_key(|kv| {
+            (
+                kv["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                kv["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &str) -> Value {
+    json!({
+        "type": type_, "status": status, "reason": reason, "message": message,
+        "lastProbeTime": now, "lastTransitionTime": now,
+    })
+}
+
+/// The status virt-operator gives the KubeVirt CR it deployed.
+pub fn deployed_kubevirt_status(generation: i64, now: &str) -> Value {
+    let ready = "All components are ready.";
+    json!({
+        "phase": "Deployed",
+        "conditions": [
+            condition("Available", "True", "AllComponentsReady", ready, now),
+            condition("Progressing", "False", "AllComponentsReady", ready, now),
+            condition("Degraded", "False", "AllComponentsReady", ready, now),
+            condition("Created", "True", "AllResourcesCreated", "All resources were created.", now),
+        ],
+        "operatorVersion": VERSION,
+        "targetKubeVirtVersion": VERSION,
+        "observedKubeVirtVersion": VERSION,
+        "observedDeploymentID": VERSION,
+        "defaultArchitecture": std::env::consts::ARCH.replace("x86_64", "amd64"),
+        "observedGeneration": generation,
+    })
+}
+
+/// The status of a second KubeVirt CR: only `Synchronized` False, so HCO ignores it.
+pub fn existing_deployment_status(now: &str) -> Value {
+    json!({
+        "conditions": [condition(
+            "Synchronized", "False", "ExistingDeployment",
+            "There is an active KubeVirt deployment", now,
+        )],
+    })
+}
+
+/// The operator SDK status of a deployed CDI.
+pub fn deployed_cdi_status(now: &str) -> Value {
+    let done = "Deployment Completed";
+    json!({
+        "phase": "Deployed",
+        "conditions": [
+            condition("Available", "True", "Completed", done, now),
+            condition("Progressing", "False", "Completed", done, now),
+            condition("Degraded", "False", "Completed", done, now),
+        ],
+        "operatorVersion": VERSION,
+        "targetVersion": VERSION,
+        "observedVersion": VERSION,
+    })
+}
+
+/// Whether `current` already says what `wanted` says, ignoring timestamps.
+fn same_status(current: &Value, wanted: &Value) -> bool {
+    let strip = |status: &Value| {
+        let mut status = status.clone();
+        if let Some(conditions) = status["conditions"].as_array_mut() {
+            for condition in conditions {
+                if let Some(fields) = condition.as_object_mut() {
+                    fields.remove("lastProbeTime");
+                    fields.remove("lastTransitionTime");
+                }
+            }
+        }
+        status
+    };
+    strip(current) == strip(wanted)
+}
+
+async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObject, status: Value) {
+    if same_status(&object.data["status"], &status) {
+        return;
+    }
+    let name = object.name_any();
+    let patch = Patch::Merge(json!({"status": status}));
+    if let Err(err) = api
+        .patch_status(&name, &PatchParams::default(), &patch)
+        .await
+    {
+        tracing::warn!(%err, %name, "reporting an operator's status");
+    }
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+async fn report_kubevirts(client: &Client) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
+    let list = api.list(&ListParams::default()).await?;
+    let values: Vec<Value> = list
+        .items
+        .iter()
+        .filter_map(|kv| serde_json::to_value(kv).ok())
+        .collect();
+    let active = active_kubevirt(&values).map(|kv| kv["metadata"]["uid"].clone());
+    for kv in &list.items {
+        let namespace = kv.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &namespace, &kubevirt_resource());
+        let status = if active.as_ref().and_then(Value::as_str) == kv.uid().as_deref() {
+            deployed_kubevirt_status(kv.metadata.generation.unwrap_or(1), &now())
+        } else {
+            existing_deployment_status(&now())
+        };
+        patch_status(&api, kv, status).await;
+    }
+    Ok(())
+}
+
+async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
+    for cdi in api.list(&ListParams::default()).await?.items {
+        if cdi.metadata.deletion_timestamp.is_none() {
+            patch_status(&api, &cdi, deployed_cdi_status(&now())).await;
+        }
+    }
+    Ok(())
+}
+
+/// Reports every KubeVirt and CDI CR whenever one changes.
+pub async fn run(client: Client) {
+    let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
+    let cdis: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
+    let changes = futures_util::stream::select(
+        watcher(kubevirts, watcher::Config::default()).map(|_| ()),
+        watcher(cdis, watcher::Config::default()).map(|_| ()),
+    );
+    let mut changes = std::pin::pin!(changes);
+    loop {
+        if let Err(err) = report_kubevirts(&client).await {
+            tracing::warn!(%err, "reporting KubeVirt CRs");
+        }
+        if let Err(err) = report_cdis(&client).await {
+            tracing::warn!(%err, "reporting CDI CRs");
+        }
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(RESYNC) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_kubevirt_is_the_active_one() {
+        let kv = |name: &str, created: &str| json!({"metadata": {"name": name, "creationTimestamp": created}});
+        let all = [
+            kv("b", "2026-01-02T00:00:00Z"),
+            kv("a", "2026-01-03T00:00:00Z"),
+        ];
+        assert_eq!(active_kubevirt(&all).unwrap()["metadata"]["name"], "b");
+        let tie = [
+            kv("z", "2026-01-02T00:00:00Z"),
+            kv("y", "2026-01-02T00:00:00Z"),
+        ];
+        assert_eq!(active_kubevirt(&tie).unwrap()["metadata"]["name"], "y");
+        assert!(active_kubevirt(&[]).is_none());
+    }
+
+    #[test]
+    fn timestamps_alone_do_not_count_as_a_change() {
+        let earlier = deployed_cdi_status("2026-01-01T00:00:00Z");
+        let later = deployed_cdi_status("2026-01-02T00:00:00Z");
+        assert!(same_status(&earlier, &later));
+        assert!(!same_status(
+            &earlier,
+            &existing_deployment_status("2026-01-01T00:00:00Z")
+        ));
+    }
+
+    #[test]
+    fn feature_gates_are_read_from_the_developer_configuration() {
+        let kv = json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": ["VideoConfig", 3]}}}});
+        assert_eq!(kubevirt_feature_gates(&kv), ["VideoConfig"]);
+        assert!(kubevirt_feature_gates(&json!({})).is_empty());
+    }
+}

@@ -1,0 +1,206 @@
+//! The HostPathProvisioner's status as hostpath-provisioner-operator writes it: the operator
+//! SDK conditions (Available, Progressing, Degraded) with its reasons and messages, the
+//! versions, and `storagePoolStatuses` sorted by name.
+
+use api::common::{ConditionStatus, OperatorCondition, operator_condition};
+use api::hostpath::{HostPathProvisionerStatus, StoragePoolStatus, pool_phase};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// Upstream's reason and message of Available once deployed.
+pub const HEALTHY_REASON: &str = "Complete";
+pub const HEALTHY_MESSAGE: &str = "Application Available";
+/// Upstream's reason when a storage pool cannot be made ready.
+pub const POOL_NOT_READY: &str = "StoragePoolNotReady";
+/// Upstream's reason when a reconcile fails.
+pub const RECONCILE_FAILED: &str = "Reconcile Failed";
+
+/// What a reconcile came to for one CR.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every pool the CR names is served.
+    Healthy,
+    /// Something the CR names is not served; upstream's reason and a message.
+    Failed {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+/// Sets one condition as openshift/custom-resource-status' `SetStatusCondition` does: the
+/// transition time moves when the status changes; the heartbeat only when anything changes
+/// (upstream ignores heartbeat-only changes when deciding to write).
+fn set(
+    conditions: &mut Vec<OperatorCondition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason_message: Option<(&str, &str)>,
+    now: &Time,
+) {
+    let (reason, message) = match reason_message {
+        Some((r, m)) => (Some(r.to_owned()), Some(m.to_owned())),
+        None => (None, None),
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => {}
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Some(now.clone());
+            }
+            c.status = status;
+            c.reason = reason;
+            c.message = message;
+            c.last_heartbeat_time = Some(now.clone());
+        }
+        None => conditions.push(OperatorCondition {
+            type_: type_.to_owned(),
+            status,
+            reason,
+            message,
+            last_heartbeat_time: Some(now.clone()),
+            last_transition_time: Some(now.clone()),
+        }),
+    }
+}
+
+/// A path pool that is served.
+pub fn ready_pool(name: &str) -> StoragePoolStatus {
+    StoragePoolStatus {
+        name: name.to_owned(),
+        phase: pool_phase::READY.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// The status after a reconcile, with the CR's pool statuses.
+pub fn status_for(
+    before: Option<&HostPathProvisionerStatus>,
+    pools: &[StoragePoolStatus],
+    outcome: &Outcome,
+    version: &str,
+    now: &Time,
+) -> HostPathProvisionerStatus {
+    let mut status = before.cloned().unwrap_or_default();
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    match outcome {
+        Outcome::Healthy => {
+            let healthy = Some((HEALTHY_REASON, HEALTHY_MESSAGE));
+            set(
+                &mut conditions,
+                operator_condition::AVAILABLE,
+                ConditionStatus::True,
+                healthy,
+                now,
+            );
+            set(
+                &mut conditions,
+                operator_condition::PROGRESSING,
+                ConditionStatus::False,
+                None,
+                now,
+            );
+            set(
+                &mut conditions,
+                operator_condition::DEGRADED,
+                ConditionStatus::False,
+                None,
+                now,
+            );
+            status.observed_version = Some(version.to_owned());
+        }
+        Outcome::Failed { reason, message } => {
+            // Upstream's MarkCrFailedHealing.
+            set(
+                &mut conditions,
+                operator_condition::AVAILABLE,
+                ConditionStatus::False,
+                None,
+                now,
+            );
+            set(
+                &mut conditions,
+                operator_condition::PROGRESSING,
+                ConditionStatus::True,
+                None,
+                now,
+            );
+            let why = Some((*reason, message.as_str()));
+            set(
+                &mut conditions,
+                operator_condition::DEGRADED,
+                ConditionStatus::True,
+                why,
+                now,
+            );
+        }
+    }
+    let mut pools = pools.to_vec();
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    pools.dedup_by(|a, b| a.name == b.name);
+    status.storage_pool_statuses = Some(pools);
+    status.conditions = Some(conditions);
+    status.operator_version = Some(version.to_owned());
+    status.target_version = Some(version.to_owned());
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Time {
+        Time(text.parse().unwrap())
+    }
+
+    fn find<'a>(status: &'a HostPathProvisionerStatus, type_: &str) -> &'a OperatorCondition {
+        let conditions = status.conditions.as_ref().unwrap();
+        conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn healthy_pools_are_ready_and_sorted_and_the_cr_available() {
+        let now = at("2024-05-01T10:00:00Z");
+        let ready = [ready_pool("slow"), ready_pool("fast")];
+        let status = status_for(None, &ready, &Outcome::Healthy, "v1", &now);
+        let pools = status.storage_pool_statuses.clone().unwrap();
+        assert_eq!(pools[0].name, "fast");
+        assert_eq!(pools[1].name, "slow");
+        assert!(
+            pools
+                .iter()
+                .all(|p| p.phase == "Ready" && p.desired_ready.is_none())
+        );
+        let available = find(&status, "Available");
+        assert_eq!(available.status, ConditionStatus::True);
+        assert_eq!(available.reason.as_deref(), Some("Complete"));
+        assert_eq!(available.message.as_deref(), Some("Application Available"));
+        assert_eq!(find(&status, "Progressing").status, ConditionStatus::False);
+        assert_eq!(find(&status, "Degraded").status, ConditionStatus::False);
+        assert_eq!(status.observed_version.as_deref(), Some("v1"));
+        // The same again later changes nothing: no needless writes.
+        let later = at("2024-05-01T11:00:00Z");
+        assert_eq!(
+            status_for(Some(&status), &ready, &Outcome::Healthy, "v1", &later),
+            status
+        );
+    }
+
+    #[test]
+    fn a_pool_that_cannot_be_served_degrades_the_cr() {
+        let now = at("2024-05-01T10:00:00Z");
+        let healthy = status_for(None, &[ready_pool("a")], &Outcome::Healthy, "v1", &now);
+        let later = at("2024-05-01T11:00:00Z");
+        let failed = Outcome::Failed {
+            reason: POOL_NOT_READY,
+            message: "storage pool \"big\": not supported".into(),
+        };
+        let status = status_for(Some(&healthy), &[ready_pool("a")], &failed, "v1", &later);
+        let degraded = find(&status, "Degraded");
+        assert_eq!(degraded.status, ConditionStatus::True);
+        assert_eq!(degraded.reason.as_deref(), Some("StoragePoolNotReady"));
+        assert_eq!(degraded.last_transition_time, Some(later.clone()));
+        assert_eq!(find(&status, "Available").status, ConditionStatus::False);
+        assert_eq!(find(&status, "Available").reason, None);
+        assert_eq!(find(&status, "Progressing").status, ConditionStatus::True);
+        assert_eq!(status.storage_pool_statuses.unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,177 @@
+//! Validating admission that may read other objects and warn: the cluster's validating
+//! webhooks that look beyond the object they judge (the template validator reads the VM's
+//! template, HCO and virt-operator refuse an uninstall while workloads exist).
+//!
+//! The checks run before the write, outside its transaction, as kube-apiserver calls its
+//! webhooks before it persists: a write racing the check may slip past it, as upstream.
+
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+use super::errors::ApiError;
+use super::objects::{ListOptions, Objects};
+use super::resources::ResourceType;
+
+/// What is being done to the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// One request as a validating webhook sees it.
+pub struct ValidationRequest<'a> {
+    pub operation: Operation,
+    pub resource: &'a ResourceType,
+    pub namespace: &'a str,
+    /// The object as it would be stored (none for a delete).
+    pub object: Option<&'a Value>,
+    /// The stored object (none for a create).
+    pub old: Option<&'a Value>,
+    objects: &'a Objects,
+}
+
+impl ValidationRequest<'_> {
+    /// The object `namespace/name` of the resource `group`/`plural`, if it exists.
+    pub fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let Some(rt) = self.objects.registry.find_plural(group, plural) else {
+            return Ok(None);
+        };
+        let namespace = if rt.namespaced { namespace } else { "" };
+        self.objects.store.get(&rt.storage_key(), namespace, name)
+    }
+
+    /// Up to `limit` objects of `group`/`plural` (in `namespace`, or everywhere).
+    pub fn list(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Value>, ApiError> {
+        let Some(rt) = self.objects.registry.find_plural(group, plural) else {
+            return Ok(Vec::new());
+        };
+        let options = ListOptions {
+            limit: Some(limit),
+            ..Default::default()
+        };
+        Ok(self.objects.list(&rt, namespace, &options)?.items)
+    }
+}
+
+/// A check's answer: allowed (with warnings for the client), or refused.
+pub type Verdict = Result<Vec<String>, ApiError>;
+
+/// A webhook's judgement of one request: the warnings to pass on, or the refusal.
+pub type Check = dyn Fn(&ValidationRequest) -> Result<Vec<String>, Refusal> + Send + Sync;
+
+/// A validating webhook of one resource.
+pub struct Validation {
+    /// The webhook's name, as refusals quote it (`validate-hco.kubevirt.io`).
+    pub name: String,
+    pub group: String,
+    pub plural: String,
+    pub operations: Vec<Operation>,
+    /// Returns the warnings to pass on, or the reason for refusing.
+    pub check: Box<Check>,
+}
+
+/// Why a webhook refuses a request, as its AdmissionResponse would say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// The HTTP status of the refusal (403 for controller-runtime's `Denied`).
+    pub code: u16,
+    pub message: String,
+}
+
+impl Refusal {
+    /// A plain denial (HTTP 403), as controller-runtime's `admission.Denied`.
+    pub fn denied(message: impl Into<String>) -> Refusal {
+        Refusal {
+            code: 403,
+            message: message.into(),
+        }
+    }
+}
+
+/// The validating webhooks registered so far; more may be added while the server runs.
+#[derive(Default)]
+pub struct Validations {
+    registered: RwLock<Vec<Arc<Validation>>>,
+}
+
+impl Validations {
+    pub fn register(&self, validation: Validation) {
+        let mut registered = self.registered.write().unwrap_or_else(|e| e.into_inner());
+        registered.push(Arc::new(validation));
+    }
+
+    /// Whether any webhook judges `operation` on `resource` (so the caller need not build
+    /// the prospective object otherwise).
+    pub fn applies(&self, resource: &ResourceType, operation: Operation) -> bool {
+        !self.matching(resource, operation).is_empty()
+    }
+
+    fn matching(&self, resource: &ResourceType, operation: Operation) -> Vec<Arc<Validation>> {
+        let registered = self.registered.read().unwrap_or_else(|e| e.into_inner());
+        registered
+            .iter()
+            .filter(|v| {
+                v.group == resource.group
+                    && v.plural == resource.plural
+                    && v.operations.contains(&operation)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Runs every webhook of the request; the first refusal wins, as kube-apiserver's.
+    pub fn run(
+        &self,
+        objects: &Objects,
+        operation: Operation,
+        resource: &ResourceType,
+        namespace: &str,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Verdict {
+        let request = ValidationRequest {
+            operation,
+            resource,
+            namespace,
+            object,
+            old,
+            objects,
+        };
+        let mut warnings = Vec::new();
+        for validation in self.matching(resource, operation) {
+            match (validation.check)(&request) {
+                Ok(more) => warnings.extend(more),
+                Err(refusal) => return Err(refused(&validation.name, refusal)),
+            }
+        }
+        Ok(warnings)
+    }
+}
+
+/// A refusal as kube-apiserver reports a webhook's: its name, then its message; a code
+/// below 400 becomes 400.
+fn refused(webhook: &str, refusal: Refusal) -> ApiError {
+    let message = format!(
+        "admission webhook \"{webhook}\" denied the request: {}",
+        refusal.message
+    );
+    match refusal.code {
+        403 => ApiError::Forbidden(message),
+        _ => ApiError::BadRequest(message),
+    }
+}
