@@ -118,6 +118,9 @@ pub enum SspError {
         /// Its name.
         name: String,
     },
+    /// `spec.commonTemplates.namespace` is missing (the CRD of ssp-operator requires it).
+    #[error("spec.commonTemplates.namespace: Required value")]
+    MissingTemplatesNamespace,
     /// A dataImportCronTemplate has no `metadata.name`.
     #[error("dataImportCronTemplates validation error: missing name in DataImportCronTemplate")]
     MissingCronName,
@@ -130,10 +133,14 @@ pub enum SspError {
 
 /// Checks an SSP's spec as ssp-operator's webhook does on create and update.
 pub fn validate_spec(spec: &SspSpec) -> Result<(), SspError> {
-    let templates = spec
+    let common = spec
         .common_templates
         .as_ref()
-        .and_then(|c| c.data_import_cron_templates.as_deref())
+        .filter(|c| !c.namespace.is_empty())
+        .ok_or(SspError::MissingTemplatesNamespace)?;
+    let templates = common
+        .data_import_cron_templates
+        .as_deref()
         .unwrap_or_default();
     for template in templates {
         let name = template.metadata.name.as_deref().unwrap_or_default();
@@ -194,6 +201,15 @@ mod tests {
         assert_eq!(
             validate_spec(&spec(json!([cron(Some("a"), "")]))),
             Err(SspError::MissingManagedDataSource("a".into()))
+        );
+    }
+
+    #[test]
+    fn the_templates_namespace_is_required() {
+        let spec: SspSpec = serde_json::from_value(json!({})).expect("an empty spec");
+        assert_eq!(
+            validate_spec(&spec).unwrap_err().to_string(),
+            "spec.commonTemplates.namespace: Required value"
         );
     }
 

@@ -91,6 +91,7 @@ fn pending(actions: &[Action]) -> Vec<String> {
 
 /// Deploys the operands of `ssp`; returns the resources not ready yet.
 async fn deploy(ssp: &SSP, ctx: &Context) -> Result<Vec<String>, Error> {
+    api::ssp::validate_spec(&ssp.spec)?;
     let namespace = ssp
         .spec
         .common_templates
@@ -222,7 +223,11 @@ async fn cleanup(api: &Api<SSP>, ssp: &SSP, ctx: &Context) -> Result<Requeue, Er
         .as_ref()
         .map(|c| c.namespace.clone())
         .unwrap_or_default();
-    let mut actions = match apply::templates(&ctx.client, &namespace).await {
+    let listed = match namespace.is_empty() {
+        true => Ok(Vec::new()),
+        false => apply::templates(&ctx.client, &namespace).await,
+    };
+    let mut actions = match listed {
         Ok(observed) => templates::cleanup(ssp, &observed),
         Err(Error::MissingCrds(_)) => Vec::new(),
         Err(err) => return Err(err),
