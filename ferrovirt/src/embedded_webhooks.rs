@@ -1,8 +1,9 @@
 //! The validating webhooks that read other objects, registered in-process with the
 //! embedded API server of `ferrovirt up`: virt-operator's and cdi-operator's uninstall
-//! guards, HCO's delete check (a dry run of deleting its KubeVirt and CDI, so their
-//! refusals reach the user inside HCO's), virt-api's feature-gate checks of VMs, and SSP's
-//! template validator.
+//! guards, HCO's webhook (its own checks; on update a dry-run update of each operand with
+//! the spec the new HC gives it; on delete a dry run of deleting its KubeVirt and CDI, so
+//! their refusals reach the user inside HCO's), virt-api's feature-gate checks of VMs, and
+//! SSP's template validator.
 
 use serde_json::Value;
 use standalone::apiserver::{ApiServer, Operation, Refusal, Validation, ValidationRequest};
@@ -62,6 +63,63 @@ fn list(request: &ValidationRequest, group: &str, plural: &str) -> Result<Vec<Va
         code: 500,
         message: err.to_string(),
     })
+}
+
+fn hco_refusal(err: api::hco::validate::HyperConvergedError) -> Refusal {
+    Refusal::denied(err.to_string())
+}
+
+/// An error of the API server passed on as the webhook's answer, its status code kept.
+fn passed_on(err: standalone::apiserver::ApiError) -> Refusal {
+    Refusal {
+        code: err.code(),
+        message: err.to_string(),
+    }
+}
+
+fn hyperconverged_create(_: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
+    api::hco::validate::review_create(hc).map_err(hco_refusal)
+}
+
+/// HCO's update check: the new HC's own checks, then, if it changes anything, each operand
+/// updated with `dryRun=All` to the spec the new HC gives it, so that the operands' own
+/// admission judges the change before HCO tries it. A missing operand refuses the update,
+/// as HCO's Get does.
+fn hyperconverged_update(request: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
+    let Some(old) = request.old else {
+        return Ok(Vec::new());
+    };
+    let mut warnings = api::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
+    let deleting = !hc["metadata"]["deletionTimestamp"].is_null();
+    if deleting || !api::hco::validate::changes_anything(hc, old) {
+        return Ok(warnings);
+    }
+    let kubevirt = operators::install::hco::operands::kubevirt_name(
+        hc["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let live_kubevirt = request
+        .get("kubevirt.io", "kubevirts", request.namespace, &kubevirt)
+        .map_err(passed_on)?;
+    let use_emulation = live_kubevirt.as_ref().is_some_and(|kv| {
+        kv["spec"]["configuration"]["developerConfiguration"]["useEmulation"] == true
+    });
+    for operand in operators::install::hco::desired(hc, use_emulation) {
+        let (group, plural) = (&operand.resource.group, &operand.resource.plural);
+        let namespace = operand.namespace.as_deref().unwrap_or_default();
+        let mut live = request
+            .get(group, plural, namespace, &operand.name)
+            .map_err(passed_on)?
+            .ok_or_else(|| Refusal {
+                code: 404,
+                message: format!("{plural}.{group} \"{}\" not found", operand.name),
+            })?;
+        live["spec"] = operand.body["spec"].clone();
+        let more = request
+            .dry_run_update(group, plural, &live)
+            .map_err(passed_on)?;
+        warnings.extend(more);
+    }
+    Ok(warnings)
 }
 
 /// HCO's delete check: its KubeVirt and CDI must be deletable, and their webhooks' refusal
@@ -199,6 +257,20 @@ pub fn register(server: &ApiServer) {
             "cdis",
             &[Delete],
             |r, cdi| no_warnings(cdi_uninstall(r, cdi)),
+        ),
+        validation(
+            HCO_WEBHOOK,
+            "hco.kubevirt.io",
+            "hyperconvergeds",
+            &[Create],
+            hyperconverged_create,
+        ),
+        validation(
+            HCO_WEBHOOK,
+            "hco.kubevirt.io",
+            "hyperconvergeds",
+            &[Update],
+            hyperconverged_update,
         ),
         validation(
             HCO_WEBHOOK,

@@ -306,3 +306,99 @@ fn a_hyperconverged_of_another_name_is_not_reconciled() {
             .is_none()
     );
 }
+
+fn refusal(platform: &Platform, args: &[&str], stdin: Option<&str>) -> String {
+    let out = platform.kubectl(args, stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "kubectl {args:?} went through");
+    stderr
+}
+
+fn patch_hc(patch: &str) -> Vec<&str> {
+    vec![
+        "patch",
+        "hco",
+        "kubevirt-hyperconverged",
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        patch,
+    ]
+}
+
+/// The hco-webhook: the HC's own checks on create and update, warnings for deprecated
+/// gates, a dry-run update of each operand so that their admission judges the change, and
+/// `--dry-run=server` writing nothing.
+#[test]
+fn the_hco_webhook_judges_changes_before_they_reach_the_operands() {
+    let platform = Platform::start("hco-webhook");
+    let elsewhere = refusal(
+        &platform,
+        &["apply", "-n", "default", "-f", "-"],
+        Some(EXAMPLE_HC),
+    );
+    assert!(
+        elsewhere.contains(r#"admission webhook "validate-hco.kubevirt.io" denied the request: invalid namespace for v1beta1.HyperConverged - please use the kubevirt-hyperconverged namespace"#),
+        "{elsewhere}"
+    );
+    platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(EXAMPLE_HC));
+    wait_for(
+        &platform,
+        "the HC's operands",
+        &["get", "networkaddonsconfig", "cluster"],
+        |nac| is_true(nac, "Available"),
+    );
+
+    // The HC's own checks.
+    let short = refusal(
+        &platform,
+        &patch_hc(r#"{"spec":{"certConfig":{"server":{"renewBefore":"5m"}}}}"#),
+        None,
+    );
+    assert!(
+        short.contains("spec.certConfig.server.renewBefore: value is too small"),
+        "{short}"
+    );
+
+    // What only an operand's admission knows: CNAO's MAC range, through the dry-run update.
+    let backwards = r#"{"spec":{"kubeMacPoolConfiguration":{"rangeStart":"02:00:00:00:00:10","rangeEnd":"02:00:00:00:00:00"}}}"#;
+    let range = refusal(&platform, &patch_hc(backwards), None);
+    assert!(
+        range.contains(r#"admission webhook "validate-hco.kubevirt.io" denied the request: "#)
+            && range.contains("Range end is lesser than or equal to its start"),
+        "{range}"
+    );
+    let nac = platform
+        .json(&["get", "networkaddonsconfig", "cluster"])
+        .expect("NetworkAddonsConfig");
+    assert_ne!(
+        nac["spec"]["kubeMacPool"]["rangeStart"], "02:00:00:00:00:10",
+        "the refused range reached CNAO: {nac:#}"
+    );
+
+    // A deprecated gate is let through with HCO's warning.
+    let out = platform.kubectl(
+        &patch_hc(r#"{"spec":{"featureGates":{"nonRoot":true}}}"#),
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Warning: spec.featureGates.nonRoot is deprecated and ignored."),
+        "{stderr}"
+    );
+
+    // A server-side dry run is judged but not written.
+    let mut dry = patch_hc(r#"{"spec":{"featureGates":{"videoConfig":false}}}"#);
+    dry.push("--dry-run=server");
+    platform.ok(&dry);
+    let hc = platform
+        .json(&["get", "hco", "kubevirt-hyperconverged", "-n", NAMESPACE])
+        .expect("HC");
+    assert_eq!(hc["spec"]["featureGates"]["videoConfig"], true, "{hc:#}");
+    let mut dry_short = patch_hc(r#"{"spec":{"certConfig":{"ca":{"duration":"1m"}}}}"#);
+    dry_short.push("--dry-run=server");
+    let judged = refusal(&platform, &dry_short, None);
+    assert!(judged.contains("value is too small"), "{judged}");
+}

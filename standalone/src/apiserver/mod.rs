@@ -46,6 +46,7 @@ pub use errors::ApiError;
 pub use objects::{Admission, Objects};
 pub use resources::ResourceType;
 pub use server::VirtualCreate;
+pub use store::Persist;
 pub use validation::{Operation, Refusal, Validation, ValidationRequest};
 
 #[derive(Debug, thiserror::Error)]

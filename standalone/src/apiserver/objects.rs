@@ -12,7 +12,7 @@ use super::object::{self, UpdateTarget};
 use super::patch::{self, Patch, PatchType};
 use super::resources::{Registry, ResourceType, from_crd};
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{Change, Store};
+use super::store::{Change, Persist, Store};
 
 /// Checks (and may default) an object before it is stored: the webhooks of a cluster.
 pub type Admission = dyn Fn(&ResourceType, &mut Value) -> Result<(), String> + Send + Sync;
@@ -185,6 +185,18 @@ impl Objects {
         rt: &ResourceType,
         version: &str,
         ns: &str,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        self.create_as(Persist::Commit, rt, version, ns, body)
+    }
+
+    /// [`Objects::create`], or with [`Persist::DryRun`] everything but the write.
+    pub fn create_as(
+        &self,
+        persist: Persist,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
         mut body: Value,
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
@@ -201,16 +213,20 @@ impl Objects {
         };
         let name = object::name(&new).to_string();
         let key_ns = if rt.namespaced { ns } else { "" };
-        let written =
-            self.store
-                .write(&rt.storage_key(), key_ns, &name, |current| match current {
-                    Some(_) => Err(ApiError::AlreadyExists {
-                        resource: rt.qualified_name(),
-                        name: name.clone(),
-                    }),
-                    None => Ok(Change::Put(new)),
-                })?;
-        if let Some(crd_type) = crd_type {
+        let written = self.store.write_as(
+            persist,
+            &rt.storage_key(),
+            key_ns,
+            &name,
+            |current| match current {
+                Some(_) => Err(ApiError::AlreadyExists {
+                    resource: rt.qualified_name(),
+                    name: name.clone(),
+                }),
+                None => Ok(Change::Put(new)),
+            },
+        )?;
+        if let Some(crd_type) = crd_type.filter(|_| persist == Persist::Commit) {
             self.registry.insert(crd_type);
         }
         Ok(with_version(rt, version, written.object))
@@ -259,16 +275,46 @@ impl Objects {
         version: &str,
         ns: &str,
         name: &str,
+        body: Value,
+        target: UpdateTarget,
+    ) -> Result<Value, ApiError> {
+        self.update_as(Persist::Commit, rt, version, ns, name, body, target)
+    }
+
+    /// [`Objects::update`], or with [`Persist::DryRun`] everything but the write.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_as(
+        &self,
+        persist: Persist,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
         mut body: Value,
         target: UpdateTarget,
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
         let body = stored_shape(rt, body);
-        self.write_update(rt, version, ns, name, target, |_| Ok(body))
+        self.write_update(persist, rt, version, ns, name, target, |_| Ok(body))
     }
 
     pub fn patch(
         &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        patch: &Patch,
+        target: UpdateTarget,
+    ) -> Result<Value, ApiError> {
+        self.patch_as(Persist::Commit, rt, version, ns, name, patch, target)
+    }
+
+    /// [`Objects::patch`], or with [`Persist::DryRun`] everything but the write.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_as(
+        &self,
+        persist: Persist,
         rt: &ResourceType,
         version: &str,
         ns: &str,
@@ -282,10 +328,10 @@ impl Objects {
             if !exists {
                 let mut body = patch.clone();
                 body["metadata"]["name"] = json!(name);
-                return self.create(rt, version, ns, body);
+                return self.create_as(persist, rt, version, ns, body);
             }
         }
-        self.write_update(rt, version, ns, name, target, |current| {
+        self.write_update(persist, rt, version, ns, name, target, |current| {
             patched(rt, current, kind, patch)
         })
     }
@@ -314,7 +360,8 @@ impl Objects {
         name: &str,
         finalizer: &str,
     ) -> Result<Value, ApiError> {
-        self.write_update(rt, version, ns, name, UpdateTarget::Main, |current| {
+        let main = UpdateTarget::Main;
+        self.write_update(Persist::Commit, rt, version, ns, name, main, |current| {
             let mut new = current.clone();
             if let Some(list) = new["metadata"]["finalizers"].as_array_mut() {
                 list.retain(|f| f != finalizer);
@@ -325,8 +372,10 @@ impl Objects {
 
     /// Reads, transforms and writes one object atomically; removing the last finalizer of an
     /// object being deleted deletes it.
+    #[allow(clippy::too_many_arguments)]
     fn write_update<F>(
         &self,
+        persist: Persist,
         rt: &ResourceType,
         version: &str,
         ns: &str,
@@ -340,7 +389,7 @@ impl Objects {
         let key_ns = if rt.namespaced { ns } else { "" };
         let written = self
             .store
-            .write(&rt.storage_key(), key_ns, name, |current| {
+            .write_as(persist, &rt.storage_key(), key_ns, name, |current| {
                 let current = current.ok_or_else(|| Self::not_found(rt, name))?;
                 let mut new = object::prepare_update(rt, &current, transform(&current)?, target)?;
                 if target == UpdateTarget::Main {
@@ -354,7 +403,7 @@ impl Objects {
                 }
                 Ok(Change::Put(new))
             })?;
-        if rt.plural == "customresourcedefinitions" {
+        if rt.plural == "customresourcedefinitions" && persist == Persist::Commit {
             match written.event {
                 Some(super::store::EventType::Deleted) => self.unregister_crd(&written.object),
                 _ => {
@@ -378,8 +427,23 @@ impl Objects {
         propagation: Propagation,
         precondition_uid: Option<&str>,
     ) -> Result<Value, ApiError> {
+        let options = (propagation, precondition_uid);
+        self.delete_as(Persist::Commit, rt, version, ns, name, options)
+    }
+
+    /// [`Objects::delete`], or with [`Persist::DryRun`] everything but the write (and the
+    /// dependents left as they are).
+    pub fn delete_as(
+        &self,
+        persist: Persist,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+        (propagation, precondition_uid): (Propagation, Option<&str>),
+    ) -> Result<Value, ApiError> {
         let key_ns = if rt.namespaced { ns } else { "" };
-        if propagation == Propagation::Orphan {
+        if propagation == Propagation::Orphan && persist == Persist::Commit {
             let current = self.get(rt, key_ns, name)?;
             self.orphan_dependents(object::uid(&current))?;
         }
@@ -387,7 +451,7 @@ impl Objects {
         let has_content = is_namespace && !self.store.keys_in_namespace(name)?.is_empty();
         let written = self
             .store
-            .write(&rt.storage_key(), key_ns, name, |current| {
+            .write_as(persist, &rt.storage_key(), key_ns, name, |current| {
                 let current = current.ok_or_else(|| Self::not_found(rt, name))?;
                 if let Some(uid) = precondition_uid {
                     if uid != object::uid(&current) {
@@ -423,6 +487,7 @@ impl Objects {
                 Ok(Change::Put(marked))
             })?;
         if rt.plural == "customresourcedefinitions"
+            && persist == Persist::Commit
             && written.event == Some(super::store::EventType::Deleted)
         {
             self.unregister_crd(&written.object);

@@ -45,6 +45,7 @@ use super::resources::ResourceType;
 use super::route::{self, ResourcePath, Route};
 use super::selector::{FieldSelector, LabelSelector};
 use super::service_account_token::{ServiceAccountRef, ServiceAccountTokens, TokenSpec};
+use super::store::Persist;
 use super::table;
 use super::validation::{Operation, Validations};
 use super::watch::{self, WatchRequest};
@@ -565,12 +566,6 @@ impl Handler {
     }
 
     async fn resource_json(self: Arc<Self>, call: Call) -> Result<Response<Body>, ApiError> {
-        if call.method != Method::GET && call.query.get("dryRun").is_some_and(|d| !d.is_empty()) {
-            // Refused rather than ignored: ignoring it would make a dry run write.
-            return Err(ApiError::BadRequest(
-                "dryRun is not supported by this server; leave out --dry-run=server".into(),
-            ));
-        }
         let path = &call.path;
         let rt = self
             .objects
@@ -591,6 +586,12 @@ impl Handler {
         match path.subresource.as_deref() {
             None | Some("status") => {}
             Some("log") if pod_log => {}
+            // Refused rather than ignored: ignoring it would make a dry run issue a token.
+            Some("token") if persist_of(&call.query)? == Persist::DryRun => {
+                return Err(ApiError::BadRequest(
+                    "dryRun is not supported for serviceaccounts/token".into(),
+                ));
+            }
             Some("token") if token_request => {}
             Some(_) => return Err(ApiError::NoSuchResource),
         }
@@ -691,6 +692,7 @@ impl Handler {
             UpdateTarget::Main
         };
         let objects = &self.objects;
+        let persist = persist_of(&call.query)?;
         let mut warnings = Vec::new();
         let respond = |status: StatusCode,
                        object: Value,
@@ -728,7 +730,7 @@ impl Handler {
                 if judged(Operation::Create) {
                     warnings = validate(Operation::Create, Some(&body), None)?;
                 }
-                let created = objects.create(rt, version, ns, body)?;
+                let created = objects.create_as(persist, rt, version, ns, body)?;
                 respond(StatusCode::CREATED, created, warnings)
             }
             (&Method::PUT, Some(name)) => {
@@ -738,7 +740,7 @@ impl Handler {
                     let old = objects.get(rt, ns, name)?;
                     warnings = validate(Operation::Update, Some(&body), Some(&old))?;
                 }
-                let updated = objects.update(rt, version, ns, name, body, target)?;
+                let updated = objects.update_as(persist, rt, version, ns, name, body, target)?;
                 respond(StatusCode::OK, updated, warnings)
             }
             (&Method::PATCH, Some(name)) => {
@@ -762,7 +764,7 @@ impl Handler {
                     let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
                     warnings = validate(Operation::Update, Some(&new), Some(&old))?;
                 }
-                let object = objects.patch(rt, version, ns, name, &patch, target)?;
+                let object = objects.patch_as(persist, rt, version, ns, name, &patch, target)?;
                 let status = if kind == PatchType::Apply && !existed {
                     StatusCode::CREATED
                 } else {
@@ -771,12 +773,13 @@ impl Handler {
                 respond(status, object, warnings)
             }
             (&Method::DELETE, Some(name)) => {
-                let (propagation, uid) = delete_options(&call.query, &call.body)?;
+                let (propagation, uid, persist) = delete_options(&call.query, &call.body)?;
                 if self.validations.applies(rt, Operation::Delete) {
                     let old = objects.get(rt, ns, name)?;
                     warnings = validate(Operation::Delete, None, Some(&old))?;
                 }
-                let deleted = objects.delete(rt, version, ns, name, propagation, uid.as_deref())?;
+                let options = (propagation, uid.as_deref());
+                let deleted = objects.delete_as(persist, rt, version, ns, name, options)?;
                 respond(StatusCode::OK, deleted, warnings)
             }
             (&Method::DELETE, None) => self.delete_collection(rt, call),
@@ -930,7 +933,7 @@ impl Handler {
         call: &Call,
     ) -> Result<Response<Body>, ApiError> {
         let options = Self::list_options(rt, &call.query)?;
-        let (propagation, _) = delete_options(&call.query, &call.body)?;
+        let (propagation, _, persist) = delete_options(&call.query, &call.body)?;
         let page = self
             .objects
             .list(rt, call.path.namespace.as_deref(), &options)?;
@@ -941,9 +944,10 @@ impl Handler {
                 .unwrap_or_default()
                 .to_string();
             let name = super::object::name(&item).to_string();
+            let version = &call.path.version;
             match self
                 .objects
-                .delete(rt, &call.path.version, &ns, &name, propagation, None)
+                .delete_as(persist, rt, version, &ns, &name, (propagation, None))
             {
                 Ok(object) => deleted.push(object),
                 Err(ApiError::NotFound { .. }) => {}
@@ -1000,6 +1004,22 @@ impl Handler {
 
 /// A boolean query parameter as Go's `strconv.ParseBool` reads it (the API server's parser):
 /// Python's client sends `watch=True`.
+/// The `dryRun` query parameter: absent or empty commits, `All` is a dry run, anything else
+/// is refused as kube-apiserver refuses it.
+fn persist_of(query: &HashMap<String, String>) -> Result<Persist, ApiError> {
+    dry_run(query.get("dryRun").map_or("", String::as_str))
+}
+
+fn dry_run(value: &str) -> Result<Persist, ApiError> {
+    match value {
+        "" => Ok(Persist::Commit),
+        "All" => Ok(Persist::DryRun),
+        other => Err(ApiError::BadRequest(format!(
+            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+        ))),
+    }
+}
+
 pub(super) fn is_true(value: Option<&String>) -> bool {
     matches!(
         value.map(String::as_str),
@@ -1020,10 +1040,12 @@ fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// propagationPolicy (query or DeleteOptions body) and a uid precondition.
+/// A delete's options from its query and its DeleteOptions body: the propagation, the
+/// precondition UID, and whether it is a dry run (kubectl puts `dryRun` in the body).
 fn delete_options(
     query: &HashMap<String, String>,
     body: &[u8],
-) -> Result<(Propagation, Option<String>), ApiError> {
+) -> Result<(Propagation, Option<String>, Persist), ApiError> {
     let options: Value = if body.is_empty() {
         Value::Null
     } else {
@@ -1040,7 +1062,13 @@ fn delete_options(
         policy = "Orphan".into();
     }
     let uid = options["preconditions"]["uid"].as_str().map(String::from);
-    Ok((Propagation::parse(&policy)?, uid))
+    let mut persist = persist_of(query)?;
+    for value in options["dryRun"].as_array().into_iter().flatten() {
+        if dry_run(value.as_str().unwrap_or_default())? == Persist::DryRun {
+            persist = Persist::DryRun;
+        }
+    }
+    Ok((Propagation::parse(&policy)?, uid, persist))
 }
 
 /// Compares secrets without an early exit that would time how much matched.

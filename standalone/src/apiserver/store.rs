@@ -84,6 +84,15 @@ pub enum Change {
     Keep,
 }
 
+/// Whether a write is committed or only worked out: a server-side dry run (`dryRun=All`)
+/// goes through every step of a write but the last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Persist {
+    #[default]
+    Commit,
+    DryRun,
+}
+
 /// The outcome of a write: the stored object (or, after a delete, its last state).
 pub struct Written {
     pub object: Value,
@@ -303,6 +312,23 @@ impl Store {
     where
         F: FnOnce(Option<Value>) -> Result<Change, ApiError>,
     {
+        self.write_as(Persist::Commit, resource, namespace, name, decide)
+    }
+
+    /// [`Store::write`], or with [`Persist::DryRun`] what it would write, written nowhere:
+    /// a new object has no resourceVersion yet, a changed one keeps its current one, as
+    /// kube-apiserver answers a dry run.
+    pub fn write_as<F>(
+        &self,
+        persist: Persist,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        decide: F,
+    ) -> Result<Written, ApiError>
+    where
+        F: FnOnce(Option<Value>) -> Result<Change, ApiError>,
+    {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let current: Option<String> = tx
@@ -315,6 +341,9 @@ impl Store {
         let current = current.map(|b| parse(&b)).transpose()?;
         let existed = current.is_some();
         let change = decide(current.clone())?;
+        if persist == Persist::DryRun {
+            return preview(current, change);
+        }
         let rv = meta(&tx, "rv")? + 1;
         let rv_sql = rv as i64;
         let (kind, mut object) = match change {
@@ -460,6 +489,32 @@ fn index_ownership(
         }
     }
     Ok(())
+}
+
+/// What committing `change` over `current` would answer, for a dry run.
+fn preview(current: Option<Value>, change: Change) -> Result<Written, ApiError> {
+    let (object, event) = match (change, current) {
+        (Change::Keep, current) => (current.unwrap_or(Value::Null), None),
+        (Change::Put(mut object), current) => {
+            let event = match &current {
+                Some(current) => {
+                    object["metadata"]["resourceVersion"] =
+                        current["metadata"]["resourceVersion"].clone();
+                    EventType::Modified
+                }
+                None => {
+                    if let Some(meta) = object["metadata"].as_object_mut() {
+                        meta.remove("resourceVersion");
+                    }
+                    EventType::Added
+                }
+            };
+            (object, Some(event))
+        }
+        (Change::Delete, Some(current)) => (current, Some(EventType::Deleted)),
+        (Change::Delete, None) => return Err(ApiError::internal("delete of a missing object")),
+    };
+    Ok(Written { object, event })
 }
 
 fn meta(conn: &Connection, key: &str) -> Result<u64, rusqlite::Error> {

@@ -10,8 +10,10 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use super::errors::ApiError;
+use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects};
 use super::resources::ResourceType;
+use super::store::Persist;
 
 /// What is being done to the object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +33,7 @@ pub struct ValidationRequest<'a> {
     /// The stored object (none for a create).
     pub old: Option<&'a Value>,
     objects: &'a Objects,
+    validations: &'a Validations,
 }
 
 impl ValidationRequest<'_> {
@@ -65,6 +68,43 @@ impl ValidationRequest<'_> {
             ..Default::default()
         };
         Ok(self.objects.list(&rt, namespace, &options)?.items)
+    }
+
+    /// Updates `object` (of `group`/`plural`, named by its metadata) with `dryRun=All`, as a
+    /// webhook's client would: the resource's own admission and validating webhooks judge
+    /// it, nothing is written. Returns their warnings, or the first refusal as the API
+    /// server reports it.
+    pub fn dry_run_update(
+        &self,
+        group: &str,
+        plural: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, ApiError> {
+        let rt = self
+            .objects
+            .registry
+            .find_plural(group, plural)
+            .ok_or(ApiError::NoSuchResource)?;
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let version = object["apiVersion"]
+            .as_str()
+            .and_then(|v| v.rsplit('/').next())
+            .unwrap_or_default();
+        let old = self.objects.get(&rt, namespace, name)?;
+        let operation = Operation::Update;
+        let warnings = self.validations.run(
+            self.objects,
+            operation,
+            &rt,
+            namespace,
+            Some(object),
+            Some(&old),
+        )?;
+        let (persist, main) = (Persist::DryRun, UpdateTarget::Main);
+        let body = object.clone();
+        (self.objects).update_as(persist, &rt, version, namespace, name, body, main)?;
+        Ok(warnings)
     }
 }
 
@@ -151,6 +191,7 @@ impl Validations {
             object,
             old,
             objects,
+            validations: self,
         };
         let mut warnings = Vec::new();
         for validation in self.matching(resource, operation) {

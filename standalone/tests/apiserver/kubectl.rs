@@ -573,18 +573,91 @@ fn kubectl_selects_by_label_and_field_and_pages() {
 }
 
 #[test]
-fn kubectl_server_dry_run_is_refused_and_writes_nothing() {
+fn kubectl_server_dry_runs_are_judged_and_write_nothing() {
     let c = Cluster::start(vec![]);
-    let manifest = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dry"}}"#;
-    let out = run(
-        c.kubectl_command(&["apply", "--dry-run=server", "-f", "-"]),
-        Some(manifest),
+    let manifest = |value: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"dry"}},"data":{{"k":"{value}"}}}}"#
+        )
+    };
+    let dry_apply = |value: &str| {
+        run(
+            c.kubectl_command(&["apply", "--dry-run=server", "-f", "-"]),
+            Some(&manifest(value)),
+        )
+    };
+
+    // A create: answered as if made, nothing stored.
+    let out = dry_apply("a");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(!out.status.success(), "a server-side dry run is refused");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("dryRun is not supported"), "{stderr}");
+    assert!(stdout.contains("created (server dry run)"), "{stdout}");
     let err = c.fails(&["get", "cm", "dry"]);
     assert!(err.contains("not found"), "{err}");
+
+    // An update and a delete of a stored object leave it as it was.
+    run(
+        c.kubectl_command(&["apply", "-f", "-"]),
+        Some(&manifest("a")),
+    );
+    let before = c.ok(&[
+        "get",
+        "cm",
+        "dry",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let out = dry_apply("b");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    c.ok(&["delete", "cm", "dry", "--dry-run=server"]);
+    let after = c.ok(&[
+        "get",
+        "cm",
+        "dry",
+        "-o",
+        "jsonpath={.metadata.resourceVersion} {.data.k}",
+    ]);
+    assert_eq!(after, format!("{before} a"));
+
+    // A dry-run CRD registers no resource.
+    let crd =
+        std::fs::read_to_string(crds_dir().join("cdi.kubevirt.io_datavolumes.yaml")).expect("CRD");
+    run(
+        c.kubectl_command(&["create", "--dry-run=server", "-f", "-"]),
+        Some(&crd),
+    );
+    let err = c.fails(&["get", "datavolumes"]);
+    assert!(
+        err.contains("the server doesn't have a resource type"),
+        "{err}"
+    );
+
+    // Only "All" is a dry run.
+    let out = run(
+        c.kubectl_command(&[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps?dryRun=Some",
+            "-f",
+            "-",
+        ]),
+        Some(&manifest("c")),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(r#"dryRun: Unsupported value: \"Some\""#)
+            || stderr.contains(r#"dryRun: Unsupported value: "Some""#),
+        "{stderr}"
+    );
 }
 
 #[test]

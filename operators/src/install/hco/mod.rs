@@ -59,15 +59,17 @@ fn ssp_resource() -> ApiResource {
 }
 
 /// One operand of the HC: where it lives and what HCO wants in it.
-struct Desired {
-    resource: ApiResource,
-    namespace: Option<String>,
-    name: String,
-    component: &'static str,
-    body: Value,
+pub struct Desired {
+    pub resource: ApiResource,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub component: &'static str,
+    /// The operand as HCO would write it; its `spec` is what HCO keeps.
+    pub body: Value,
 }
 
-fn desired(hc: &Value, use_emulation: bool) -> Vec<Desired> {
+/// The operands `hc` asks for: KubeVirt, CDI, NetworkAddonsConfig and SSP.
+pub fn desired(hc: &Value, use_emulation: bool) -> Vec<Desired> {
     let name = hc["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = hc["metadata"]["namespace"]
         .as_str()
