@@ -1,6 +1,7 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
 mod bridge_marker;
+mod cli_download;
 mod clone_auth;
 mod clone_source;
 mod cluster;
@@ -143,6 +144,9 @@ enum Command {
     Cni(ferrovirt_network::cni::CniPlugin),
     /// Process a Template into the List of its objects, as `oc process` (`-p KEY=VALUE`).
     Process(process::ProcessArgs),
+    /// Serve this binary as `virtctl` (`/<arch>/linux/virtctl.tar.gz`), as HCO's CLI
+    /// download server.
+    CliDownload(cli_download::CliDownloadArgs),
     /// Print the common templates bundle as a List.
     #[command(hide = true)]
     CommonTemplates(process::CommonTemplatesArgs),
@@ -222,6 +226,7 @@ fn main() -> ExitCode {
             // The error object is on stdout already; stderr gets the one-line report.
             Command::Cni(plugin) => ferrovirt_network::cni::run(plugin).map_err(Into::into),
             Command::Process(args) => process::run(args).await,
+            Command::CliDownload(args) => cli_download::run(args).await,
             Command::CommonTemplates(args) => process::common_templates(args),
         }
     });

@@ -163,6 +163,49 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         "{hc:#}"
     );
 
+    // The CLI download hands out this binary as virtctl.
+    let server = wait_for(
+        &platform,
+        "the CLI download server",
+        &[
+            "get",
+            "pod",
+            "hyperconverged-cluster-cli-download",
+            "-n",
+            NAMESPACE,
+        ],
+        |pod| pod["status"]["phase"] == "Running",
+    );
+    platform.ok(&[
+        "get",
+        "service",
+        "hyperconverged-cluster-cli-download",
+        "-n",
+        NAMESPACE,
+    ]);
+    let url = format!(
+        "http://{}:8080/amd64/linux/virtctl.tar.gz",
+        server["status"]["podIP"].as_str().expect("podIP")
+    );
+    let unpacked = platform.data_dir().join("cli-download");
+    std::fs::create_dir_all(&unpacked).expect("a directory to unpack into");
+    let fetched = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "curl -sSf --retry 20 --retry-connrefused --retry-delay 1 {url} | tar -xzf - -C {}",
+            unpacked.display()
+        ))
+        .status()
+        .expect("curl | tar");
+    assert!(fetched.success(), "downloading {url}");
+    let same = std::process::Command::new("cmp")
+        .arg(unpacked.join("virtctl"))
+        .arg(env!("CARGO_BIN_EXE_ferrovirt"))
+        .status()
+        .expect("cmp");
+    assert!(same.success(), "virtctl is not this binary");
+    std::fs::remove_dir_all(&unpacked).expect("removing the download");
+
     // Every operand has HCO's spec and its own Available.
     let kubevirt = platform
         .json(&["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE])
@@ -274,6 +317,19 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
             .json(&["get", "cdi", "cdi-kubevirt-hyperconverged"])
             .is_none()
     );
+    // The CLI download goes with the HC (its owner) too.
+    let started = Instant::now();
+    let service = [
+        "get",
+        "service",
+        "hyperconverged-cluster-cli-download",
+        "-n",
+        NAMESPACE,
+    ];
+    while platform.json(&service).is_some() {
+        assert!(started.elapsed() < LIMIT, "the CLI download Service stayed");
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 #[test]

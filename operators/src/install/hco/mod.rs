@@ -5,8 +5,10 @@
 //! `systemHealthStatus`. An HC of another name or namespace is not reconciled and says so,
 //! as HCO's controller does. Deleting the HC deletes the operands (HCO's finalizer); the
 //! delete itself is refused while workloads exist by the uninstall webhooks
-//! (`api::install::uninstall`).
+//! (`api::install::uninstall`). The HC also gets the CLI download Service and, on one
+//! machine, its server ([`cli_download`]).
 
+pub mod cli_download;
 pub mod conditions;
 pub mod operands;
 
@@ -263,6 +265,7 @@ async fn reconcile(
         related.push(related_object(&object));
         operands.push((wanted.resource.kind.clone(), reported(&object)));
     }
+    cli_download::ensure(client, &hc_value).await?;
     let aggregated = conditions::aggregate(
         &operands
             .iter()
