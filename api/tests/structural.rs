@@ -126,8 +126,9 @@ fn scopes_and_short_names_follow_upstream() {
         ("SSP", "Namespaced", vec![]),
         ("NetworkAddonsConfig", "Cluster", vec![]),
     ];
-    // And the Network Plumbing Working Group's NetworkAttachmentDefinition, checked below.
-    assert_eq!(crds::all().len(), expect.len() + 1);
+    // And the Network Plumbing Working Group's NetworkAttachmentDefinition and OpenShift's
+    // Template, checked below.
+    assert_eq!(crds::all().len(), expect.len() + 2);
     for (kind, scope, short) in expect {
         let crd = find(kind);
         assert_eq!(crd.spec.scope, scope, "{kind}");
@@ -155,6 +156,12 @@ fn scopes_and_short_names_follow_upstream() {
         Some(&["net-attach-def".to_owned()][..])
     );
     assert!(nad.spec.versions[0].subresources.is_none());
+    // OpenShift serves Templates itself: namespaced, no short names, no status.
+    let template = find("Template");
+    assert_eq!(template.spec.scope, "Namespaced");
+    assert_eq!(template.spec.names.plural, "templates");
+    assert!(template.spec.names.short_names.is_none());
+    assert!(template.spec.versions[0].subresources.is_none());
 }
 
 #[test]
