@@ -123,7 +123,7 @@ done
 kubectl get vm,vmi,datavolume,pod
 
 # The serial console, as `ferrovirt console demo` shows it, until the login prompt.
-"$ferrovirt" console demo --timeout 30 </dev/null >"$work/console" 2>/dev/null &
+"$ferrovirt" console demo --timeout 30 </dev/null >"$work/console" 2>&1 &
 console=$!
 for _ in $(seq $((timeout * 2))); do
   grep -q "login:" "$work/console" && break

@@ -140,21 +140,25 @@ impl Console {
             .args(["console", name, "--timeout", "30"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("ferrovirt console");
-        let mut stdout = child.stdout.take().expect("stdout");
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
+        // Its errors go with what it showed, so that a failed attach says why.
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        for mut output in [Box::new(stdout) as Box<dyn Read + Send>, Box::new(stderr)] {
+            let sink = seen.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = output.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock().expect("lock").extend_from_slice(&buf[..n]);
                 }
-                sink.lock().expect("lock").extend_from_slice(&buf[..n]);
-            }
-        });
+            });
+        }
         Console { child, seen }
     }
 

@@ -88,16 +88,18 @@ pub(super) async fn open_path(session: &Session, path: &str) -> Result<Socket> {
 pub async fn console(args: ConsoleArgs) -> Result<()> {
     let session = Session::open(&args.target).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
-    // Only "not running yet" (400) is worth waiting out; a missing VMI or a refusal is final.
+    // "Not running yet" (400) and a node side not ready yet (5xx: the launcher's console
+    // socket not there) are worth waiting out; a missing VMI or a refusal is final.
+    let transient = |err: &anyhow::Error| {
+        err.downcast_ref::<super::Refused>().is_some_and(|r| {
+            r.status == http::StatusCode::BAD_REQUEST || r.status.is_server_error()
+        })
+    };
     let socket = loop {
         match open(&session, "console").await {
             Ok(socket) => break socket,
-            Err(err)
-                if tokio::time::Instant::now() < deadline
-                    && err
-                        .downcast_ref::<super::Refused>()
-                        .is_some_and(|r| r.status == http::StatusCode::BAD_REQUEST) =>
-            {
+            Err(err) if tokio::time::Instant::now() < deadline && transient(&err) => {
+                tracing::debug!(%err, "the console is not there yet");
                 tokio::time::sleep(Duration::from_millis(500)).await
             }
             Err(err) => return Err(err),
