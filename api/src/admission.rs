@@ -10,6 +10,7 @@ use crate::cdi::datavolume::DataVolumeContentType;
 use crate::cdi::{self, DataImportCron, DataSource, DataVolume};
 use crate::cnao::{self, NetworkAddonsConfig};
 use crate::hostpath::{self, HostPathProvisioner};
+use crate::kubevirt::cluster_config::ClusterConfig;
 use crate::kubevirt::{self, VirtualMachine, VirtualMachineInstance};
 use crate::upload::{self, UploadTokenRequest};
 use crate::validation::{FieldPath, Problem, ValidationError, join};
@@ -32,6 +33,12 @@ pub enum AdmissionError {
 
 /// Defaults and validates `object` in place according to its `apiVersion` and `kind`.
 pub fn admit(object: &mut Value) -> Result<(), AdmissionError> {
+    admit_in(object, &ClusterConfig::default())
+}
+
+/// [`admit`] on a cluster configured by `cluster` (the active KubeVirt CR's configuration,
+/// which virt-api's defaulting of VirtualMachineInstances reads).
+pub fn admit_in(object: &mut Value, cluster: &ClusterConfig) -> Result<(), AdmissionError> {
     let text = |key: &str| {
         object
             .get(key)
@@ -93,7 +100,7 @@ pub fn admit(object: &mut Value) -> Result<(), AdmissionError> {
         }
         (kubevirt::GROUP, "VirtualMachineInstance") => {
             rewrite(object, kind, |vmi: &mut VirtualMachineInstance| {
-                kubevirt::default::default_instance_spec(&mut vmi.spec);
+                kubevirt::default::default_instance_spec(&mut vmi.spec, cluster);
                 kubevirt::validate::validate_virtual_machine_instance(vmi)
             })
         }

@@ -156,7 +156,8 @@ fn hand_argv(manifest: &Path, claim: &Path, scratch: &Path) -> Vec<String> {
     let mut vmi: api::kubevirt::VirtualMachineInstance =
         serde_saphyr::from_str(&text).expect("VMI");
     vmi.metadata.namespace = Some("default".into());
-    api::kubevirt::default::default_instance_spec(&mut vmi.spec);
+    let cluster = api::kubevirt::cluster_config::ClusterConfig::default();
+    api::kubevirt::default::default_instance_spec(&mut vmi.spec, &cluster);
     let settings = virt::launcher::node_facts::NodeSettings {
         qemu_binary: PathBuf::from("qemu-system-x86_64"),
         allow_emulation: true,

@@ -59,10 +59,7 @@ fn cdi_uninstall(request: &ValidationRequest, cdi: &Value) -> Result<(), Refusal
 }
 
 fn list(request: &ValidationRequest, group: &str, plural: &str) -> Result<Vec<Value>, Refusal> {
-    request.list(group, plural, None, 2).map_err(|err| Refusal {
-        code: 500,
-        message: err.to_string(),
-    })
+    request.list(group, plural, None, 2).map_err(passed_on)
 }
 
 fn hco_refusal(err: api::hco::validate::HyperConvergedError) -> Refusal {
@@ -77,23 +74,24 @@ fn passed_on(err: standalone::apiserver::ApiError) -> Refusal {
     }
 }
 
-fn hyperconverged_create(_: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
-    api::hco::validate::review_create(hc).map_err(hco_refusal)
+fn hyperconverged_create(request: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
+    api::hco::validate::review_create(hc, request.namespace).map_err(hco_refusal)
 }
 
-/// HCO's update check: the new HC's own checks, then, if it changes anything, each operand
-/// updated with `dryRun=All` to the spec the new HC gives it, so that the operands' own
-/// admission judges the change before HCO tries it. A missing operand refuses the update,
-/// as HCO's Get does.
+/// HCO's update check of an update that changes the spec or annotations of an HC not
+/// being deleted (so that HCO's own finalizer updates always pass): the new HC's own
+/// checks, then each operand updated with `dryRun=All` to the spec the new HC gives it, so
+/// that the operands' own admission judges the change before HCO tries it. A missing
+/// operand refuses the update, as HCO's Get does.
 fn hyperconverged_update(request: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
     let Some(old) = request.old else {
         return Ok(Vec::new());
     };
-    let mut warnings = api::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
     let deleting = !hc["metadata"]["deletionTimestamp"].is_null();
     if deleting || !api::hco::validate::changes_anything(hc, old) {
-        return Ok(warnings);
+        return Ok(Vec::new());
     }
+    let mut warnings = api::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
     let kubevirt = operators::install::hco::operands::kubevirt_name(
         hc["metadata"]["name"].as_str().unwrap_or_default(),
     );
@@ -109,9 +107,11 @@ fn hyperconverged_update(request: &ValidationRequest, hc: &Value) -> Result<Vec<
         let mut live = request
             .get(group, plural, namespace, &operand.name)
             .map_err(passed_on)?
-            .ok_or_else(|| Refusal {
-                code: 404,
-                message: format!("{plural}.{group} \"{}\" not found", operand.name),
+            .ok_or_else(|| {
+                passed_on(standalone::apiserver::ApiError::NotFound {
+                    resource: format!("{plural}.{group}"),
+                    name: operand.name.clone(),
+                })
             })?;
         live["spec"] = operand.body["spec"].clone();
         let more = request
@@ -128,12 +128,7 @@ fn hyperconverged_delete(request: &ValidationRequest, hc: &Value) -> Result<(), 
     let name = hc["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = request.namespace;
     let get = |group: &str, plural: &str, ns: &str, object: &str| {
-        request
-            .get(group, plural, ns, object)
-            .map_err(|err| Refusal {
-                code: 500,
-                message: err.to_string(),
-            })
+        request.get(group, plural, ns, object).map_err(passed_on)
     };
     let nested = |webhook: &str, refusal: Refusal| {
         Refusal::denied(format!(
@@ -141,12 +136,16 @@ fn hyperconverged_delete(request: &ValidationRequest, hc: &Value) -> Result<(), 
             refusal.message
         ))
     };
+    // Only operands HCO deployed (its `app` label names the HC) are HCO's to delete.
+    let deployed_by_hco = |operand: &Value| operand["metadata"]["labels"]["app"] == name;
     let kubevirt_name = operators::install::hco::operands::kubevirt_name(name);
-    if let Some(kubevirt) = get("kubevirt.io", "kubevirts", namespace, &kubevirt_name)? {
+    let kubevirt = get("kubevirt.io", "kubevirts", namespace, &kubevirt_name)?;
+    if let Some(kubevirt) = kubevirt.filter(deployed_by_hco) {
         kubevirt_uninstall(request, &kubevirt).map_err(|r| nested(KUBEVIRT_WEBHOOK, r))?;
     }
     let cdi_name = operators::install::hco::operands::cdi_name(name);
-    if let Some(cdi) = get("cdi.kubevirt.io", "cdis", "", &cdi_name)? {
+    let cdi = get("cdi.kubevirt.io", "cdis", "", &cdi_name)?;
+    if let Some(cdi) = cdi.filter(deployed_by_hco) {
         cdi_uninstall(request, &cdi).map_err(|r| nested(CDI_WEBHOOK, r))?;
     }
     Ok(())
@@ -160,10 +159,7 @@ fn vm_feature_gates(request: &ValidationRequest, vm: &Value) -> Result<(), Refus
     }
     let kubevirts = request
         .list("kubevirt.io", "kubevirts", None, 100)
-        .map_err(|err| Refusal {
-            code: 500,
-            message: err.to_string(),
-        })?;
+        .map_err(passed_on)?;
     let gates = operators::install::components::active_kubevirt(&kubevirts)
         .map(operators::install::components::kubevirt_feature_gates)
         .unwrap_or_default();
@@ -183,10 +179,7 @@ fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>
     let template = match validator::template_needed(vm) {
         Some((namespace, name)) => request
             .get("template.openshift.io", "templates", &namespace, &name)
-            .map_err(|err| Refusal {
-                code: 500,
-                message: err.to_string(),
-            })?,
+            .map_err(passed_on)?,
         None => None,
     };
     let verdict = validator::review_vm(vm, template.as_ref());
@@ -199,10 +192,7 @@ fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>
 fn template_delete(request: &ValidationRequest, template: &Value) -> Result<(), Refusal> {
     let vms = request
         .list("kubevirt.io", "virtualmachines", None, 10_000)
-        .map_err(|err| Refusal {
-            code: 500,
-            message: err.to_string(),
-        })?;
+        .map_err(passed_on)?;
     match api::template_validator::review_template_deletion(template, &vms) {
         Some(status) => Err(Refusal::denied(
             status["message"].as_str().unwrap_or_default(),

@@ -40,7 +40,11 @@ pub fn local_pool(wait_time: Option<Duration>) -> Arc<KubeMacPool> {
 /// The embedded API server's admission closure of the pool (create and update).
 pub fn embedded_admission(pool: &Arc<KubeMacPool>) -> Box<standalone::apiserver::Admission> {
     let pool = pool.clone();
-    Box::new(move |rt, object| pool.admit(&rt.group, &rt.plural, object))
+    // A dry run is neither given MACs nor counted, as the cluster webhook skips it.
+    Box::new(move |rt, object, persist| match persist {
+        standalone::apiserver::Persist::DryRun => Ok(()),
+        standalone::apiserver::Persist::Commit => pool.admit(&rt.group, &rt.plural, object),
+    })
 }
 
 /// Starts, against the embedded API server, what makes the pool run: the `cluster`

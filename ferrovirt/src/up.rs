@@ -196,13 +196,19 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
     // kubemacpool: loaded from the stored VMs before any VM is admitted (until then its
     // admission refuses VMs, as its webhook is unreachable until its pool is loaded).
     let mac_pool = crate::macpool::local_pool(args.mac_pool_wait_time.map(Duration::from_secs));
+    // The active KubeVirt CR's configuration, for virt-api's defaulting of VMIs.
+    let cluster = api::kubevirt::cluster_config::SharedClusterConfig::default();
+    let admission_cluster = cluster.clone();
     let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
         listen: args.listen,
         executable: std::env::current_exe().context("finding the ferrovirt binary")?,
         node: node_name(),
         admission: vec![
-            Box::new(|_, object| api::admission::admit(object).map_err(|err| err.to_string())),
+            Box::new(move |_, object, _| {
+                let cluster = admission_cluster.get();
+                api::admission::admit_in(object, &cluster).map_err(|err| err.to_string())
+            }),
             crate::macpool::embedded_admission(&mac_pool),
         ],
         virtual_creates: HashMap::from([
@@ -220,6 +226,7 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         crate::macpool::start_local(&control_plane.client, &mac_pool, args.metrics_listen).await?;
     eprintln!("metrics on http://{metrics}/metrics");
     start_controllers(&control_plane, dir, args, &token_issuer).await?;
+    start_install_operators(&control_plane.client, cluster).await?;
     crate::hpp::start(&control_plane);
     if !args.no_virt {
         start_handler(&control_plane, dir);
@@ -259,7 +266,6 @@ async fn start_controllers(
     .await?;
     eprintln!("upload proxy on {}", uploads.proxy_url);
     crate::ssp::start(&control_plane.client);
-    start_install_operators(&control_plane.client).await?;
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
         upload_certificates: Some(uploads.certificates),
@@ -290,7 +296,10 @@ async fn start_controllers(
 
 /// HCO in its namespace, and virt-operator's and cdi-operator's reports of the in-process
 /// components they would deploy on a cluster.
-async fn start_install_operators(client: &kube::Client) -> anyhow::Result<()> {
+async fn start_install_operators(
+    client: &kube::Client,
+    cluster: api::kubevirt::cluster_config::SharedClusterConfig,
+) -> anyhow::Result<()> {
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());
     // HCO's own, the common templates' (OpenShift has it), the golden images' (HCO makes it).
@@ -309,7 +318,7 @@ async fn start_install_operators(client: &kube::Client) -> anyhow::Result<()> {
         HCO_NAMESPACE.to_owned(),
         true,
     ));
-    tokio::spawn(operators::install::components::run(client.clone()));
+    tokio::spawn(operators::install::components::run(client.clone(), cluster));
     Ok(())
 }
 

@@ -177,7 +177,8 @@ pub fn read_vmi(path: &Path) -> Result<VirtualMachineInstance> {
     vmi.metadata
         .namespace
         .get_or_insert_with(|| "default".to_owned());
-    api::kubevirt::default::default_instance_spec(&mut vmi.spec);
+    let cluster = api::kubevirt::cluster_config::ClusterConfig::default();
+    api::kubevirt::default::default_instance_spec(&mut vmi.spec, &cluster);
     Ok(vmi)
 }
 

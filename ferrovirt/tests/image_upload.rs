@@ -82,7 +82,7 @@ impl World {
             data_dir: dir.join("data"),
             listen: "127.0.0.1:0".parse().unwrap(),
             crds,
-            admission: vec![Box::new(|_, object| {
+            admission: vec![Box::new(|_, object, _| {
                 api::admission::admit(object).map_err(|err| err.to_string())
             })],
             virtual_creates: HashMap::from([upload_tokens::upload_token_requests(

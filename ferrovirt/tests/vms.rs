@@ -1783,3 +1783,91 @@ fn the_bridge_marker_runs_as_on_a_cluster() {
         std::thread::sleep(Duration::from_millis(250));
     }
 }
+
+/// The QEMU command line of the running domain whose arguments mention `needle`.
+fn qemu_command_line(needle: &str) -> Option<Vec<String>> {
+    let out = Command::new("pgrep")
+        .args(["-f", "qemu-system"])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).ok()?;
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            args.iter().any(|a| a.contains(needle)).then_some(args)
+        })
+}
+
+/// virt-operator on one machine: the active KubeVirt CR's machine type and default binding
+/// reach virt-api's defaulting of a VMI that leaves them out, and the launcher's QEMU.
+#[test]
+fn the_kubevirt_crs_machine_type_and_default_binding_reach_new_vmis() {
+    let _serial = one_at_a_time();
+    let platform = Platform::start("kv-config");
+    platform.ok(&["create", "namespace", "kubevirt"]);
+    platform.apply(
+        r#"apiVersion: kubevirt.io/v1
+kind: KubeVirt
+metadata:
+  name: kubevirt
+  namespace: kubevirt
+spec:
+  configuration:
+    architectureConfiguration:
+      amd64:
+        machineType: pc
+    networkConfiguration:
+      networkInterface: masquerade
+"#,
+    );
+    // The configuration is taken before the CR is reported Deployed.
+    wait_for(
+        &platform,
+        &["get", "kubevirt", "kubevirt", "-n", "kubevirt"],
+        STOP,
+        "the KubeVirt CR was not deployed",
+        |kv| kv["status"]["phase"] == "Deployed",
+    );
+    platform.apply(
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: kvconfigprobe
+spec:
+  domain:
+    resources:
+      requests:
+        memory: 64Mi
+    devices: {}
+"#,
+    );
+    let vmi = platform
+        .json(&["get", "vmi", "kvconfigprobe"])
+        .expect("the VMI");
+    assert_eq!(vmi["spec"]["domain"]["machine"]["type"], "pc", "{vmi:#}");
+    assert_eq!(
+        vmi["spec"]["domain"]["devices"]["interfaces"],
+        serde_json::json!([{"name": "default", "masquerade": {}}]),
+        "{vmi:#}"
+    );
+    let vmi = wait_for(
+        &platform,
+        &["get", "vmi", "kvconfigprobe"],
+        BOOT,
+        "the VMI did not run",
+        |v| vmi_phase(v) == "Running",
+    );
+    let uid = vmi["metadata"]["uid"].as_str().expect("uid");
+    let args = qemu_command_line("kvconfigprobe").expect("the VMI's QEMU");
+    let machine = args
+        .iter()
+        .position(|a| a == "-machine")
+        .and_then(|i| args.get(i + 1))
+        .expect("-machine");
+    assert!(machine.starts_with("pc,"), "{machine} ({uid})");
+    platform.ok(&["delete", "vmi", "kvconfigprobe", "--timeout=60s"]);
+}

@@ -1,15 +1,16 @@
 //! The hco-webhook's checks of a HyperConverged that need nothing but the object (HCO v1.16's
-//! `pkg/webhooks/validator`): the namespace on create, `certConfig`, the
+//! `pkg/webhooks/validator`): `certConfig`, the namespace on create, the
 //! `dataImportCronTemplates`' enable annotation, a custom `tlsSecurityProfile`, the mediated
-//! device lists and node placement; and its warnings for deprecated feature gates and the
-//! `highBurst` tuning policy. Unlike v1.16, a warning does not end the review: every check
-//! runs and warnings go with the answer whatever it is, as HCO does since v1.18.
+//! device lists and node placement; and its warnings for deprecated feature gates and (from
+//! v1.17) the `highBurst` tuning policy. Unlike v1.16, a warning does not end the review:
+//! every check runs and warnings go with the answer whatever it is, as HCO does since v1.18.
 //!
 //! The dry-run updates of the operands need the API server and live where the webhook runs.
 
 use std::time::Duration;
 
 use jiff::SignedDuration;
+use regex::Regex;
 use serde_json::Value;
 
 /// The namespace HCO runs in, the only one a HyperConverged may be created in.
@@ -66,9 +67,10 @@ const MOVED_GATES: [&str; 3] = [
     "deployVmConsoleProxy",
 ];
 
-/// The checks of a create: its namespace, then those of any new spec.
-pub fn review_create(hc: &Value) -> Result<Vec<String>, HyperConvergedError> {
-    let namespace = hc["metadata"]["namespace"].as_str().unwrap_or_default();
+/// The checks of a create in `namespace` (the request's, which the body may leave out):
+/// `certConfig`, the namespace, then the rest of the spec's.
+pub fn review_create(hc: &Value, namespace: &str) -> Result<Vec<String>, HyperConvergedError> {
+    check_cert_config(&hc["spec"]["certConfig"])?;
     if namespace != OPERATOR_NAMESPACE {
         return Err(HyperConvergedError::Namespace(OPERATOR_NAMESPACE.into()));
     }
@@ -134,6 +136,13 @@ fn cert_duration(
 ) -> Result<Duration, HyperConvergedError> {
     let text = cert_config[part][field].as_str().unwrap_or(default);
     let malformed = || HyperConvergedError::CertDurationMalformed(key, text.to_owned());
+    // Go's time.ParseDuration syntax only (jiff's parser also takes "48 hours" or "PT48H").
+    let number = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)";
+    let go_syntax = Regex::new(&format!(r"^[-+]?(0|({number}(ns|us|µs|μs|ms|s|m|h))+)$"))
+        .map_err(|_| malformed())?;
+    if !go_syntax.is_match(text) {
+        return Err(malformed());
+    }
     let duration = text.parse::<SignedDuration>().map_err(|_| malformed())?;
     // A negative duration is too small; Duration cannot hold it.
     Ok(Duration::try_from(duration).unwrap_or_default())
@@ -195,8 +204,8 @@ fn check_cron_templates(templates: &Value) -> Result<(), HyperConvergedError> {
             Some("false") => false,
             _ => return Err(HyperConvergedError::CronEnableAnnotation),
         };
-        let empty = template["spec"].as_object().is_none_or(|s| s.is_empty());
-        if enabled && empty {
+        // v1.16 refuses a missing spec only; an empty one is CDI's to judge.
+        if enabled && template["spec"].is_null() {
             return Err(HyperConvergedError::CronSpecEmpty);
         }
     }
@@ -306,8 +315,12 @@ mod tests {
         json!({"metadata": {"name": "kubevirt-hyperconverged", "namespace": OPERATOR_NAMESPACE}, "spec": spec})
     }
 
+    fn review(hc: &Value) -> Result<Vec<String>, HyperConvergedError> {
+        review_create(hc, OPERATOR_NAMESPACE)
+    }
+
     fn refused(spec: Value) -> String {
-        review_create(&hc(spec)).unwrap_err().to_string()
+        review(&hc(spec)).unwrap_err().to_string()
     }
 
     #[test]
@@ -318,16 +331,16 @@ mod tests {
             "featureGates": {"downwardMetrics": false},
             "uninstallStrategy": "BlockUninstallIfWorkloadsExist",
         });
-        assert_eq!(review_create(&hc(spec)), Ok(Vec::new()));
-        assert_eq!(review_create(&hc(json!({}))), Ok(Vec::new()));
+        assert_eq!(review(&hc(spec)), Ok(Vec::new()));
+        assert_eq!(review(&hc(json!({}))), Ok(Vec::new()));
     }
 
     #[test]
     fn another_namespace_is_refused() {
-        let mut other = hc(json!({}));
-        other["metadata"]["namespace"] = json!("default");
         assert_eq!(
-            review_create(&other).unwrap_err().to_string(),
+            review_create(&hc(json!({})), "default")
+                .unwrap_err()
+                .to_string(),
             "invalid namespace for v1beta1.HyperConverged - please use the kubevirt-hyperconverged namespace"
         );
     }
@@ -350,10 +363,14 @@ mod tests {
             refused(json!({"certConfig": {"ca": {"duration": "23h", "renewBefore": "1h"}}})),
             "spec.certConfig: ca.duration is smaller than server.duration"
         );
-        assert_eq!(
-            refused(json!({"certConfig": {"ca": {"duration": "two days"}}})),
-            "spec.certConfig.ca.duration: invalid duration \"two days\""
-        );
+        for not_go in ["two days", "48 hours", "PT48H", "48h 30m", ".h", ""] {
+            assert_eq!(
+                refused(json!({"certConfig": {"ca": {"duration": not_go}}})),
+                format!("spec.certConfig.ca.duration: invalid duration {not_go:?}")
+            );
+        }
+        let go = json!({"certConfig": {"ca": {"duration": "49.5h", "renewBefore": "1h30m0.5s"}}});
+        assert!(review(&hc(go)).is_ok());
     }
 
     #[test]
@@ -368,10 +385,11 @@ mod tests {
             "the dataimportcrontemplate.kubevirt.io/enable annotation of a dataImportCronTemplate must be either \"true\" or \"false\""
         );
         assert_eq!(
-            refused(template(json!("TRUE"), json!({}))),
+            refused(template(json!("TRUE"), Value::Null)),
             "dataImportCronTemplate spec is empty for an enabled DataImportCronTemplate"
         );
-        assert!(review_create(&hc(template(json!("false"), json!({})))).is_ok());
+        assert!(review(&hc(template(json!("false"), Value::Null))).is_ok());
+        assert!(review(&hc(template(json!("true"), json!({})))).is_ok());
     }
 
     #[test]
@@ -387,13 +405,13 @@ mod tests {
             "custom ciphers cannot be selected when minTLSVersion is VersionTLS13"
         );
         assert!(
-            review_create(&hc(custom(
+            review(&hc(custom(
                 "VersionTLS12",
                 json!(["ECDHE-RSA-AES128-GCM-SHA256"])
             )))
             .is_ok()
         );
-        assert!(review_create(&hc(custom("VersionTLS13", Value::Null))).is_ok());
+        assert!(review(&hc(custom("VersionTLS13", Value::Null))).is_ok());
     }
 
     #[test]
@@ -405,7 +423,7 @@ mod tests {
             "mediatedDevicesTypes is deprecated, please use mediatedDeviceTypes instead"
         );
         let same = json!({"mediatedDevicesConfiguration": {"mediatedDevicesTypes": ["a"], "mediatedDeviceTypes": ["a"]}});
-        assert!(review_create(&hc(same)).is_ok());
+        assert!(review(&hc(same)).is_ok());
     }
 
     #[test]
@@ -422,7 +440,7 @@ mod tests {
     #[test]
     fn deprecated_gates_warn_and_moved_ones_only_when_they_change() {
         let spec = json!({"featureGates": {"nonRoot": true, "deployVmConsoleProxy": true}, "tuningPolicy": "highBurst"});
-        let warnings = review_create(&hc(spec.clone())).expect("allowed");
+        let warnings = review(&hc(spec.clone())).expect("allowed");
         assert_eq!(
             warnings,
             [

@@ -1,8 +1,11 @@
 //! Defaulting of VirtualMachines as virt-api's mutating webhook does it for the fields the
 //! platform relies on.
 
+use super::cluster_config::{ClusterConfig, DefaultBinding};
 use super::vm::{RunStrategy, VirtualMachine};
-use super::vmi::{Disk, DiskTarget, Interface, Network, PodNetwork, VirtualMachineInstanceSpec};
+use super::vmi::{
+    Disk, DiskTarget, Interface, Machine, Network, PodNetwork, VirtualMachineInstanceSpec,
+};
 use crate::cdi::default::default_data_volume_spec;
 
 /// Fills in the defaults of a VirtualMachine: `runStrategy: Halted` when neither `running`
@@ -19,11 +22,15 @@ pub fn default_virtual_machine(vm: &mut VirtualMachine) {
 }
 
 /// Fills in the defaults virt-api's mutating webhook gives a VirtualMachineInstance spec
-/// that the launcher relies on: the pod network as interface `default` with the
-/// `masquerade` binding (HCO's default binding) when the spec names no network and does
-/// not opt out with `autoattachPodInterface: false`, and a disk for every volume that has
-/// none.
-pub fn default_instance_spec(spec: &mut VirtualMachineInstanceSpec) {
+/// that the launcher relies on, with the cluster's configuration: the machine type, the pod
+/// network as interface `default` with the cluster's default binding when the spec names
+/// no network and does not opt out with `autoattachPodInterface: false`, and a disk for
+/// every volume that has none.
+pub fn default_instance_spec(spec: &mut VirtualMachineInstanceSpec, cluster: &ClusterConfig) {
+    let machine = spec.domain.machine.get_or_insert_with(Machine::default);
+    if machine.type_.as_deref().is_none_or(str::is_empty) {
+        machine.type_ = Some(cluster.machine_type.clone());
+    }
     let devices = &mut spec.domain.devices;
     let no_networks = spec.networks.as_ref().is_none_or(Vec::is_empty)
         && devices.interfaces.as_ref().is_none_or(Vec::is_empty);
@@ -33,9 +40,15 @@ pub fn default_instance_spec(spec: &mut VirtualMachineInstanceSpec) {
             pod: Some(PodNetwork::default()),
             ..Default::default()
         }]);
+        let binding = Some(serde_json::json!({}));
+        let (bridge, masquerade) = match cluster.default_binding {
+            DefaultBinding::Bridge => (binding, None),
+            DefaultBinding::Masquerade => (None, binding),
+        };
         devices.interfaces = Some(vec![Interface {
             name: "default".into(),
-            masquerade: Some(serde_json::json!({})),
+            bridge,
+            masquerade,
             ..Default::default()
         }]);
     }
@@ -95,8 +108,12 @@ mod tests {
             ]
         }))
         .expect("spec");
-        default_instance_spec(&mut spec);
+        default_instance_spec(&mut spec, &ClusterConfig::default());
         let value = serde_json::to_value(&spec).expect("json");
+        assert_eq!(
+            value["domain"]["machine"],
+            serde_json::json!({"type": "q35"})
+        );
         assert_eq!(
             value["networks"],
             serde_json::json!([{"name": "default", "pod": {}}])
@@ -114,8 +131,32 @@ mod tests {
             serde_json::json!({"domain": {"devices": {"autoattachPodInterface": false}}}),
         )
         .expect("spec");
-        default_instance_spec(&mut opted_out);
+        default_instance_spec(&mut opted_out, &ClusterConfig::default());
         assert_eq!(opted_out.networks, None);
+    }
+
+    #[test]
+    fn the_cluster_decides_the_binding_and_machine_type_a_vmi_leaves_out() {
+        let cluster = ClusterConfig {
+            default_binding: DefaultBinding::Bridge,
+            machine_type: "pc".into(),
+        };
+        let mut spec = VirtualMachineInstanceSpec::default();
+        default_instance_spec(&mut spec, &cluster);
+        let value = serde_json::to_value(&spec).expect("json");
+        assert_eq!(value["domain"]["machine"]["type"], "pc");
+        assert_eq!(
+            value["domain"]["devices"]["interfaces"],
+            serde_json::json!([{"name": "default", "bridge": {}}])
+        );
+        let mut own: VirtualMachineInstanceSpec =
+            serde_json::from_value(serde_json::json!({"domain": {"machine": {"type": "q35"}}}))
+                .expect("spec");
+        default_instance_spec(&mut own, &cluster);
+        assert_eq!(
+            own.domain.machine.and_then(|m| m.type_).as_deref(),
+            Some("q35")
+        );
     }
 
     #[test]

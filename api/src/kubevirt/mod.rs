@@ -1,6 +1,7 @@
 //! kubevirt.io/v1: VirtualMachine, VirtualMachineInstance and the KubeVirt operator kind,
 //! with VM defaulting and validation.
 
+pub mod cluster_config;
 pub mod default;
 #[allow(clippy::module_inception)]
 pub mod kubevirt;

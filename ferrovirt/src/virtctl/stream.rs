@@ -88,12 +88,11 @@ pub(super) async fn open_path(session: &Session, path: &str) -> Result<Socket> {
 pub async fn console(args: ConsoleArgs) -> Result<()> {
     let session = Session::open(&args.target).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
-    // "Not running yet" (400) and a node side not ready yet (5xx: the launcher's console
-    // socket not there) are worth waiting out; a missing VMI or a refusal is final.
+    // "Not running yet" (400) and a node side not ready yet (502-504: the launcher's
+    // console socket not there) are worth waiting out; a missing VMI or a refusal is final.
     let transient = |err: &anyhow::Error| {
-        err.downcast_ref::<super::Refused>().is_some_and(|r| {
-            r.status == http::StatusCode::BAD_REQUEST || r.status.is_server_error()
-        })
+        err.downcast_ref::<super::Refused>()
+            .is_some_and(|r| matches!(r.status.as_u16(), 400 | 502..=504))
     };
     let socket = loop {
         match open(&session, "console").await {

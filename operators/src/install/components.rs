@@ -4,10 +4,13 @@
 //! Degraded/Created conditions); any other is marked `ExistingDeployment` and left alone,
 //! as virt-operator does. Each CDI CR gets the operator SDK's `Deployed` phase and
 //! conditions. Their configuration is read where it takes effect (the KubeVirt CR's feature
-//! gates by virt-api's admission, see [`kubevirt_feature_gates`]).
+//! gates by virt-api's admission, see [`kubevirt_feature_gates`]; its default interface
+//! binding and machine type by virt-api's defaulting of VMIs, kept current in a
+//! [`SharedClusterConfig`]).
 
 use std::time::Duration;
 
+use api::kubevirt::cluster_config::{ClusterConfig, SharedClusterConfig};
 use futures_util::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
@@ -162,7 +165,11 @@ fn now() -> String {
         .to_string()
 }
 
-async fn report_kubevirts(client: &Client) -> Result<(), kube::Error> {
+/// Reports every KubeVirt CR; the active one's configuration goes to `cluster`.
+async fn report_kubevirts(
+    client: &Client,
+    cluster: &SharedClusterConfig,
+) -> Result<(), kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let list = api.list(&ListParams::default()).await?;
     let values: Vec<Value> = list
@@ -170,6 +177,11 @@ async fn report_kubevirts(client: &Client) -> Result<(), kube::Error> {
         .iter()
         .filter_map(|kv| serde_json::to_value(kv).ok())
         .collect();
+    let config =
+        active_kubevirt(&values).map_or_else(ClusterConfig::default, ClusterConfig::from_kubevirt);
+    if cluster.set(config.clone()) {
+        tracing::info!(?config, "the cluster configuration changed");
+    }
     let active = active_kubevirt(&values).map(|kv| kv["metadata"]["uid"].clone());
     for kv in &list.items {
         let namespace = kv.namespace().unwrap_or_default();
@@ -195,8 +207,9 @@ async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
     Ok(())
 }
 
-/// Reports every KubeVirt and CDI CR whenever one changes.
-pub async fn run(client: Client) {
+/// Reports every KubeVirt and CDI CR whenever one changes, keeping `cluster` to the active
+/// KubeVirt's configuration.
+pub async fn run(client: Client, cluster: SharedClusterConfig) {
     let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let cdis: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
     let changes = futures_util::stream::select(
@@ -205,7 +218,7 @@ pub async fn run(client: Client) {
     );
     let mut changes = std::pin::pin!(changes);
     loop {
-        if let Err(err) = report_kubevirts(&client).await {
+        if let Err(err) = report_kubevirts(&client, &cluster).await {
             tracing::warn!(%err, "reporting KubeVirt CRs");
         }
         if let Err(err) = report_cdis(&client).await {

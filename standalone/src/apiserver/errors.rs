@@ -41,6 +41,10 @@ pub enum ApiError {
     /// An aggregated API's service failed to answer.
     #[error("service unavailable: {0}")]
     ServiceUnavailable(String),
+    /// A validating webhook's refusal, with the code it gave (400 at least), as
+    /// kube-apiserver passes it on.
+    #[error("{message}")]
+    Refused { code: u16, message: String },
 }
 
 impl ApiError {
@@ -58,6 +62,7 @@ impl ApiError {
             ApiError::TooManyRequests => 429,
             ApiError::Internal(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
+            ApiError::Refused { code, .. } => (*code).max(400),
         }
     }
 
@@ -76,6 +81,14 @@ impl ApiError {
             ApiError::TooManyRequests => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::Refused { code, .. } => match code {
+                403 => "Forbidden",
+                404 => "NotFound",
+                409 => "Conflict",
+                422 => "Invalid",
+                500.. => "InternalError",
+                _ => "BadRequest",
+            },
         }
     }
 

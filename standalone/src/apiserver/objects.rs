@@ -14,8 +14,9 @@ use super::resources::{Registry, ResourceType, from_crd};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{Change, Persist, Store};
 
-/// Checks (and may default) an object before it is stored: the webhooks of a cluster.
-pub type Admission = dyn Fn(&ResourceType, &mut Value) -> Result<(), String> + Send + Sync;
+/// Checks (and may default) an object before it is stored: the webhooks of a cluster. On a
+/// dry run it must leave no trace (as a webhook with `sideEffects: None` or `NoneOnDryRun`).
+pub type Admission = dyn Fn(&ResourceType, &mut Value, Persist) -> Result<(), String> + Send + Sync;
 
 /// How a delete treats the object's dependents.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -148,9 +149,14 @@ impl Objects {
         })
     }
 
-    fn admit(&self, rt: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
+    fn admit(
+        &self,
+        rt: &ResourceType,
+        object: &mut Value,
+        persist: Persist,
+    ) -> Result<(), ApiError> {
         for check in &self.admission {
-            check(rt, object).map_err(|message| ApiError::Invalid {
+            check(rt, object, persist).map_err(|message| ApiError::Invalid {
                 kind: rt.kind.clone(),
                 name: object::name(object).to_string(),
                 message,
@@ -204,7 +210,7 @@ impl Objects {
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
-        self.admit(rt, &mut new)?;
+        self.admit(rt, &mut new, persist)?;
         let is_crd = rt.plural == "customresourcedefinitions";
         let crd_type = if is_crd {
             Some(self.check_crd(&new)?)
@@ -393,7 +399,7 @@ impl Objects {
                 let current = current.ok_or_else(|| Self::not_found(rt, name))?;
                 let mut new = object::prepare_update(rt, &current, transform(&current)?, target)?;
                 if target == UpdateTarget::Main {
-                    self.admit(rt, &mut new)?;
+                    self.admit(rt, &mut new, persist)?;
                 }
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
                     return Ok(Change::Delete);

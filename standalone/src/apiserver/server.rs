@@ -586,13 +586,14 @@ impl Handler {
         match path.subresource.as_deref() {
             None | Some("status") => {}
             Some("log") if pod_log => {}
-            // Refused rather than ignored: ignoring it would make a dry run issue a token.
-            Some("token") if persist_of(&call.query)? == Persist::DryRun => {
-                return Err(ApiError::BadRequest(
-                    "dryRun is not supported for serviceaccounts/token".into(),
-                ));
+            Some("token") if token_request => {
+                // Refused rather than ignored: ignoring it would make a dry run issue a token.
+                if persist_of(&call.query)? == Persist::DryRun {
+                    return Err(ApiError::BadRequest(
+                        "dryRun is not supported for serviceaccounts/token".into(),
+                    ));
+                }
             }
-            Some("token") if token_request => {}
             Some(_) => return Err(ApiError::NoSuchResource),
         }
         if !call.user.is_master() {
@@ -692,7 +693,11 @@ impl Handler {
             UpdateTarget::Main
         };
         let objects = &self.objects;
-        let persist = persist_of(&call.query)?;
+        // Reads ignore `dryRun`, as kube-apiserver's do.
+        let persist = match call.method {
+            Method::GET => Persist::Commit,
+            _ => persist_of(&call.query)?,
+        };
         let mut warnings = Vec::new();
         let respond = |status: StatusCode,
                        object: Value,
@@ -1063,8 +1068,14 @@ fn delete_options(
     }
     let uid = options["preconditions"]["uid"].as_str().map(String::from);
     let mut persist = persist_of(query)?;
-    for value in options["dryRun"].as_array().into_iter().flatten() {
-        if dry_run(value.as_str().unwrap_or_default())? == Persist::DryRun {
+    let malformed = || ApiError::BadRequest("dryRun: must be a list of strings".into());
+    let values = match &options["dryRun"] {
+        Value::Null => &Vec::new(),
+        Value::Array(values) => values,
+        _ => return Err(malformed()),
+    };
+    for value in values {
+        if dry_run(value.as_str().ok_or_else(malformed)?)? == Persist::DryRun {
             persist = Persist::DryRun;
         }
     }

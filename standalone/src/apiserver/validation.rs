@@ -204,15 +204,15 @@ impl Validations {
     }
 }
 
-/// A refusal as kube-apiserver reports a webhook's: its name, then its message; a code
-/// below 400 becomes 400.
+/// A refusal as kube-apiserver reports a webhook's: its name, then its message, with the
+/// webhook's code (a code below 400 becomes 400).
 fn refused(webhook: &str, refusal: Refusal) -> ApiError {
     let message = format!(
         "admission webhook \"{webhook}\" denied the request: {}",
         refusal.message
     );
-    match refusal.code {
-        403 => ApiError::Forbidden(message),
-        _ => ApiError::BadRequest(message),
+    ApiError::Refused {
+        code: refusal.code,
+        message,
     }
 }

@@ -630,10 +630,12 @@ fn kubectl_server_dry_runs_are_judged_and_write_nothing() {
     // A dry-run CRD registers no resource.
     let crd =
         std::fs::read_to_string(crds_dir().join("cdi.kubevirt.io_datavolumes.yaml")).expect("CRD");
-    run(
+    let out = run(
         c.kubectl_command(&["create", "--dry-run=server", "-f", "-"]),
         Some(&crd),
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("created (server dry run)"), "{stdout}");
     let err = c.fails(&["get", "datavolumes"]);
     assert!(
         err.contains("the server doesn't have a resource type"),

@@ -210,7 +210,9 @@ impl DomainError {
 pub fn build(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<Domain, DomainError> {
     // virt-api defaults every VMI; a VMI that reached us another way gets the same.
     let mut vmi = vmi.clone();
-    api::kubevirt::default::default_instance_spec(&mut vmi.spec);
+    // Its own cluster config is unknown here; what virt-api gave the VMI is kept.
+    let cluster = api::kubevirt::cluster_config::ClusterConfig::default();
+    api::kubevirt::default::default_instance_spec(&mut vmi.spec, &cluster);
     let vmi = &vmi;
     let spec = &vmi.spec;
     api::kubevirt::validate::validate_instance_spec(spec, &FieldPath::new("spec"))?;

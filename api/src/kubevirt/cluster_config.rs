@@ -1,0 +1,124 @@
+//! The part of the active KubeVirt CR's `spec.configuration` that virt-api's defaulting
+//! reads (virt-config's cluster config): the binding of the pod network's default interface
+//! and the default machine type. Built from the CR as a pure function; who watches the CR
+//! keeps the newest where admission reads it ([`SharedClusterConfig`]).
+
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+/// The binding of the interface virt-api adds for the pod network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultBinding {
+    Bridge,
+    Masquerade,
+}
+
+/// What virt-api's defaulting takes from the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    pub default_binding: DefaultBinding,
+    /// The machine type a VMI that names none gets.
+    pub machine_type: String,
+}
+
+/// virt-config's default machine type on amd64.
+const DEFAULT_MACHINE_TYPE: &str = "q35";
+
+impl Default for ClusterConfig {
+    /// With no KubeVirt CR (a bare `ferrovirt up`): masquerade, as HCO configures KubeVirt,
+    /// because a bridge on the pod network of one machine has no node bridge behind it.
+    fn default() -> Self {
+        ClusterConfig {
+            default_binding: DefaultBinding::Masquerade,
+            machine_type: DEFAULT_MACHINE_TYPE.into(),
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// The configuration of the KubeVirt CR `kubevirt`, with virt-config's defaults for
+    /// what it leaves out (the bridge binding; q35). The architecture's machine type wins
+    /// over the deprecated top-level `machineType`, as in virt-config.
+    pub fn from_kubevirt(kubevirt: &Value) -> Self {
+        let configuration = &kubevirt["spec"]["configuration"];
+        let default_binding =
+            match configuration["networkConfiguration"]["networkInterface"].as_str() {
+                Some("masquerade") => DefaultBinding::Masquerade,
+                _ => DefaultBinding::Bridge,
+            };
+        let machine_type = [
+            &configuration["architectureConfiguration"]["amd64"]["machineType"],
+            &configuration["machineType"],
+        ]
+        .into_iter()
+        .filter_map(Value::as_str)
+        .find(|t| !t.is_empty())
+        .unwrap_or(DEFAULT_MACHINE_TYPE)
+        .to_owned();
+        ClusterConfig {
+            default_binding,
+            machine_type,
+        }
+    }
+}
+
+/// The cluster config as the watcher of KubeVirt CRs last saw it, read by admission.
+#[derive(Clone, Default)]
+pub struct SharedClusterConfig(Arc<RwLock<ClusterConfig>>);
+
+impl SharedClusterConfig {
+    pub fn get(&self) -> ClusterConfig {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the config; returns whether it changed.
+    pub fn set(&self, config: ClusterConfig) -> bool {
+        let mut current = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let changed = *current != config;
+        *current = config;
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_kubevirt_without_configuration_gets_virt_configs_defaults() {
+        let config = ClusterConfig::from_kubevirt(&json!({"spec": {}}));
+        assert_eq!(config.default_binding, DefaultBinding::Bridge);
+        assert_eq!(config.machine_type, "q35");
+    }
+
+    #[test]
+    fn the_architectures_machine_type_wins_over_the_deprecated_one() {
+        let kv = json!({"spec": {"configuration": {
+            "machineType": "pc-q35-rhel8.6.0",
+            "architectureConfiguration": {"amd64": {"machineType": "pc"}},
+            "networkConfiguration": {"networkInterface": "masquerade"},
+        }}});
+        let config = ClusterConfig::from_kubevirt(&kv);
+        assert_eq!(config.machine_type, "pc");
+        assert_eq!(config.default_binding, DefaultBinding::Masquerade);
+        let deprecated = json!({"spec": {"configuration": {"machineType": "pc-i440fx-9.0"}}});
+        assert_eq!(
+            ClusterConfig::from_kubevirt(&deprecated).machine_type,
+            "pc-i440fx-9.0"
+        );
+    }
+
+    #[test]
+    fn the_shared_config_says_when_it_changed() {
+        let shared = SharedClusterConfig::default();
+        assert!(!shared.set(ClusterConfig::default()));
+        let pc = ClusterConfig {
+            machine_type: "pc".into(),
+            ..Default::default()
+        };
+        assert!(shared.set(pc.clone()));
+        assert_eq!(shared.get(), pc);
+    }
+}
