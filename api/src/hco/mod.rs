@@ -14,6 +14,16 @@ use crate::common::{Extra, NodePlacement};
 /// The API group.
 pub const GROUP: &str = "hco.kubevirt.io";
 
+/// The default HCO's CRD gives `spec.certConfig.<part>.<field>` (`ca` or `server`;
+/// `duration` or `renewBefore`), in Go's duration syntax.
+pub fn default_cert_duration(part: &str, field: &str) -> &'static str {
+    match (part, field) {
+        ("ca", "duration") => "48h0m0s",
+        ("ca", _) | ("server", "duration") => "24h0m0s",
+        _ => "12h0m0s",
+    }
+}
+
 /// The desired state of the whole platform.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

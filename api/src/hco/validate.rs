@@ -132,8 +132,8 @@ fn warnings(spec: &Value, old: Option<&Value>) -> Vec<String> {
 fn cert_duration(
     cert_config: &Value,
     (part, field, key): (&str, &str, &'static str),
-    default: &str,
 ) -> Result<Duration, HyperConvergedError> {
+    let default = super::default_cert_duration(part, field);
     let text = cert_config[part][field].as_str().unwrap_or(default);
     let malformed = || HyperConvergedError::CertDurationMalformed(key, text.to_owned());
     // Go's time.ParseDuration syntax only (jiff's parser also takes "48 hours" or "PT48H").
@@ -152,17 +152,14 @@ fn check_cert_config(cert_config: &Value) -> Result<(), HyperConvergedError> {
     let ca = cert_duration(
         cert_config,
         ("ca", "duration", "spec.certConfig.ca.duration"),
-        "48h",
     )?;
     let ca_renew = cert_duration(
         cert_config,
         ("ca", "renewBefore", "spec.certConfig.ca.renewBefore"),
-        "24h",
     )?;
     let server = cert_duration(
         cert_config,
         ("server", "duration", "spec.certConfig.server.duration"),
-        "24h",
     )?;
     let server_renew = cert_duration(
         cert_config,
@@ -171,7 +168,6 @@ fn check_cert_config(cert_config: &Value) -> Result<(), HyperConvergedError> {
             "renewBefore",
             "spec.certConfig.server.renewBefore",
         ),
-        "12h",
     )?;
     let all = [
         ("spec.certConfig.ca.duration", ca),

@@ -188,12 +188,13 @@ pub fn kubevirt(hc: &Value, use_emulation: bool) -> Value {
 /// HCO's certConfig as KubeVirt's self-signed rotation settings.
 fn certificate_rotation(hc_spec: &Value) -> Value {
     let cert = &hc_spec["certConfig"];
-    let field = |part: &str, key: &str, default: &str| {
+    let field = |part: &str, key: &str| {
+        let default = api::hco::default_cert_duration(part, key);
         cert[part][key].as_str().unwrap_or(default).to_owned()
     };
     json!({"selfSigned": {
-        "ca": {"duration": field("ca", "duration", "48h0m0s"), "renewBefore": field("ca", "renewBefore", "24h0m0s")},
-        "server": {"duration": field("server", "duration", "24h0m0s"), "renewBefore": field("server", "renewBefore", "12h0m0s")},
+        "ca": {"duration": field("ca", "duration"), "renewBefore": field("ca", "renewBefore")},
+        "server": {"duration": field("server", "duration"), "renewBefore": field("server", "renewBefore")},
     }})
 }
 
