@@ -115,8 +115,8 @@ async fn apply(
     name: &str,
     change: &LifecycleChange,
 ) -> Result<(), LifecycleError> {
-    // A dry run stops at the decision: the embedded API server does not dry-run patches,
-    // and the decision has already made every check that could refuse the request.
+    // A dry run stops at the decision, which has made every check that could refuse the
+    // request (KubeVirt also sends the patch with dryRun; it would write nothing).
     if change.dry_run {
         return Ok(());
     }
