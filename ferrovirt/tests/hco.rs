@@ -122,16 +122,7 @@ fn kubevirt_gates(kubevirt: &Value) -> Vec<String> {
 
 fn set_video_gate(platform: &Platform, on: bool) {
     let patch = format!(r#"{{"spec":{{"featureGates":{{"videoConfig":{on}}}}}}}"#);
-    platform.ok(&[
-        "patch",
-        "hco",
-        "kubevirt-hyperconverged",
-        "-n",
-        NAMESPACE,
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    platform.ok(&patch_hc(&patch));
     wait_for(
         platform,
         "the gate reaching KubeVirt",
