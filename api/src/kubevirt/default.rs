@@ -149,9 +149,10 @@ mod tests {
             value["domain"]["devices"]["interfaces"],
             serde_json::json!([{"name": "default", "bridge": {}}])
         );
-        let mut own: VirtualMachineInstanceSpec =
-            serde_json::from_value(serde_json::json!({"domain": {"machine": {"type": "q35"}}}))
-                .expect("spec");
+        let mut own: VirtualMachineInstanceSpec = serde_json::from_value(
+            serde_json::json!({"domain": {"machine": {"type": "q35"}, "devices": {}}}),
+        )
+        .expect("spec");
         default_instance_spec(&mut own, &cluster);
         assert_eq!(
             own.domain.machine.and_then(|m| m.type_).as_deref(),
