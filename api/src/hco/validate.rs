@@ -10,6 +10,8 @@
 use std::time::Duration;
 
 use jiff::SignedDuration;
+use std::sync::LazyLock;
+
 use regex::Regex;
 use serde_json::Value;
 
@@ -48,6 +50,12 @@ pub enum HyperConvergedError {
     #[error("invalid {0} node placement affinity: {1}")]
     Affinity(&'static str, String),
 }
+
+/// Go's `time.ParseDuration` syntax (jiff's parser also takes "48 hours" or "PT48H").
+static GO_DURATION: LazyLock<Regex> = LazyLock::new(|| {
+    let number = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)";
+    Regex::new(&format!(r"^[-+]?(0|({number}(ns|us|µs|μs|ms|s|m|h))+)$")).expect("a valid pattern")
+});
 
 /// HCO's shortest certificate duration or renewal window.
 const MINIMAL_CERT_DURATION: Duration = Duration::from_secs(10 * 60);
@@ -137,10 +145,7 @@ fn cert_duration(
     let text = cert_config[part][field].as_str().unwrap_or(default);
     let malformed = || HyperConvergedError::CertDurationMalformed(key, text.to_owned());
     // Go's time.ParseDuration syntax only (jiff's parser also takes "48 hours" or "PT48H").
-    let number = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)";
-    let go_syntax = Regex::new(&format!(r"^[-+]?(0|({number}(ns|us|µs|μs|ms|s|m|h))+)$"))
-        .map_err(|_| malformed())?;
-    if !go_syntax.is_match(text) {
+    if !GO_DURATION.is_match(text) {
         return Err(malformed());
     }
     let duration = text.parse::<SignedDuration>().map_err(|_| malformed())?;
