@@ -931,8 +931,13 @@ fn del_succeeds_when_the_namespace_is_gone_and_releases_the_addresses() {
     let out = ours.run("DEL", &config);
     assert!(out.success, "DEL without its namespace: {}", out.stdout);
     assert!(ours.reserved_ips("fvgone").is_empty());
-    // The namespace took the container end, and the host end with it.
-    assert!(ours.host_veths().is_empty());
+    // The namespace took the container end, and the host end with it. The kernel tears a
+    // deleted namespace's devices down in a work queue, so this may take a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ours.host_veths().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(ours.host_veths(), Vec::<String>::new());
     let out = ours.run_with(
         "DEL",
         &ours.config(&config).to_string(),
