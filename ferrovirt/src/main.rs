@@ -29,6 +29,7 @@ mod virt_certs;
 mod virt_controller;
 mod virt_handler;
 mod virt_launcher;
+mod virt_operator;
 mod virtctl;
 mod vmi_run;
 mod webhook;
@@ -87,6 +88,9 @@ enum Command {
     /// bridge-marker on a cluster node: reports the node's Linux bridges as node resources
     /// (bridge.network.kubevirt.io/BRIDGE).
     BridgeMarker(bridge_marker::BridgeMarkerArgs),
+    /// virt-operator on a cluster: each KubeVirt CR deploys virt-api, virt-controller and
+    /// virt-handler in its namespace and reports them in its status.
+    VirtOperator(virt_operator::VirtOperatorArgs),
     /// virt-controller on a cluster: the VirtualMachine and VirtualMachineInstance
     /// controllers.
     VirtController(virt_controller::VirtControllerArgs),
@@ -203,6 +207,7 @@ fn main() -> ExitCode {
             Command::Webhook(args) => webhook::run(args).await,
             Command::Macpool(args) => macpool::run(*args).await,
             Command::BridgeMarker(args) => bridge_marker::run(args).await,
+            Command::VirtOperator(args) => virt_operator::run(args).await,
             Command::VirtController(args) => virt_controller::run(args).await,
             Command::VirtHandler(args) => virt_handler::run(*args).await,
             Command::VirtApi(args) => virt_api::run(*args).await,

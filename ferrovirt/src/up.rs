@@ -226,7 +226,9 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         crate::macpool::start_local(&control_plane.client, &mac_pool, args.metrics_listen).await?;
     eprintln!("metrics on http://{metrics}/metrics");
     start_controllers(&control_plane, dir, args, &token_issuer).await?;
-    start_install_operators(&control_plane.client, cluster).await?;
+    // With --no-virt, KubeVirt's components and their operator run as on a cluster.
+    let in_process_virt = (!args.no_virt).then_some(cluster);
+    start_install_operators(&control_plane.client, in_process_virt).await?;
     crate::hpp::start(&control_plane);
     if !args.no_virt {
         start_handler(&control_plane, dir);
@@ -298,7 +300,7 @@ async fn start_controllers(
 /// components they would deploy on a cluster.
 async fn start_install_operators(
     client: &kube::Client,
-    cluster: api::kubevirt::cluster_config::SharedClusterConfig,
+    cluster: Option<api::kubevirt::cluster_config::SharedClusterConfig>,
 ) -> anyhow::Result<()> {
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());

@@ -1874,3 +1874,197 @@ spec:
     assert!(machine.starts_with("pc,"), "{machine} ({uid})");
     platform.ok(&["delete", "vmi", "kvconfigprobe", "--timeout=60s"]);
 }
+
+/// virt-operator as deploy/virt-operator runs it on a cluster: its own process under its
+/// service account, against the embedded API server without its in-process KubeVirt.
+/// Upstream's KubeVirt CR deploys the components of deploy/virt with the operator's image
+/// (`Deploying` until they are ready, then `Deployed`), a deleted Deployment is put back, a
+/// second CR is `ExistingDeployment`, and deleting the CR removes the components first.
+#[test]
+fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_it() {
+    let platform = Platform::start_with("virt-operator", &["--no-virt"]);
+    let manifests = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/virt-operator/operator.yaml"
+    ))
+    .expect("operator.yaml");
+    let objects: Vec<&str> = manifests
+        .split("\n---\n")
+        .filter(|document| !document.contains("kind: Deployment"))
+        .collect();
+    platform.apply(&objects.join("\n---\n"));
+    let image = "registry.example/ferrovirt/ferrovirt:test";
+    let operator = Component::start_as(
+        &platform,
+        "virt-operator",
+        "kubevirt",
+        "kubevirt-operator",
+        &["--image", image],
+    );
+    // Upstream's kubevirt-cr.yaml.
+    platform.apply(
+        "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata:\n  name: kubevirt\n  namespace: kubevirt\n\
+         spec:\n  certificateRotateStrategy: {}\n  configuration:\n    developerConfiguration:\n      \
+         featureGates: []\n  customizeComponents: {}\n  imagePullPolicy: IfNotPresent\n  \
+         workloadUpdateStrategy: {}\n",
+    );
+    let kubevirt = ["get", "kubevirt", "kubevirt", "-n", "kubevirt"];
+    let deploying = wait_for(
+        &platform,
+        &kubevirt,
+        Duration::from_secs(60),
+        "the KubeVirt CR is not Deploying",
+        |kv| kv["status"]["phase"] == "Deploying",
+    );
+    let available = condition(&deploying, "Available").expect("Available");
+    assert_eq!(available["status"], "False", "{deploying}");
+    assert_eq!(available["reason"], "DeploymentInProgress");
+    assert_eq!(
+        deploying["metadata"]["finalizers"],
+        serde_json::json!(["kubevirt.io/foregroundDeleteKubeVirt"])
+    );
+    let image_of = |kind: &str, name: &str| {
+        platform.ok(&[
+            "get",
+            kind,
+            name,
+            "-n",
+            "kubevirt",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ])
+    };
+    assert_eq!(image_of("deployment", "virt-api"), image);
+    assert_eq!(image_of("deployment", "virt-controller"), image);
+    assert_eq!(image_of("daemonset", "virt-handler"), image);
+    for (kind, name) in [
+        ("clusterrole", "kubevirt-controller"),
+        ("clusterrolebinding", "kubevirt-handler"),
+        ("apiservice", "v1.subresources.kubevirt.io"),
+        ("mutatingwebhookconfiguration", "virt-api-mutator"),
+    ] {
+        let object = platform.json(&["get", kind, name]).expect(name);
+        assert_eq!(
+            object["metadata"]["labels"]["app.kubernetes.io/managed-by"], "virt-operator",
+            "{kind} {name}"
+        );
+    }
+
+    // kube-controller-manager's part: the workloads report ready pods.
+    let ready = [
+        (
+            "deployment",
+            "virt-api",
+            r#"{"status":{"replicas":1,"readyReplicas":1}}"#,
+        ),
+        (
+            "deployment",
+            "virt-controller",
+            r#"{"status":{"replicas":1,"readyReplicas":1}}"#,
+        ),
+        (
+            "daemonset",
+            "virt-handler",
+            r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#,
+        ),
+    ];
+    for (kind, name, status) in ready {
+        platform.ok(&[
+            "patch",
+            kind,
+            name,
+            "-n",
+            "kubevirt",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status,
+        ]);
+    }
+    let deployed = wait_for(
+        &platform,
+        &kubevirt,
+        Duration::from_secs(60),
+        "the KubeVirt CR is not Deployed",
+        |kv| kv["status"]["phase"] == "Deployed",
+    );
+    let available = condition(&deployed, "Available").expect("Available");
+    assert_eq!(available["status"], "True");
+    assert_eq!(available["reason"], "AllComponentsReady");
+    assert_eq!(
+        deployed["status"]["observedKubeVirtRegistry"],
+        "registry.example/ferrovirt"
+    );
+
+    // A deployment deleted by hand comes back.
+    platform.ok(&["delete", "deployment", "virt-controller", "-n", "kubevirt"]);
+    wait_for(
+        &platform,
+        &["get", "deployment", "virt-controller", "-n", "kubevirt"],
+        Duration::from_secs(60),
+        "virt-controller was not put back",
+        |deployment| deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image,
+    );
+
+    // A second KubeVirt CR is not deployed.
+    platform.ok(&["create", "namespace", "kubevirt-two"]);
+    platform.apply(
+        "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata:\n  name: second\n  namespace: kubevirt-two\nspec: {}\n",
+    );
+    let second = wait_for(
+        &platform,
+        &["get", "kubevirt", "second", "-n", "kubevirt-two"],
+        Duration::from_secs(60),
+        "the second KubeVirt CR is not ExistingDeployment",
+        |kv| condition(kv, "Synchronized").is_some(),
+    );
+    let synchronized = condition(&second, "Synchronized").expect("Synchronized");
+    assert_eq!(synchronized["reason"], "ExistingDeployment", "{second}");
+    assert!(
+        platform
+            .json(&["get", "deployment", "virt-api", "-n", "kubevirt-two"])
+            .is_none()
+    );
+    platform.ok(&["delete", "kubevirt", "second", "-n", "kubevirt-two"]);
+
+    // Deleting the CR removes what it deployed, then the CR.
+    platform.ok(&[
+        "delete",
+        "kubevirt",
+        "kubevirt",
+        "-n",
+        "kubevirt",
+        "--wait=false",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while platform.json(&kubevirt).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the KubeVirt CR is still there:\n{}",
+            operator.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for (kind, name) in [
+        ("deployment", "virt-api"),
+        ("daemonset", "virt-handler"),
+        ("serviceaccount", "kubevirt-handler"),
+    ] {
+        assert!(
+            platform
+                .json(&["get", kind, name, "-n", "kubevirt"])
+                .is_none(),
+            "{kind} {name} is left"
+        );
+    }
+    for (kind, name) in [
+        ("clusterrole", "kubevirt-controller"),
+        ("apiservice", "v1.subresources.kubevirt.io"),
+        ("mutatingwebhookconfiguration", "virt-api-mutator"),
+    ] {
+        assert!(
+            platform.json(&["get", kind, name]).is_none(),
+            "{kind} {name} is left"
+        );
+    }
+}

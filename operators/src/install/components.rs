@@ -18,7 +18,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 /// The version reported as deployed.
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// How often the status is checked again without a change.
 const RESYNC: Duration = Duration::from_secs(30);
 
@@ -75,7 +75,13 @@ pub fn active_kubevirt(all: &[Value]) -> Option<&Value> {
         })
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &str) -> Value {
+pub(crate) fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Value {
     json!({
         "type": type_, "status": status, "reason": reason, "message": message,
         "lastProbeTime": now, "lastTransitionTime": now,
@@ -145,7 +151,7 @@ fn same_status(current: &Value, wanted: &Value) -> bool {
     strip(current) == strip(wanted)
 }
 
-async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObject, status: Value) {
+pub(crate) async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObject, status: Value) {
     if same_status(&object.data["status"], &status) {
         return;
     }
@@ -159,7 +165,7 @@ async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObject, status: 
     }
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
@@ -208,8 +214,9 @@ async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
 }
 
 /// Reports every KubeVirt and CDI CR whenever one changes, keeping `cluster` to the active
-/// KubeVirt's configuration.
-pub async fn run(client: Client, cluster: SharedClusterConfig) {
+/// KubeVirt's configuration. Without `cluster` (`ferrovirt up --no-virt`) no KubeVirt
+/// component runs in-process, and the KubeVirt CRs are left to a virt-operator.
+pub async fn run(client: Client, cluster: Option<SharedClusterConfig>) {
     let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let cdis: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
     let changes = futures_util::stream::select(
@@ -218,7 +225,9 @@ pub async fn run(client: Client, cluster: SharedClusterConfig) {
     );
     let mut changes = std::pin::pin!(changes);
     loop {
-        if let Err(err) = report_kubevirts(&client, &cluster).await {
+        if let Some(cluster) = &cluster
+            && let Err(err) = report_kubevirts(&client, cluster).await
+        {
             tracing::warn!(%err, "reporting KubeVirt CRs");
         }
         if let Err(err) = report_cdis(&client).await {

@@ -6,3 +6,4 @@ pub mod components;
 pub mod hco;
 pub mod hpp;
 pub mod ssp;
+pub mod virt_operator;

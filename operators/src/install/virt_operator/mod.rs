@@ -1,0 +1,215 @@
+//! virt-operator on a cluster: the KubeVirt CR deploys virt-api, virt-controller and
+//! virt-handler with their accounts, RBAC, APIServices and webhooks ([`strategy`]), in the
+//! CR's namespace and with the operator's image. The oldest KubeVirt CR is the active one;
+//! another is marked `ExistingDeployment` and left alone. The active CR holds the
+//! `kubevirt.io/foregroundDeleteKubeVirt` finalizer: deleting it removes what was deployed first.
+//! Objects deleted or edited by hand are put back on the next pass, which every change of
+//! a KubeVirt CR or of a deployed workload starts. The CR's status follows its workloads
+//! ([`status`]). On `ferrovirt up` the components run in-process instead, and
+//! `install::components` reports them.
+
+pub mod status;
+pub mod strategy;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
+};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::components::{self, active_kubevirt, kubevirt_resource};
+use strategy::{MANAGED_BY, MANAGED_BY_LABEL, install_strategy, object_key};
+
+/// The finalizer virt-operator holds on the KubeVirt CR it deployed.
+pub const FINALIZER: &str = "kubevirt.io/foregroundDeleteKubeVirt";
+/// The field manager of what virt-operator applies.
+const MANAGER: &str = "virt-operator";
+/// How often everything is checked again without a change.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// Runs virt-operator for every KubeVirt CR of the cluster, deploying `image`.
+pub async fn run(client: Client, image: String) {
+    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::all(client.clone());
+    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::all(client.clone());
+    let changes = futures_util::stream::select_all([
+        watcher(kubevirts, watcher::Config::default())
+            .map(|_| ())
+            .boxed(),
+        watcher(deployments, managed.clone()).map(|_| ()).boxed(),
+        watcher(daemonsets, managed).map(|_| ()).boxed(),
+    ]);
+    let mut changes = std::pin::pin!(changes);
+    loop {
+        if let Err(err) = reconcile_all(&client, &image).await {
+            tracing::warn!(%err, "reconciling KubeVirt CRs");
+        }
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(RESYNC) => {}
+        }
+    }
+}
+
+async fn reconcile_all(client: &Client, image: &str) -> Result<(), kube::Error> {
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
+    let list = all.list(&ListParams::default()).await?;
+    let values: Vec<Value> = list
+        .items
+        .iter()
+        .filter_map(|kv| serde_json::to_value(kv).ok())
+        .collect();
+    let active = active_kubevirt(&values).map(|kv| kv["metadata"]["uid"].clone());
+    for kv in &list.items {
+        let namespace = kv.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &namespace, &kubevirt_resource());
+        let holds_finalizer = kv.finalizers().iter().any(|f| f == FINALIZER);
+        if kv.metadata.deletion_timestamp.is_some() {
+            if holds_finalizer {
+                tear_down(client, &api, kv, image).await?;
+            }
+        } else if active.as_ref().and_then(Value::as_str) == kv.uid().as_deref() {
+            deploy(client, &api, kv, image).await?;
+        } else {
+            let status = components::existing_deployment_status(&components::now());
+            components::patch_status(&api, kv, status).await;
+        }
+    }
+    Ok(())
+}
+
+/// Deploys the strategy for the active CR and reports how far its workloads are.
+async fn deploy(
+    client: &Client,
+    api: &Api<DynamicObject>,
+    kv: &DynamicObject,
+    image: &str,
+) -> Result<(), kube::Error> {
+    let name = kv.name_any();
+    let namespace = kv.namespace().unwrap_or_default();
+    if !kv.finalizers().iter().any(|f| f == FINALIZER) {
+        let mut finalizers = kv.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
+        let patch = json!({"metadata": {"finalizers": finalizers}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
+    let objects = install_strategy(&namespace, image);
+    for object in &objects {
+        ensure(client, object).await?;
+    }
+    let workloads = observe_workloads(client, &namespace).await?;
+    let generation = kv.metadata.generation.unwrap_or(1);
+    let phase = kv.data["status"]["phase"].as_str().unwrap_or_default();
+    let status = status::deploy_status(&workloads, phase, generation, image, &components::now());
+    components::patch_status(api, kv, status).await;
+    Ok(())
+}
+
+/// Removes what the strategy deployed, then the finalizer, so the CR goes.
+async fn tear_down(
+    client: &Client,
+    api: &Api<DynamicObject>,
+    kv: &DynamicObject,
+    image: &str,
+) -> Result<(), kube::Error> {
+    let namespace = kv.namespace().unwrap_or_default();
+    components::patch_status(api, kv, status::deleting_status(&components::now())).await;
+    for object in install_strategy(&namespace, image).iter().rev() {
+        match api_for(client, object)
+            .delete(&object_key(object).2, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let finalizers: Vec<&String> = kv.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let patch = json!({"metadata": {"finalizers": finalizers}});
+    api.patch(
+        &kv.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
+    tracing::info!(kubevirt = %kv.name_any(), %namespace, "removed the KubeVirt deployment");
+    Ok(())
+}
+
+/// Puts `object` in place. Its `caBundle`s are virt-api's to fill in, so APIServices and
+/// webhook configurations are only created when missing; everything else is applied, so a
+/// hand edit of a field the strategy sets is put back.
+async fn ensure(client: &Client, object: &Value) -> Result<(), kube::Error> {
+    let api = api_for(client, object);
+    let (kind, _, name) = object_key(object);
+    let dynamic: DynamicObject =
+        serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+    if matches!(
+        kind.as_str(),
+        "APIService" | "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
+    ) {
+        return match api.create(&PostParams::default(), &dynamic).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(err) => Err(err),
+        };
+    }
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&dynamic),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The API of `object`'s kind, in its namespace if it has one.
+fn api_for(client: &Client, object: &Value) -> Api<DynamicObject> {
+    let (group, version) = match object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .split_once('/')
+    {
+        Some((group, version)) => (group.to_owned(), version.to_owned()),
+        None => (
+            String::new(),
+            object["apiVersion"].as_str().unwrap_or_default().to_owned(),
+        ),
+    };
+    let (kind, namespace, _) = object_key(object);
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &kind));
+    if namespace.is_empty() {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), &namespace, &resource)
+    }
+}
+
+/// The workloads of the strategy as the cluster reports them (absent ones as `None`).
+async fn observe_workloads(
+    client: &Client,
+    namespace: &str,
+) -> Result<Vec<status::Workload>, kube::Error> {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), namespace);
+    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), namespace);
+    let mut workloads = Vec::new();
+    for name in status::DEPLOYMENTS {
+        let observed = deployments.get_opt(name).await?;
+        workloads.push(status::Workload::deployment(name, observed.as_ref()));
+    }
+    for name in status::DAEMONSETS {
+        let observed = daemonsets.get_opt(name).await?;
+        workloads.push(status::Workload::daemonset(name, observed.as_ref()));
+    }
+    Ok(workloads)
+}
