@@ -2,7 +2,8 @@
 //! `deploy/virt-operator/operator.yaml` runs it. Each KubeVirt CR deploys virt-api,
 //! virt-controller and virt-handler (the manifests of `deploy/virt/`) in its namespace.
 
-use operators::install::virt_operator::{self, strategy::DEFAULT_IMAGE};
+use operators::install::manifests::DEFAULT_IMAGE;
+use operators::install::virt_operator;
 
 #[derive(clap::Args)]
 pub struct VirtOperatorArgs {

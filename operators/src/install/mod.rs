@@ -3,7 +3,9 @@
 pub mod cnao;
 pub mod common_templates;
 pub mod components;
+pub mod deployer;
 pub mod hco;
 pub mod hpp;
+pub mod manifests;
 pub mod ssp;
 pub mod virt_operator;

@@ -1,5 +1,5 @@
 //! virt-operator on a cluster: the KubeVirt CR deploys virt-api, virt-controller and
-//! virt-handler with their accounts, RBAC, APIServices and webhooks ([`strategy`]), in the
+//! virt-handler with their accounts, RBAC, APIServices and webhooks ([`STRATEGY`]), in the
 //! CR's namespace and with the operator's image. The oldest KubeVirt CR is the active one;
 //! another is marked `ExistingDeployment` and left alone. The active CR holds the
 //! `kubevirt.io/foregroundDeleteKubeVirt` finalizer: deleting it removes what was deployed first.
@@ -9,32 +9,53 @@
 //! `install::components` reports them.
 
 pub mod status;
-pub mod strategy;
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-    PostParams,
-};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::components::{self, active_kubevirt, kubevirt_resource};
-use strategy::{MANAGED_BY, MANAGED_BY_LABEL, install_strategy, object_key};
+use super::deployer;
+use super::manifests::{MANAGED_BY_LABEL, Manifests};
+
+/// virt-operator's install strategy: the manifests of `deploy/virt/`.
+pub const STRATEGY: Manifests = Manifests {
+    files: &[
+        (
+            "rbac.yaml",
+            include_str!("../../../../deploy/virt/rbac.yaml"),
+        ),
+        (
+            "virt-api.yaml",
+            include_str!("../../../../deploy/virt/virt-api.yaml"),
+        ),
+        (
+            "virt-controller.yaml",
+            include_str!("../../../../deploy/virt/virt-controller.yaml"),
+        ),
+        (
+            "virt-handler.yaml",
+            include_str!("../../../../deploy/virt/virt-handler.yaml"),
+        ),
+    ],
+    namespace: "kubevirt",
+    managed_by: MANAGER,
+};
 
 /// The finalizer virt-operator holds on the KubeVirt CR it deployed.
 pub const FINALIZER: &str = "kubevirt.io/foregroundDeleteKubeVirt";
-/// The field manager of what virt-operator applies.
+/// The field manager of what virt-operator applies, and its managed-by label.
 const MANAGER: &str = "virt-operator";
 /// How often everything is checked again without a change.
 const RESYNC: Duration = Duration::from_secs(30);
 
 /// Runs virt-operator for every KubeVirt CR of the cluster, deploying `image`.
 pub async fn run(client: Client, image: String) {
-    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
     let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::all(client.clone());
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::all(client.clone());
@@ -101,10 +122,7 @@ async fn deploy(
         api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
     }
-    let objects = install_strategy(&namespace, image);
-    for object in &objects {
-        ensure(client, object).await?;
-    }
+    deployer::ensure_all(client, MANAGER, &STRATEGY.render(&namespace, image)).await?;
     let workloads = observe_workloads(client, &namespace).await?;
     let generation = kv.metadata.generation.unwrap_or(1);
     let phase = kv.data["status"]["phase"].as_str().unwrap_or_default();
@@ -122,16 +140,7 @@ async fn tear_down(
 ) -> Result<(), kube::Error> {
     let namespace = kv.namespace().unwrap_or_default();
     components::patch_status(api, kv, status::deleting_status(&components::now())).await;
-    for object in install_strategy(&namespace, image).iter().rev() {
-        match api_for(client, object)
-            .delete(&object_key(object).2, &DeleteParams::background())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(err) => return Err(err),
-        }
-    }
+    deployer::remove_all(client, &STRATEGY.render(&namespace, image)).await?;
     let finalizers: Vec<&String> = kv.finalizers().iter().filter(|f| *f != FINALIZER).collect();
     let patch = json!({"metadata": {"finalizers": finalizers}});
     api.patch(
@@ -142,55 +151,6 @@ async fn tear_down(
     .await?;
     tracing::info!(kubevirt = %kv.name_any(), %namespace, "removed the KubeVirt deployment");
     Ok(())
-}
-
-/// Puts `object` in place. Its `caBundle`s are virt-api's to fill in, so APIServices and
-/// webhook configurations are only created when missing; everything else is applied, so a
-/// hand edit of a field the strategy sets is put back.
-async fn ensure(client: &Client, object: &Value) -> Result<(), kube::Error> {
-    let api = api_for(client, object);
-    let (kind, _, name) = object_key(object);
-    let dynamic: DynamicObject =
-        serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
-    if matches!(
-        kind.as_str(),
-        "APIService" | "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
-    ) {
-        return match api.create(&PostParams::default(), &dynamic).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(err) => Err(err),
-        };
-    }
-    api.patch(
-        &name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&dynamic),
-    )
-    .await?;
-    Ok(())
-}
-
-/// The API of `object`'s kind, in its namespace if it has one.
-fn api_for(client: &Client, object: &Value) -> Api<DynamicObject> {
-    let (group, version) = match object["apiVersion"]
-        .as_str()
-        .unwrap_or_default()
-        .split_once('/')
-    {
-        Some((group, version)) => (group.to_owned(), version.to_owned()),
-        None => (
-            String::new(),
-            object["apiVersion"].as_str().unwrap_or_default().to_owned(),
-        ),
-    };
-    let (kind, namespace, _) = object_key(object);
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &kind));
-    if namespace.is_empty() {
-        Api::all_with(client.clone(), &resource)
-    } else {
-        Api::namespaced_with(client.clone(), &namespace, &resource)
-    }
 }
 
 /// The workloads of the strategy as the cluster reports them (absent ones as `None`).

@@ -1,93 +1,75 @@
-//! virt-operator's install strategy: the objects of `deploy/virt/`, compiled in. What
-//! `kubectl apply -f deploy/virt/` installs by hand and what the operator deploys for a
-//! KubeVirt CR are the same manifests, so the two cannot drift apart; the RBAC test that
-//! runs the components under these service accounts covers both. The operator renders
-//! them for the KubeVirt CR's namespace and for its own image, and labels each as its own.
-
-use std::sync::LazyLock;
+//! An operator's install strategy as a set of manifests of `deploy/`, compiled in. What
+//! `kubectl apply -f deploy/DIR/` installs by hand and what the operator deploys for its CR
+//! are then the same manifests and cannot drift apart; the tests that run the components
+//! under those service accounts cover both. The operator renders them for its namespace and
+//! its image, and labels each object as its own.
 
 use serde_json::{Value, json};
 
-/// The manifests, in the order they are applied (accounts and roles before workloads).
-const MANIFESTS: [(&str, &str); 4] = [
-    (
-        "rbac.yaml",
-        include_str!("../../../../deploy/virt/rbac.yaml"),
-    ),
-    (
-        "virt-api.yaml",
-        include_str!("../../../../deploy/virt/virt-api.yaml"),
-    ),
-    (
-        "virt-controller.yaml",
-        include_str!("../../../../deploy/virt/virt-controller.yaml"),
-    ),
-    (
-        "virt-handler.yaml",
-        include_str!("../../../../deploy/virt/virt-handler.yaml"),
-    ),
-];
-
-/// The namespace the manifests are written for.
-const MANIFEST_NAMESPACE: &str = "kubevirt";
 /// The image the manifests name.
 pub const DEFAULT_IMAGE: &str = "quay.io/ferrovirt/ferrovirt:latest";
-/// The label virt-operator marks what it created with.
+/// The label an operator marks what it created with.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "virt-operator";
 
-/// The manifests' objects, parsed once. They are part of the binary, and a unit test
-/// parses them, so a failure here is a build of broken manifests.
-static OBJECTS: LazyLock<Vec<Value>> = LazyLock::new(|| {
-    MANIFESTS
-        .iter()
-        .flat_map(|(file, text)| {
-            text.split("\n---\n")
-                .filter(|document| document.lines().any(|l| l.starts_with("kind:")))
-                .map(move |document| {
-                    serde_saphyr::from_str::<Value>(document)
-                        .unwrap_or_else(|err| panic!("deploy/virt/{file} does not parse: {err}"))
-                })
-        })
-        // The namespace is the KubeVirt CR's own; it exists before the operator acts.
-        .filter(|object| object["kind"] != "Namespace")
-        .collect()
-});
+/// The manifests of one operator.
+pub struct Manifests {
+    /// The files, in the order they are applied (accounts and roles before workloads).
+    pub files: &'static [(&'static str, &'static str)],
+    /// The namespace the files are written for.
+    pub namespace: &'static str,
+    /// The operator: the value of the managed-by label.
+    pub managed_by: &'static str,
+}
 
-/// The objects virt-operator deploys for a KubeVirt CR in `namespace`, running `image`.
-pub fn install_strategy(namespace: &str, image: &str) -> Vec<Value> {
-    OBJECTS
-        .iter()
-        .map(|object| {
-            let mut object = object.clone();
-            retarget(&mut object, namespace, image);
-            object["metadata"]["labels"][MANAGED_BY_LABEL] = json!(MANAGED_BY);
-            object
+impl Manifests {
+    /// The objects to deploy in `namespace`, running `image`. The namespace itself is not
+    /// one of them: it exists before the operator acts.
+    pub fn render(&self, namespace: &str, image: &str) -> Vec<Value> {
+        self.files
+            .iter()
+            .flat_map(|(file, text)| parse(file, text))
+            .filter(|object| object["kind"] != "Namespace")
+            .map(|mut object| {
+                retarget(&mut object, self.namespace, namespace, image);
+                object["metadata"]["labels"][MANAGED_BY_LABEL] = json!(self.managed_by);
+                object
+            })
+            .collect()
+    }
+}
+
+/// The objects of one compiled-in file. A unit test renders every set, so a failure here
+/// is a build of broken manifests.
+fn parse(file: &str, text: &str) -> Vec<Value> {
+    text.split("\n---\n")
+        .filter(|document| document.lines().any(|l| l.starts_with("kind:")))
+        .map(|document| {
+            serde_saphyr::from_str::<Value>(document)
+                .unwrap_or_else(|err| panic!("deploy manifest {file} does not parse: {err}"))
         })
         .collect()
 }
 
-/// Moves every reference to the manifests' namespace (an object's own, a binding's
-/// subjects, a webhook's or APIService's service) to `namespace`, and every container to
-/// `image`. Other namespaces (kube-system's authentication reader) are kept.
-fn retarget(value: &mut Value, namespace: &str, image: &str) {
+/// Moves every reference to the manifests' namespace `from` (an object's own, a binding's
+/// subjects, a webhook's or APIService's service) to `to`, and every container of
+/// [`DEFAULT_IMAGE`] to `image`. Other namespaces (kube-system's) and images (CSI sidecars)
+/// are kept.
+fn retarget(value: &mut Value, from: &str, to: &str, image: &str) {
     match value {
         Value::Object(fields) => {
             for (key, field) in fields.iter_mut() {
                 match (key.as_str(), &field) {
-                    ("namespace", Value::String(ns)) if ns == MANIFEST_NAMESPACE => {
-                        *field = json!(namespace);
-                    }
+                    ("namespace", Value::String(ns)) if ns == from => *field = json!(to),
                     ("image", Value::String(current)) if current == DEFAULT_IMAGE => {
                         *field = json!(image);
                     }
-                    _ => retarget(field, namespace, image),
+                    _ => retarget(field, from, to, image),
                 }
             }
         }
         Value::Array(items) => items
             .iter_mut()
-            .for_each(|item| retarget(item, namespace, image)),
+            .for_each(|item| retarget(item, from, to, image)),
         _ => {}
     }
 }
@@ -113,9 +95,11 @@ mod tests {
             .unwrap_or_else(|| panic!("{kind} {name} is in the strategy"))
     }
 
+    use crate::install::virt_operator::STRATEGY;
+
     #[test]
     fn the_components_move_to_the_crs_namespace_and_the_operators_image() {
-        let objects = install_strategy("virt-ns", "registry.example/fv:1");
+        let objects = STRATEGY.render("virt-ns", "registry.example/fv:1");
         for (kind, name) in [
             ("Deployment", "virt-api"),
             ("Deployment", "virt-controller"),
@@ -149,13 +133,13 @@ mod tests {
 
     #[test]
     fn every_object_is_labelled_and_the_namespace_is_not_deployed() {
-        let objects = install_strategy("kubevirt", DEFAULT_IMAGE);
+        let objects = STRATEGY.render("kubevirt", DEFAULT_IMAGE);
         assert!(objects.len() > 10, "{} objects", objects.len());
         assert!(objects.iter().all(|o| o["kind"] != "Namespace"));
         assert!(
             objects
                 .iter()
-                .all(|o| o["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY)
+                .all(|o| o["metadata"]["labels"][MANAGED_BY_LABEL] == "virt-operator")
         );
         let keys: std::collections::BTreeSet<_> = objects.iter().map(object_key).collect();
         assert_eq!(keys.len(), objects.len(), "no object twice");
