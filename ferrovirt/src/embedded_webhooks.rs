@@ -160,7 +160,7 @@ fn vm_feature_gates(request: &ValidationRequest, vm: &Value) -> Result<(), Refus
     let kubevirts = request
         .list("kubevirt.io", "kubevirts", None, 100)
         .map_err(passed_on)?;
-    let gates = operators::install::components::active_kubevirt(&kubevirts)
+    let gates = operators::install::components::active_cr(&kubevirts)
         .map(operators::install::components::kubevirt_feature_gates)
         .unwrap_or_default();
     if gates.iter().any(|g| g == "VideoConfig") {

@@ -1,6 +1,7 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
 mod bridge_marker;
+mod cdi_operator;
 mod cli_download;
 mod clone_auth;
 mod clone_source;
@@ -88,6 +89,9 @@ enum Command {
     /// bridge-marker on a cluster node: reports the node's Linux bridges as node resources
     /// (bridge.network.kubevirt.io/BRIDGE).
     BridgeMarker(bridge_marker::BridgeMarkerArgs),
+    /// cdi-operator on a cluster: the CDI CR deploys the DataVolume controllers and the
+    /// admission webhook in the operator's namespace and keeps the CDIConfig to its spec.
+    CdiOperator(cdi_operator::CdiOperatorArgs),
     /// virt-operator on a cluster: each KubeVirt CR deploys virt-api, virt-controller and
     /// virt-handler in its namespace and reports them in its status.
     VirtOperator(virt_operator::VirtOperatorArgs),
@@ -207,6 +211,7 @@ fn main() -> ExitCode {
             Command::Webhook(args) => webhook::run(args).await,
             Command::Macpool(args) => macpool::run(*args).await,
             Command::BridgeMarker(args) => bridge_marker::run(args).await,
+            Command::CdiOperator(args) => cdi_operator::run(args).await,
             Command::VirtOperator(args) => virt_operator::run(args).await,
             Command::VirtController(args) => virt_controller::run(args).await,
             Command::VirtHandler(args) => virt_handler::run(*args).await,

@@ -160,3 +160,200 @@ async fn the_controller_command_reconciles_against_the_api_server_of_its_kubecon
     eventually("DataSource Ready", reason_is("Ready")).await;
     server.stop();
 }
+
+/// `kubectl get ARGS -o json` with `kubeconfig`, or `None` when it fails (not found).
+async fn kubectl_json(kubeconfig: &std::path::Path, args: &[&str]) -> Option<serde_json::Value> {
+    let output = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("get")
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .await
+        .expect("running kubectl");
+    if !output.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&output.stdout).ok()
+}
+
+/// cdi-operator as deploy/cdi-operator runs it: its own process under its service account.
+/// Upstream's CDI CR deploys deploy/operators' controller and webhook with the operator's
+/// image (`Deploying` until their Deployments are ready, then `Deployed`), its
+/// `spec.config` becomes the CDIConfig's spec, a second CR is put in `Error`, and deleting
+/// the CR removes the components first.
+#[tokio::test]
+async fn the_cdi_operator_deploys_the_components_for_a_cdi_cr_and_removes_them_with_it() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("cdi-operator");
+    let crds = api::crds::all()
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
+        .collect();
+    let server = ApiServer::start(ApiServerConfig {
+        data_dir: dir.join("data"),
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        crds,
+        admission: Vec::new(),
+        virtual_creates: HashMap::new(),
+        create_admission: Vec::new(),
+    })
+    .await
+    .expect("the API server starts");
+    let kubeconfig = server.kubeconfig.clone();
+    // The operator's manifests but its Deployment: the process below stands for its pod.
+    let manifests = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/cdi-operator/operator.yaml"
+    ))
+    .expect("operator.yaml");
+    let objects: Vec<&str> = manifests
+        .split("\n---\n")
+        .filter(|document| !document.contains("kind: Deployment"))
+        .collect();
+    let operator_manifests = dir.join("operator.yaml");
+    std::fs::write(&operator_manifests, objects.join("\n---\n")).expect("writing manifests");
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f", &operator_manifests.display().to_string()],
+    )
+    .await;
+    let admin = std::fs::read_to_string(&kubeconfig).expect("reading the kubeconfig");
+    let impersonating = admin.replacen(
+        "  user:\n",
+        "  user:\n    as: system:serviceaccount:cdi:cdi-operator\n",
+        1,
+    );
+    let as_operator = dir.join("operator-kubeconfig");
+    std::fs::write(&as_operator, impersonating).expect("writing the kubeconfig");
+    let image = "registry.example/ferrovirt/ferrovirt:test";
+    let _operator = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args(["cdi-operator", "--image", image])
+        .env("KUBECONFIG", &as_operator)
+        .env_remove("POD_NAMESPACE")
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting ferrovirt cdi-operator");
+
+    // Upstream's cdi-cr.yaml.
+    let cr = dir.join("cdi-cr.yaml");
+    std::fs::write(
+        &cr,
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: CDI\nmetadata:\n  name: cdi\nspec:\n  config:\n    \
+         featureGates:\n    - HonorWaitForFirstConsumer\n  imagePullPolicy: IfNotPresent\n  infra:\n    \
+         nodeSelector:\n      kubernetes.io/os: linux\n    tolerations:\n    - key: CriticalAddonsOnly\n      \
+         operator: Exists\n  workload:\n    nodeSelector:\n      kubernetes.io/os: linux\n",
+    )
+    .expect("writing the CR");
+    kubectl(&kubeconfig, &["apply", "-f", &cr.display().to_string()]).await;
+    let deploying = eventually("the CDI CR Deploying", || async {
+        let cdi = kubectl_json(&kubeconfig, &["cdi", "cdi"]).await?;
+        (cdi["status"]["phase"] == "Deploying").then_some(cdi)
+    })
+    .await;
+    assert_eq!(
+        deploying["metadata"]["finalizers"],
+        json!(["operator.cdi.kubevirt.io"])
+    );
+    for name in ["ferrovirt-controller", "ferrovirt-webhook"] {
+        let deployment = kubectl_json(&kubeconfig, &["deployment", name, "-n", "cdi"])
+            .await
+            .unwrap_or_else(|| panic!("Deployment {name}"));
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], image, "{name}");
+        assert_eq!(
+            deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "cdi-operator"
+        );
+    }
+    let controller = kubectl_json(
+        &kubeconfig,
+        &["deployment", "ferrovirt-controller", "-n", "cdi"],
+    )
+    .await
+    .expect("the controller");
+    let env = controller["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env")
+        .clone();
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "FERROVIRT_IMAGE" && e["value"] == image),
+        "the importer pods get the operator's image: {env:?}"
+    );
+    let config = kubectl_json(&kubeconfig, &["cdiconfig", "config"])
+        .await
+        .expect("the CDIConfig");
+    assert_eq!(
+        config["spec"]["featureGates"],
+        json!(["HonorWaitForFirstConsumer"])
+    );
+
+    // kube-controller-manager's part: the Deployments report ready replicas.
+    for name in ["ferrovirt-controller", "ferrovirt-webhook"] {
+        kubectl(
+            &kubeconfig,
+            &[
+                "patch",
+                "deployment",
+                name,
+                "-n",
+                "cdi",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"replicas":1,"readyReplicas":1}}"#,
+            ],
+        )
+        .await;
+    }
+    eventually("the CDI CR Deployed", || async {
+        let cdi = kubectl_json(&kubeconfig, &["cdi", "cdi"]).await?;
+        (cdi["status"]["phase"] == "Deployed").then_some(())
+    })
+    .await;
+
+    // A second CDI CR is an error.
+    let second = dir.join("second.yaml");
+    std::fs::write(
+        &second,
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: CDI\nmetadata:\n  name: second\nspec: {}\n",
+    )
+    .expect("writing the second CR");
+    kubectl(&kubeconfig, &["apply", "-f", &second.display().to_string()]).await;
+    eventually("the second CDI CR in Error", || async {
+        let cdi = kubectl_json(&kubeconfig, &["cdi", "second"]).await?;
+        (cdi["status"]["phase"] == "Error").then_some(())
+    })
+    .await;
+    kubectl(&kubeconfig, &["delete", "cdi", "second"]).await;
+
+    // Deleting the CR removes its components, then the CR.
+    kubectl(&kubeconfig, &["delete", "cdi", "cdi", "--wait=false"]).await;
+    eventually("the CDI CR gone", || async {
+        kubectl_json(&kubeconfig, &["cdi", "cdi"])
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    for (kind, name) in [
+        ("deployment", "ferrovirt-controller"),
+        ("deployment", "ferrovirt-webhook"),
+        (
+            "mutatingwebhookconfiguration",
+            "ferrovirt-datavolume-mutate",
+        ),
+        ("clusterrole", "ferrovirt-controller"),
+    ] {
+        let left = if kind == "deployment" {
+            kubectl_json(&kubeconfig, &[kind, name, "-n", "cdi"]).await
+        } else {
+            kubectl_json(&kubeconfig, &[kind, name]).await
+        };
+        assert!(left.is_none(), "{kind} {name} is left");
+    }
+    server.stop();
+}

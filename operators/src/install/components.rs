@@ -56,9 +56,9 @@ pub fn kubevirt_feature_gates(kubevirt: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The active KubeVirt CR among `all`: the oldest, ties broken by name (virt-operator
-/// keeps the first it deployed).
-pub fn active_kubevirt(all: &[Value]) -> Option<&Value> {
+/// The active CR among `all` (KubeVirt or CDI CRs): the oldest not being deleted, ties
+/// broken by name (virt-operator and cdi-operator keep the first they deployed).
+pub fn active_cr(all: &[Value]) -> Option<&Value> {
     all.iter()
         .filter(|kv| kv["metadata"]["deletionTimestamp"].is_null())
         .min_by_key(|kv| {
@@ -184,11 +184,11 @@ async fn report_kubevirts(
         .filter_map(|kv| serde_json::to_value(kv).ok())
         .collect();
     let config =
-        active_kubevirt(&values).map_or_else(ClusterConfig::default, ClusterConfig::from_kubevirt);
+        active_cr(&values).map_or_else(ClusterConfig::default, ClusterConfig::from_kubevirt);
     if cluster.set(config.clone()) {
         tracing::info!(?config, "the cluster configuration changed");
     }
-    let active = active_kubevirt(&values).map(|kv| kv["metadata"]["uid"].clone());
+    let active = active_cr(&values).map(|kv| kv["metadata"]["uid"].clone());
     for kv in &list.items {
         let namespace = kv.namespace().unwrap_or_default();
         let api: Api<DynamicObject> =
@@ -251,13 +251,13 @@ mod tests {
             kv("b", "2026-01-02T00:00:00Z"),
             kv("a", "2026-01-03T00:00:00Z"),
         ];
-        assert_eq!(active_kubevirt(&all).unwrap()["metadata"]["name"], "b");
+        assert_eq!(active_cr(&all).unwrap()["metadata"]["name"], "b");
         let tie = [
             kv("z", "2026-01-02T00:00:00Z"),
             kv("y", "2026-01-02T00:00:00Z"),
         ];
-        assert_eq!(active_kubevirt(&tie).unwrap()["metadata"]["name"], "y");
-        assert!(active_kubevirt(&[]).is_none());
+        assert_eq!(active_cr(&tie).unwrap()["metadata"]["name"], "y");
+        assert!(active_cr(&[]).is_none());
     }
 
     #[test]

@@ -51,8 +51,8 @@ fn parse(file: &str, text: &str) -> Vec<Value> {
 }
 
 /// Moves every reference to the manifests' namespace `from` (an object's own, a binding's
-/// subjects, a webhook's or APIService's service) to `to`, and every container of
-/// [`DEFAULT_IMAGE`] to `image`. Other namespaces (kube-system's) and images (CSI sidecars)
+/// subjects, a webhook's or APIService's service) to `to`, and every mention of
+/// [`DEFAULT_IMAGE`] (containers, environment values) to `image`. Other namespaces (kube-system's) and images (CSI sidecars)
 /// are kept.
 fn retarget(value: &mut Value, from: &str, to: &str, image: &str) {
     match value {
@@ -60,7 +60,9 @@ fn retarget(value: &mut Value, from: &str, to: &str, image: &str) {
             for (key, field) in fields.iter_mut() {
                 match (key.as_str(), &field) {
                     ("namespace", Value::String(ns)) if ns == from => *field = json!(to),
-                    ("image", Value::String(current)) if current == DEFAULT_IMAGE => {
+                    // Containers' images, and env values naming the image for the pods
+                    // a component starts (FERROVIRT_IMAGE).
+                    ("image" | "value", Value::String(current)) if current == DEFAULT_IMAGE => {
                         *field = json!(image);
                     }
                     _ => retarget(field, from, to, image),

@@ -1,5 +1,6 @@
 //! Operators of operators: each reads its top-level custom resource and deploys what it names.
 
+pub mod cdi_operator;
 pub mod cnao;
 pub mod common_templates;
 pub mod components;
@@ -9,3 +10,4 @@ pub mod hpp;
 pub mod manifests;
 pub mod ssp;
 pub mod virt_operator;
+pub mod workloads;

@@ -18,9 +18,9 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::components::{self, active_kubevirt, kubevirt_resource};
-use super::deployer;
+use super::components::{self, active_cr, kubevirt_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests};
+use super::{deployer, workloads};
 
 /// virt-operator's install strategy: the manifests of `deploy/virt/`.
 pub const STRATEGY: Manifests = Manifests {
@@ -86,7 +86,7 @@ async fn reconcile_all(client: &Client, image: &str) -> Result<(), kube::Error> 
         .iter()
         .filter_map(|kv| serde_json::to_value(kv).ok())
         .collect();
-    let active = active_kubevirt(&values).map(|kv| kv["metadata"]["uid"].clone());
+    let active = active_cr(&values).map(|kv| kv["metadata"]["uid"].clone());
     for kv in &list.items {
         let namespace = kv.namespace().unwrap_or_default();
         let api: Api<DynamicObject> =
@@ -123,7 +123,13 @@ async fn deploy(
             .await?;
     }
     deployer::ensure_all(client, MANAGER, &STRATEGY.render(&namespace, image)).await?;
-    let workloads = observe_workloads(client, &namespace).await?;
+    let workloads = workloads::observe(
+        client,
+        &namespace,
+        &status::DEPLOYMENTS,
+        &status::DAEMONSETS,
+    )
+    .await?;
     let generation = kv.metadata.generation.unwrap_or(1);
     let phase = kv.data["status"]["phase"].as_str().unwrap_or_default();
     let status = status::deploy_status(&workloads, phase, generation, image, &components::now());
@@ -151,25 +157,4 @@ async fn tear_down(
     .await?;
     tracing::info!(kubevirt = %kv.name_any(), %namespace, "removed the KubeVirt deployment");
     Ok(())
-}
-
-/// The workloads of the strategy as the cluster reports them (absent ones as `None`).
-async fn observe_workloads(
-    client: &Client,
-    namespace: &str,
-) -> Result<Vec<status::Workload>, kube::Error> {
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(client.clone(), namespace);
-    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
-        Api::namespaced(client.clone(), namespace);
-    let mut workloads = Vec::new();
-    for name in status::DEPLOYMENTS {
-        let observed = deployments.get_opt(name).await?;
-        workloads.push(status::Workload::deployment(name, observed.as_ref()));
-    }
-    for name in status::DAEMONSETS {
-        let observed = daemonsets.get_opt(name).await?;
-        workloads.push(status::Workload::daemonset(name, observed.as_ref()));
-    }
-    Ok(workloads)
 }

@@ -1,47 +1,15 @@
 //! The KubeVirt CR's status on a cluster, from its workloads, with virt-operator's phases,
-//! reasons and messages. A Deployment counts as ready with a ready replica, a DaemonSet
-//! when every pod it should run is ready (virt-operator also checks each pod's
-//! install-strategy annotations; one strategy version exists here, so that check is moot).
+//! reasons and messages.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use serde_json::{Value, json};
 
 use crate::install::components::{VERSION, condition, deployed_kubevirt_status};
+use crate::install::workloads::Workload;
 
 /// The Deployments of the install strategy.
 pub const DEPLOYMENTS: [&str; 2] = ["virt-api", "virt-controller"];
 /// The DaemonSets of the install strategy.
 pub const DAEMONSETS: [&str; 1] = ["virt-handler"];
-
-/// One workload of the strategy as observed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Workload {
-    pub name: String,
-    pub ready: bool,
-}
-
-impl Workload {
-    pub fn deployment(name: &str, observed: Option<&Deployment>) -> Self {
-        let status = observed.and_then(|d| d.status.as_ref());
-        let ready = status
-            .is_some_and(|s| s.replicas.unwrap_or(0) > 0 && s.ready_replicas.unwrap_or(0) > 0);
-        Self {
-            name: name.to_owned(),
-            ready,
-        }
-    }
-
-    pub fn daemonset(name: &str, observed: Option<&DaemonSet>) -> Self {
-        let status = observed.and_then(|d| d.status.as_ref());
-        let ready = status.is_some_and(|s| {
-            s.desired_number_scheduled > 0 && s.desired_number_scheduled == s.number_ready
-        });
-        Self {
-            name: name.to_owned(),
-            ready,
-        }
-    }
-}
 
 /// The registry of `image`: all but its last path element (`quay.io/ferrovirt` of
 /// `quay.io/ferrovirt/ferrovirt:latest`), as virt-operator reports its registry.
@@ -146,30 +114,6 @@ mod tests {
             deploy_status(&some, "Deployed", 3, image, NOW)["phase"],
             "Deployed"
         );
-    }
-
-    #[test]
-    fn workloads_are_ready_as_virt_operator_counts_them() {
-        let deployment = |replicas, ready| -> Deployment {
-            serde_json::from_value(
-                json!({"status": {"replicas": replicas, "readyReplicas": ready}}),
-            )
-            .expect("a Deployment")
-        };
-        assert!(Workload::deployment("a", Some(&deployment(1, 1))).ready);
-        assert!(!Workload::deployment("a", Some(&deployment(1, 0))).ready);
-        assert!(!Workload::deployment("a", None).ready);
-        let daemonset = |desired, ready| -> DaemonSet {
-            serde_json::from_value(json!({"status": {
-                "desiredNumberScheduled": desired, "numberReady": ready,
-                "currentNumberScheduled": desired, "numberMisscheduled": 0,
-            }}))
-            .expect("a DaemonSet")
-        };
-        assert!(Workload::daemonset("h", Some(&daemonset(2, 2))).ready);
-        assert!(!Workload::daemonset("h", Some(&daemonset(2, 1))).ready);
-        // No node to run on is not ready: virt-operator waits for one.
-        assert!(!Workload::daemonset("h", Some(&daemonset(0, 0))).ready);
     }
 
     #[test]

@@ -1,0 +1,175 @@
+//! cdi-operator on a cluster: the (cluster-scoped) CDI CR deploys the DataVolume
+//! controllers and the admission webhook ([`STRATEGY`], the manifests of
+//! `deploy/operators/`) into the operator's namespace with its image, keeps the CDIConfig
+//! `config` to the CR's `spec.config`, and reports the operator SDK's phase and
+//! conditions. The oldest CDI CR is the active one; another is put in the `Error` phase, as
+//! cdi-operator does. The active CR holds cdi-operator's finalizer: deleting it removes what
+//! was deployed first. Objects deleted or edited by hand are put back on the next pass.
+
+pub mod status;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::components::{self, cdi_resource};
+use super::manifests::{MANAGED_BY_LABEL, Manifests};
+use super::{deployer, workloads};
+
+/// cdi-operator's install strategy: the manifests of `deploy/operators/`.
+pub const STRATEGY: Manifests = Manifests {
+    files: &[
+        (
+            "rbac.yaml",
+            include_str!("../../../../deploy/operators/rbac.yaml"),
+        ),
+        (
+            "webhook.yaml",
+            include_str!("../../../../deploy/operators/webhook.yaml"),
+        ),
+        (
+            "controller.yaml",
+            include_str!("../../../../deploy/operators/controller.yaml"),
+        ),
+    ],
+    namespace: "cdi",
+    managed_by: MANAGER,
+};
+
+/// The finalizer cdi-operator holds on the CDI CR it deployed.
+pub const FINALIZER: &str = "operator.cdi.kubevirt.io";
+/// The field manager of what cdi-operator applies, and its managed-by label.
+const MANAGER: &str = "cdi-operator";
+/// The CDIConfig the CR's `spec.config` is written to.
+const CDI_CONFIG: &str = "config";
+/// How often everything is checked again without a change.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// Runs cdi-operator for every CDI CR, deploying `image` into `namespace`.
+pub async fn run(client: Client, namespace: String, image: String) {
+    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
+    let cdis: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &namespace);
+    let changes = futures_util::stream::select(
+        watcher(cdis, watcher::Config::default()).map(|_| ()),
+        watcher(deployments, managed).map(|_| ()),
+    );
+    let mut changes = std::pin::pin!(changes);
+    loop {
+        if let Err(err) = reconcile_all(&client, &namespace, &image).await {
+            tracing::warn!(%err, "reconciling CDI CRs");
+        }
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(RESYNC) => {}
+        }
+    }
+}
+
+async fn reconcile_all(client: &Client, namespace: &str, image: &str) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
+    let list = api.list(&ListParams::default()).await?;
+    let values: Vec<Value> = list
+        .items
+        .iter()
+        .filter_map(|cdi| serde_json::to_value(cdi).ok())
+        .collect();
+    let active = components::active_cr(&values).map(|cdi| cdi["metadata"]["uid"].clone());
+    for cdi in &list.items {
+        let holds_finalizer = cdi.finalizers().iter().any(|f| f == FINALIZER);
+        if cdi.metadata.deletion_timestamp.is_some() {
+            if holds_finalizer {
+                tear_down(client, &api, cdi, namespace, image).await?;
+            }
+        } else if active.as_ref().and_then(Value::as_str) == cdi.uid().as_deref() {
+            deploy(client, &api, cdi, namespace, image).await?;
+        } else {
+            components::patch_status(&api, cdi, status::unwanted_status(&components::now())).await;
+        }
+    }
+    Ok(())
+}
+
+async fn deploy(
+    client: &Client,
+    api: &Api<DynamicObject>,
+    cdi: &DynamicObject,
+    namespace: &str,
+    image: &str,
+) -> Result<(), kube::Error> {
+    if !cdi.finalizers().iter().any(|f| f == FINALIZER) {
+        let mut finalizers = cdi.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
+        let patch = json!({"metadata": {"finalizers": finalizers}});
+        api.patch(
+            &cdi.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    }
+    deployer::ensure_all(client, MANAGER, &STRATEGY.render(namespace, image)).await?;
+    sync_cdi_config(client, &cdi.data["spec"]["config"]).await?;
+    let workloads = workloads::observe(client, namespace, &status::DEPLOYMENTS, &[]).await?;
+    let phase = cdi.data["status"]["phase"].as_str().unwrap_or_default();
+    let status = status::deploy_status(&workloads, phase, &components::now());
+    components::patch_status(api, cdi, status).await;
+    Ok(())
+}
+
+/// The CDIConfig `config` gets the CR's `spec.config` as its spec, as cdi-operator keeps
+/// it; with no `spec.config` it is created empty and otherwise left alone.
+async fn sync_cdi_config(client: &Client, config: &Value) -> Result<(), kube::Error> {
+    let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());
+    let spec = if config.is_object() {
+        config.clone()
+    } else if configs.get_opt(CDI_CONFIG).await?.is_some() {
+        return Ok(());
+    } else {
+        json!({})
+    };
+    let patch = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "CDIConfig",
+        "metadata": {"name": CDI_CONFIG},
+        "spec": spec,
+    });
+    configs
+        .patch(
+            CDI_CONFIG,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(patch),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn tear_down(
+    client: &Client,
+    api: &Api<DynamicObject>,
+    cdi: &DynamicObject,
+    namespace: &str,
+    image: &str,
+) -> Result<(), kube::Error> {
+    components::patch_status(api, cdi, status::deleting_status()).await;
+    deployer::remove_all(client, &STRATEGY.render(namespace, image)).await?;
+    let finalizers: Vec<&String> = cdi
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let patch = json!({"metadata": {"finalizers": finalizers}});
+    api.patch(
+        &cdi.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
+    tracing::info!(cdi = %cdi.name_any(), %namespace, "removed the CDI deployment");
+    Ok(())
+}
