@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use api::kubevirt::cluster_config::{ClusterConfig, SharedClusterConfig};
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
@@ -74,10 +75,16 @@ pub async fn run(args: VirtApiArgs) -> anyhow::Result<()> {
         &virt_certs::client_identity(&ca, virt_certs::API_CLIENT_NAME)?,
     )?;
     let to_handler = ToHandler::new(client.clone(), Arc::new(to_handler_tls));
+    let cluster = SharedClusterConfig::default();
+    tokio::spawn(operators::install::components::follow_cluster_config(
+        client.clone(),
+        cluster.clone(),
+    ));
     let server = Arc::new(VirtApi {
         router: virt::subresources::api_router(client.clone(), to_handler.router()),
         client: client.clone(),
         front_proxy,
+        cluster,
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -189,13 +196,15 @@ struct VirtApi {
     client: Client,
     router: axum::Router,
     front_proxy: FrontProxy,
+    /// The active KubeVirt CR's configuration, for the webhooks' defaulting.
+    cluster: SharedClusterConfig,
 }
 
 impl VirtApi {
     async fn handle(self: Arc<Self>, request: Request<Incoming>, peer: Peer) -> Response<Body> {
         let path = request.uri().path();
         if MUTATE_PATHS.contains(&path) && request.method() == Method::POST {
-            return admit(request).await.map(Body::new);
+            return admit(request, &self.cluster.get()).await.map(Body::new);
         }
         if path == "/healthz" {
             return plain(StatusCode::OK, "ok");
@@ -323,16 +332,23 @@ fn resource_attributes(method: &Method, path: &str) -> Option<ResourceAttributes
     })
 }
 
-/// A webhook call: the object defaulted and validated by `api::admission`.
-async fn admit(request: Request<Incoming>) -> Response<http_body_util::Full<bytes::Bytes>> {
+/// A webhook call: the object defaulted and validated by `api::admission` on a cluster
+/// configured by `cluster`.
+async fn admit(
+    request: Request<Incoming>,
+    cluster: &ClusterConfig,
+) -> Response<http_body_util::Full<bytes::Bytes>> {
     let review = match webhook::read_review(request).await {
         Ok(review) => review,
         Err(refused) => return refused,
     };
-    let verdict = webhook::admit_request(&review["request"]).and_then(|admitted| match admitted {
-        Some((original, object)) => webhook::patch_between(&original, &object),
-        None => Ok(None),
-    });
+    let verdict =
+        webhook::admit_request_in(&review["request"], cluster).and_then(
+            |admitted| match admitted {
+                Some((original, object)) => webhook::patch_between(&original, &object),
+                None => Ok(None),
+            },
+        );
     webhook::answer_review(&review, verdict)
 }
 

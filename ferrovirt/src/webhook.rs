@@ -430,13 +430,24 @@ pub async fn read_review(request: Request<Incoming>) -> Result<Value, Response<F
 /// The request's object and what `api::admission` makes of it (defaulted and validated),
 /// or `None` for an operation other than CREATE and UPDATE.
 pub fn admit_request(request: &Value) -> Result<Option<(Value, Value)>, (u16, String)> {
+    admit_request_in(
+        request,
+        &api::kubevirt::cluster_config::ClusterConfig::default(),
+    )
+}
+
+/// [`admit_request`] on a cluster configured by `cluster` (the active KubeVirt CR's).
+pub fn admit_request_in(
+    request: &Value,
+    cluster: &api::kubevirt::cluster_config::ClusterConfig,
+) -> Result<Option<(Value, Value)>, (u16, String)> {
     let operation = request["operation"].as_str().unwrap_or_default();
     if operation != "CREATE" && operation != "UPDATE" {
         return Ok(None);
     }
     let original = request["object"].clone();
     let mut object = original.clone();
-    api::admission::admit(&mut object).map_err(|err| (422, err.to_string()))?;
+    api::admission::admit_in(&mut object, cluster).map_err(|err| (422, err.to_string()))?;
     Ok(Some((original, object)))
 }
 

@@ -1408,6 +1408,64 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
         message.contains("spec.running") && message.contains("runStrategy"),
         "{message}"
     );
+    // The KubeVirt CR's default machine type reaches the webhook's defaulting of VMIs, as
+    // virt-api's cluster config informer carries it there (its RBAC allows the watch).
+    platform.apply(
+        "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata:\n  name: kubevirt\n  namespace: kubevirt\n\
+         spec:\n  configuration:\n    architectureConfiguration:\n      amd64:\n        machineType: pc\n",
+    );
+    let vmi_review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-2", "operation": "CREATE",
+            "kind": {"group": "kubevirt.io", "version": "v1", "kind": "VirtualMachineInstance"},
+            "object": {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "plain", "namespace": "default"},
+                "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}}}},
+    });
+    let machine_of_defaulted_vmi = || {
+        let (code, body) = curl_virt_api(
+            api_port,
+            &[
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                &vmi_review.to_string(),
+            ],
+            "/virtualmachineinstances-mutate",
+        );
+        assert_eq!(code, "200", "{body}");
+        let answer: Value = serde_json::from_str(&body).expect("an AdmissionReview");
+        assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+        let encoded = answer["response"]["patch"].as_str().unwrap_or_default();
+        let mut decode = Command::new("base64")
+            .arg("-d")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("base64");
+        decode
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(encoded.as_bytes())
+            .expect("writing to base64");
+        let patch = decode.wait_with_output().expect("base64").stdout;
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).expect("a JSON patch");
+        let mut vmi = vmi_review["request"]["object"].clone();
+        json_patch::patch(&mut vmi, &patch).expect("the patch applies");
+        vmi["spec"]["domain"]["machine"]["type"].clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while machine_of_defaulted_vmi() != "pc" {
+        assert!(
+            Instant::now() < deadline,
+            "the KubeVirt CR's machine type did not reach virt-api: {}",
+            machine_of_defaulted_vmi()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 
     verb(&platform, &["stop", "cl"]).expect("stop");
     wait_for(

@@ -183,11 +183,7 @@ async fn report_kubevirts(
         .iter()
         .filter_map(|kv| serde_json::to_value(kv).ok())
         .collect();
-    let config =
-        active_cr(&values).map_or_else(ClusterConfig::default, ClusterConfig::from_kubevirt);
-    if cluster.set(config.clone()) {
-        tracing::info!(?config, "the cluster configuration changed");
-    }
+    set_cluster_config(cluster, &values);
     let active = active_cr(&values).map(|kv| kv["metadata"]["uid"].clone());
     for kv in &list.items {
         let namespace = kv.namespace().unwrap_or_default();
@@ -201,6 +197,39 @@ async fn report_kubevirts(
         patch_status(&api, kv, status).await;
     }
     Ok(())
+}
+
+/// Sets `cluster` to the configuration of the active CR among the KubeVirt CRs `all`.
+fn set_cluster_config(cluster: &SharedClusterConfig, all: &[Value]) {
+    let config = active_cr(all).map_or_else(ClusterConfig::default, ClusterConfig::from_kubevirt);
+    if cluster.set(config.clone()) {
+        tracing::info!(?config, "the cluster configuration changed");
+    }
+}
+
+/// Keeps `cluster` to the active KubeVirt CR's configuration, as virt-api's cluster config
+/// informer does on a cluster (where virt-operator, not this process, reports the CRs).
+pub async fn follow_cluster_config(client: Client, cluster: SharedClusterConfig) {
+    let api: Api<DynamicObject> = Api::all_with(client, &kubevirt_resource());
+    let changes = watcher(api.clone(), watcher::Config::default());
+    let mut changes = std::pin::pin!(changes);
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                let values: Vec<Value> = list
+                    .items
+                    .iter()
+                    .filter_map(|kv| serde_json::to_value(kv).ok())
+                    .collect();
+                set_cluster_config(&cluster, &values);
+            }
+            Err(err) => tracing::warn!(%err, "reading the KubeVirt CRs"),
+        }
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(RESYNC) => {}
+        }
+    }
 }
 
 async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
