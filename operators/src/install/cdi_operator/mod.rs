@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::components::{self, cdi_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests};
 use super::{deployer, workloads};
+use crate::kube::finalizer;
 
 /// cdi-operator's install strategy: the manifests of `deploy/operators/`.
 pub const STRATEGY: Manifests = Manifests {
@@ -81,9 +82,8 @@ async fn reconcile_all(client: &Client, namespace: &str, image: &str) -> Result<
         .collect();
     let active = components::active_cr(&values).map(|cdi| cdi["metadata"]["uid"].clone());
     for cdi in &list.items {
-        let holds_finalizer = cdi.finalizers().iter().any(|f| f == FINALIZER);
         if cdi.metadata.deletion_timestamp.is_some() {
-            if holds_finalizer {
+            if finalizer::has(cdi, FINALIZER) {
                 tear_down(client, &api, cdi, namespace, image).await?;
             }
         } else if active.as_ref().and_then(Value::as_str) == cdi.uid().as_deref() {
@@ -102,17 +102,7 @@ async fn deploy(
     namespace: &str,
     image: &str,
 ) -> Result<(), kube::Error> {
-    if !cdi.finalizers().iter().any(|f| f == FINALIZER) {
-        let mut finalizers = cdi.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_owned());
-        let patch = json!({"metadata": {"finalizers": finalizers}});
-        api.patch(
-            &cdi.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    }
+    finalizer::set(api, cdi, FINALIZER, true).await?;
     deployer::ensure_all(client, MANAGER, &STRATEGY.render(namespace, image)).await?;
     sync_cdi_config(client, &cdi.data["spec"]["config"]).await?;
     let workloads = workloads::observe(client, namespace, &status::DEPLOYMENTS, &[]).await?;
@@ -158,18 +148,7 @@ async fn tear_down(
 ) -> Result<(), kube::Error> {
     components::patch_status(api, cdi, status::deleting_status()).await;
     deployer::remove_all(client, &STRATEGY.render(namespace, image)).await?;
-    let finalizers: Vec<&String> = cdi
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers}});
-    api.patch(
-        &cdi.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(patch),
-    )
-    .await?;
+    finalizer::remove_from_latest(api, cdi, FINALIZER).await?;
     tracing::info!(cdi = %cdi.name_any(), %namespace, "removed the CDI deployment");
     Ok(())
 }

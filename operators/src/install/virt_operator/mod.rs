@@ -13,14 +13,15 @@ pub mod status;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::components::{self, active_cr, kubevirt_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests};
 use super::{deployer, workloads};
+use crate::kube::finalizer;
 
 /// virt-operator's install strategy: the manifests of `deploy/virt/`.
 pub const STRATEGY: Manifests = Manifests {
@@ -91,9 +92,8 @@ async fn reconcile_all(client: &Client, image: &str) -> Result<(), kube::Error> 
         let namespace = kv.namespace().unwrap_or_default();
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &namespace, &kubevirt_resource());
-        let holds_finalizer = kv.finalizers().iter().any(|f| f == FINALIZER);
         if kv.metadata.deletion_timestamp.is_some() {
-            if holds_finalizer {
+            if finalizer::has(kv, FINALIZER) {
                 tear_down(client, &api, kv, image).await?;
             }
         } else if active.as_ref().and_then(Value::as_str) == kv.uid().as_deref() {
@@ -113,15 +113,8 @@ async fn deploy(
     kv: &DynamicObject,
     image: &str,
 ) -> Result<(), kube::Error> {
-    let name = kv.name_any();
     let namespace = kv.namespace().unwrap_or_default();
-    if !kv.finalizers().iter().any(|f| f == FINALIZER) {
-        let mut finalizers = kv.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_owned());
-        let patch = json!({"metadata": {"finalizers": finalizers}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await?;
-    }
+    finalizer::set(api, kv, FINALIZER, true).await?;
     deployer::ensure_all(client, MANAGER, &STRATEGY.render(&namespace, image)).await?;
     let workloads = workloads::observe(
         client,
@@ -147,14 +140,7 @@ async fn tear_down(
     let namespace = kv.namespace().unwrap_or_default();
     components::patch_status(api, kv, status::deleting_status(&components::now())).await;
     deployer::remove_all(client, &STRATEGY.render(&namespace, image)).await?;
-    let finalizers: Vec<&String> = kv.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-    let patch = json!({"metadata": {"finalizers": finalizers}});
-    api.patch(
-        &kv.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(patch),
-    )
-    .await?;
+    finalizer::remove_from_latest(api, kv, FINALIZER).await?;
     tracing::info!(kubevirt = %kv.name_any(), %namespace, "removed the KubeVirt deployment");
     Ok(())
 }
