@@ -10,6 +10,7 @@ mod controller;
 mod csi_driver;
 mod embedded_webhooks;
 mod hpp;
+mod hpp_operator;
 mod image_upload;
 mod import;
 mod importer_pod;
@@ -92,6 +93,9 @@ enum Command {
     /// cdi-operator on a cluster: the CDI CR deploys the DataVolume controllers and the
     /// admission webhook in the operator's namespace and keeps the CDIConfig to its spec.
     CdiOperator(cdi_operator::CdiOperatorArgs),
+    /// hostpath-provisioner-operator on a cluster: the HostPathProvisioner CRs deploy the
+    /// CSI driver in the operator's namespace, serving their path pools.
+    HppOperator(hpp_operator::HppOperatorArgs),
     /// virt-operator on a cluster: each KubeVirt CR deploys virt-api, virt-controller and
     /// virt-handler in its namespace and reports them in its status.
     VirtOperator(virt_operator::VirtOperatorArgs),
@@ -212,6 +216,7 @@ fn main() -> ExitCode {
             Command::Macpool(args) => macpool::run(*args).await,
             Command::BridgeMarker(args) => bridge_marker::run(args).await,
             Command::CdiOperator(args) => cdi_operator::run(args).await,
+            Command::HppOperator(args) => hpp_operator::run(args).await,
             Command::VirtOperator(args) => virt_operator::run(args).await,
             Command::VirtController(args) => virt_controller::run(args).await,
             Command::VirtHandler(args) => virt_handler::run(*args).await,

@@ -60,20 +60,7 @@ fn ready_reason(ds: &DataSource) -> Option<String> {
 async fn the_controller_command_reconciles_against_the_api_server_of_its_kubeconfig() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = TempDir::new("controller");
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
-        .collect();
-    let server = ApiServer::start(ApiServerConfig {
-        data_dir: dir.join("data"),
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        crds,
-        admission: Vec::new(),
-        virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
-    })
-    .await
-    .expect("the API server starts");
+    let server = start_api_server(&dir).await;
     let client = standalone::control_plane::client_for(&server.kubeconfig)
         .await
         .expect("a client");
@@ -178,6 +165,65 @@ async fn kubectl_json(kubeconfig: &std::path::Path, args: &[&str]) -> Option<ser
     serde_json::from_slice(&output.stdout).ok()
 }
 
+/// The embedded API server alone, holding the CRDs of `deploy/crds/` as a cluster would.
+async fn start_api_server(dir: &TempDir) -> ApiServer {
+    let crds = api::crds::all()
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
+        .collect();
+    ApiServer::start(ApiServerConfig {
+        data_dir: dir.join("data"),
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        crds,
+        admission: Vec::new(),
+        virtual_creates: HashMap::new(),
+        create_admission: Vec::new(),
+    })
+    .await
+    .expect("the API server starts")
+}
+
+/// `ferrovirt OPERATOR --image IMAGE` as `deploy/OPERATOR/operator.yaml` runs it: that file
+/// applied but its Deployment (the process stands for its pod), the process acting as the
+/// service account `account` ("namespace:name") under the server's RBAC.
+async fn start_operator(
+    kubeconfig: &std::path::Path,
+    dir: &TempDir,
+    operator: &str,
+    account: &str,
+    image: &str,
+) -> tokio::process::Child {
+    let path = format!(
+        "{}/../deploy/{operator}/operator.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let manifests = std::fs::read_to_string(&path).expect("the operator's manifests");
+    let objects: Vec<&str> = manifests
+        .split("\n---\n")
+        .filter(|document| !document.contains("kind: Deployment"))
+        .collect();
+    let applied = dir.join(&format!("{operator}.yaml"));
+    std::fs::write(&applied, objects.join("\n---\n")).expect("writing manifests");
+    kubectl(kubeconfig, &["apply", "-f", &applied.display().to_string()]).await;
+    let admin = std::fs::read_to_string(kubeconfig).expect("reading the kubeconfig");
+    let impersonating = admin.replacen(
+        "  user:\n",
+        &format!("  user:\n    as: system:serviceaccount:{account}\n"),
+        1,
+    );
+    assert_ne!(admin, impersonating, "the kubeconfig has a user");
+    let as_operator = dir.join(&format!("{operator}-kubeconfig"));
+    std::fs::write(&as_operator, impersonating).expect("writing the kubeconfig");
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args([operator, "--image", image])
+        .env("KUBECONFIG", &as_operator)
+        .env_remove("POD_NAMESPACE")
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting the operator")
+}
+
 /// cdi-operator as deploy/cdi-operator runs it: its own process under its service account.
 /// Upstream's CDI CR deploys deploy/operators' controller and webhook with the operator's
 /// image (`Deploying` until their Deployments are ready, then `Deployed`), its
@@ -187,55 +233,11 @@ async fn kubectl_json(kubeconfig: &std::path::Path, args: &[&str]) -> Option<ser
 async fn the_cdi_operator_deploys_the_components_for_a_cdi_cr_and_removes_them_with_it() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = TempDir::new("cdi-operator");
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
-        .collect();
-    let server = ApiServer::start(ApiServerConfig {
-        data_dir: dir.join("data"),
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        crds,
-        admission: Vec::new(),
-        virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
-    })
-    .await
-    .expect("the API server starts");
+    let server = start_api_server(&dir).await;
     let kubeconfig = server.kubeconfig.clone();
-    // The operator's manifests but its Deployment: the process below stands for its pod.
-    let manifests = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/cdi-operator/operator.yaml"
-    ))
-    .expect("operator.yaml");
-    let objects: Vec<&str> = manifests
-        .split("\n---\n")
-        .filter(|document| !document.contains("kind: Deployment"))
-        .collect();
-    let operator_manifests = dir.join("operator.yaml");
-    std::fs::write(&operator_manifests, objects.join("\n---\n")).expect("writing manifests");
-    kubectl(
-        &kubeconfig,
-        &["apply", "-f", &operator_manifests.display().to_string()],
-    )
-    .await;
-    let admin = std::fs::read_to_string(&kubeconfig).expect("reading the kubeconfig");
-    let impersonating = admin.replacen(
-        "  user:\n",
-        "  user:\n    as: system:serviceaccount:cdi:cdi-operator\n",
-        1,
-    );
-    let as_operator = dir.join("operator-kubeconfig");
-    std::fs::write(&as_operator, impersonating).expect("writing the kubeconfig");
     let image = "registry.example/ferrovirt/ferrovirt:test";
-    let _operator = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
-        .args(["cdi-operator", "--image", image])
-        .env("KUBECONFIG", &as_operator)
-        .env_remove("POD_NAMESPACE")
-        .env("RUST_LOG", "info")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting ferrovirt cdi-operator");
+    let _operator =
+        start_operator(&kubeconfig, &dir, "cdi-operator", "cdi:cdi-operator", image).await;
 
     // Upstream's cdi-cr.yaml.
     let cr = dir.join("cdi-cr.yaml");
@@ -355,5 +357,150 @@ async fn the_cdi_operator_deploys_the_components_for_a_cdi_cr_and_removes_them_w
         };
         assert!(left.is_none(), "{kind} {name} is left");
     }
+    server.stop();
+}
+
+/// hostpath-provisioner-operator as deploy/hpp-operator runs it: its own process under its
+/// service account. Upstream's CR with two path pools deploys the CSI driver's DaemonSet
+/// serving both, with the operator's image; the CR is Progressing until the DaemonSet is
+/// ready, then Available with both pools Ready; deleting it removes the driver.
+#[tokio::test]
+async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_with_the_cr() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("hpp-operator");
+    let server = start_api_server(&dir).await;
+    let kubeconfig = server.kubeconfig.clone();
+    let image = "registry.example/ferrovirt/ferrovirt:test";
+    let account = "ferrovirt:hostpath-provisioner-operator";
+    let _operator = start_operator(&kubeconfig, &dir, "hpp-operator", account, image).await;
+    let cr = dir.join("hpp-cr.yaml");
+    std::fs::write(
+        &cr,
+        "apiVersion: hostpathprovisioner.kubevirt.io/v1beta1\nkind: HostPathProvisioner\n\
+         metadata:\n  name: hostpath-provisioner\nspec:\n  imagePullPolicy: Always\n  \
+         storagePools:\n    - name: local\n      path: /var/hpvolumes\n    - name: fast\n      \
+         path: /mnt/fast\n  workload:\n    nodeSelector:\n      kubernetes.io/os: linux\n",
+    )
+    .expect("writing the CR");
+    kubectl(&kubeconfig, &["apply", "-f", &cr.display().to_string()]).await;
+    let daemonset = eventually("the driver's DaemonSet", || async {
+        kubectl_json(
+            &kubeconfig,
+            &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"],
+        )
+        .await
+    })
+    .await;
+    let driver = &daemonset["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(driver["image"], image);
+    let args: Vec<&str> = driver["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    assert!(args.contains(&"--pool=local=/var/hpvolumes"), "{args:?}");
+    assert!(args.contains(&"--pool=fast=/mnt/fast"), "{args:?}");
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["csidriver", "kubevirt.io.hostpath-provisioner"]
+        )
+        .await
+        .is_some()
+    );
+    let progressing = eventually("the CR Progressing", || async {
+        let cr = kubectl_json(
+            &kubeconfig,
+            &["hostpathprovisioner", "hostpath-provisioner"],
+        )
+        .await?;
+        let conditions = cr["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Progressing" && c["status"] == "True")
+            .then_some(cr)
+    })
+    .await;
+    assert_eq!(
+        progressing["metadata"]["finalizers"],
+        json!(["finalizer.delete.hostpath-provisioner"])
+    );
+
+    // kube-controller-manager's part: the driver runs ready on the one node.
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch", "daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt",
+            "--subresource=status", "--type=merge", "-p",
+            r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#,
+        ],
+    )
+    .await;
+    let available = eventually("the CR Available", || async {
+        let cr = kubectl_json(
+            &kubeconfig,
+            &["hostpathprovisioner", "hostpath-provisioner"],
+        )
+        .await?;
+        let conditions = cr["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Available" && c["status"] == "True")
+            .then_some(cr)
+    })
+    .await;
+    let pools: Vec<(String, String)> = available["status"]["storagePoolStatuses"]
+        .as_array()
+        .expect("storagePoolStatuses")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_owned(),
+                p["phase"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pools,
+        [
+            ("fast".to_owned(), "Ready".to_owned()),
+            ("local".to_owned(), "Ready".to_owned())
+        ]
+    );
+
+    kubectl(
+        &kubeconfig,
+        &[
+            "delete",
+            "hostpathprovisioner",
+            "hostpath-provisioner",
+            "--wait=false",
+        ],
+    )
+    .await;
+    eventually("the CR gone", || async {
+        kubectl_json(
+            &kubeconfig,
+            &["hostpathprovisioner", "hostpath-provisioner"],
+        )
+        .await
+        .is_none()
+        .then_some(())
+    })
+    .await;
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"]
+        )
+        .await
+        .is_none()
+    );
+    assert!(
+        kubectl_json(&kubeconfig, &["clusterrole", "ferrovirt-csi-driver"])
+            .await
+            .is_none()
+    );
     server.stop();
 }

@@ -8,6 +8,7 @@
 //! ([`templated`]); until then the CR is Degraded with upstream's `StoragePoolNotReady`.
 
 pub mod claims;
+pub mod cluster;
 pub mod plan;
 pub mod status;
 pub mod sync;
@@ -191,7 +192,7 @@ async fn write_status(
         Outcome::Failed { reason, message } => {
             publish(&ctx.recorder, hpp, true, reason, message).await
         }
-        Outcome::Healthy => {}
+        Outcome::Healthy | Outcome::Deploying => {}
     }
     Ok(())
 }

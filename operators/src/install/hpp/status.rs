@@ -9,6 +9,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 /// Upstream's reason and message of Available once deployed.
 pub const HEALTHY_REASON: &str = "Complete";
 pub const HEALTHY_MESSAGE: &str = "Application Available";
+/// The operator SDK's reason and message while deploying.
+pub const DEPLOYING_REASON: &str = "DeployStarted";
+pub const DEPLOYING_MESSAGE: &str = "Started Deployment";
 /// Upstream's reason when a storage pool cannot be made ready.
 pub const POOL_NOT_READY: &str = "StoragePoolNotReady";
 /// Upstream's reason when a reconcile fails.
@@ -19,6 +22,9 @@ pub const RECONCILE_FAILED: &str = "Reconcile Failed";
 pub enum Outcome {
     /// Every pool the CR names is served.
     Healthy,
+    /// On a cluster: the driver's DaemonSet is not ready on every node yet (the operator
+    /// SDK's `MarkCrDeploying`).
+    Deploying,
     /// Something the CR names is not served; upstream's reason and a message.
     Failed {
         reason: &'static str,
@@ -106,6 +112,29 @@ pub fn status_for(
                 now,
             );
             status.observed_version = Some(version.to_owned());
+        }
+        Outcome::Deploying => {
+            set(
+                &mut conditions,
+                operator_condition::AVAILABLE,
+                ConditionStatus::False,
+                None,
+                now,
+            );
+            set(
+                &mut conditions,
+                operator_condition::PROGRESSING,
+                ConditionStatus::True,
+                Some((DEPLOYING_REASON, DEPLOYING_MESSAGE)),
+                now,
+            );
+            set(
+                &mut conditions,
+                operator_condition::DEGRADED,
+                ConditionStatus::False,
+                None,
+                now,
+            );
         }
         Outcome::Failed { reason, message } => {
             // Upstream's MarkCrFailedHealing.

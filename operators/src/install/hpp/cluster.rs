@@ -1,0 +1,314 @@
+//! hostpath-provisioner-operator on a cluster: the HostPathProvisioner CRs deploy the CSI
+//! driver ([`STRATEGY`], the manifests of `deploy/csi-driver/` but the StorageClass, which
+//! is the user's to make) into the operator's namespace with its image, its DaemonSet
+//! serving the CRs' path pools (the legacy `pathConfig` as pool `legacy`), each a host
+//! directory of every node. Each CR holds upstream's finalizer; deleting the last removes
+//! the driver. The status is upstream's: the operator SDK conditions, `Deploying` until the
+//! DaemonSet runs ready on every node, then Available with each path pool Ready. On
+//! `ferrovirt up` the pools go to the running driver instead ([`super::run`]).
+
+use std::time::Duration;
+
+use api::hostpath::HostPathProvisioner;
+use ferrovirt_hostpath::Pool;
+use futures_util::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ListParams;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::plan::pools_of;
+use super::status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, ready_pool, status_for};
+use super::{FINALIZER, VERSION};
+use crate::install::manifests::{MANAGED_BY_LABEL, Manifests};
+use crate::install::{deployer, workloads};
+use crate::kube::{finalizer, patch_status};
+
+/// The CSI driver's manifests.
+pub const STRATEGY: Manifests = Manifests {
+    files: &[
+        (
+            "rbac.yaml",
+            include_str!("../../../../deploy/csi-driver/rbac.yaml"),
+        ),
+        (
+            "csidriver.yaml",
+            include_str!("../../../../deploy/csi-driver/csidriver.yaml"),
+        ),
+        (
+            "daemonset.yaml",
+            include_str!("../../../../deploy/csi-driver/daemonset.yaml"),
+        ),
+    ],
+    namespace: "ferrovirt",
+    managed_by: MANAGER,
+};
+
+/// The field manager of what the operator applies, and its managed-by label.
+const MANAGER: &str = "hostpath-provisioner-operator";
+/// The driver's DaemonSet and its container that takes the pools.
+pub const DAEMONSET: &str = "ferrovirt-csi-driver";
+const DRIVER_CONTAINER: &str = "csi-driver";
+/// The prefix of the pools' volumes in the DaemonSet.
+const POOL_VOLUME: &str = "pool-";
+/// How often everything is checked again without a change.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// The path pools of `crs` (oldest first): a pool name two CRs give keeps the oldest's
+/// path, as on one machine. CRs that fail validation give none.
+pub fn cluster_pools(crs: &[HostPathProvisioner]) -> Vec<Pool> {
+    let mut pools: Vec<Pool> = Vec::new();
+    for pool in crs
+        .iter()
+        .filter_map(|cr| pools_of(cr).ok())
+        .flat_map(|p| p.wanted)
+    {
+        if !pools.iter().any(|p| p.name == pool.name) {
+            pools.push(pool);
+        }
+    }
+    pools
+}
+
+/// Makes the driver's DaemonSet among `objects` serve `pools`: a `--pool=NAME=PATH` flag
+/// and a host directory mounted at the same path for each, in place of the manifest's.
+pub fn serve_pools(objects: &mut [Value], pools: &[Pool]) {
+    let Some(daemonset) = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == DAEMONSET)
+    else {
+        return;
+    };
+    let spec = &mut daemonset["spec"]["template"]["spec"];
+    if let Some(volumes) = spec["volumes"].as_array_mut() {
+        volumes.retain(|v| !is_pool_volume(v));
+        volumes.extend(pools.iter().enumerate().map(|(i, pool)| {
+            json!({"name": format!("{POOL_VOLUME}{i}"),
+                   "hostPath": {"path": pool.path, "type": "DirectoryOrCreate"}})
+        }));
+    }
+    let Some(container) = spec["containers"]
+        .as_array_mut()
+        .and_then(|c| c.iter_mut().find(|c| c["name"] == DRIVER_CONTAINER))
+    else {
+        return;
+    };
+    if let Some(args) = container["args"].as_array_mut() {
+        args.retain(|a| !a.as_str().is_some_and(|a| a.starts_with("--pool=")));
+        args.extend(
+            pools
+                .iter()
+                .map(|p| json!(format!("--pool={}={}", p.name, p.path.display()))),
+        );
+    }
+    if let Some(mounts) = container["volumeMounts"].as_array_mut() {
+        mounts.retain(|m| !is_pool_volume(m));
+        mounts.extend(pools.iter().enumerate().map(|(i, pool)| {
+            json!({"name": format!("{POOL_VOLUME}{i}"), "mountPath": pool.path,
+                   "mountPropagation": "Bidirectional"})
+        }));
+    }
+}
+
+fn is_pool_volume(volume: &Value) -> bool {
+    volume["name"]
+        .as_str()
+        .is_some_and(|n| n.starts_with(POOL_VOLUME))
+}
+
+/// What one live CR's status says, given whether the driver runs ready everywhere.
+pub fn outcome_of(cr: &HostPathProvisioner, driver_ready: bool) -> Outcome {
+    match pools_of(cr) {
+        Err(err) => Outcome::Failed {
+            reason: RECONCILE_FAILED,
+            message: err.to_string(),
+        },
+        Ok(pools) if !pools.templated.is_empty() => {
+            let names: Vec<&str> = pools.templated.iter().map(|p| p.name.as_str()).collect();
+            Outcome::Failed {
+                reason: POOL_NOT_READY,
+                message: format!(
+                    "storage pools {} use a pvcTemplate, which is not served on a cluster yet",
+                    names.join(", ")
+                ),
+            }
+        }
+        Ok(_) if driver_ready => Outcome::Healthy,
+        Ok(_) => Outcome::Deploying,
+    }
+}
+
+/// Runs the operator for every HostPathProvisioner CR, deploying `image` into `namespace`.
+pub async fn run(client: Client, namespace: String, image: String) {
+    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
+    let crs: Api<HostPathProvisioner> = Api::all(client.clone());
+    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), &namespace);
+    let changes = futures_util::stream::select(
+        watcher(crs, watcher::Config::default()).map(|_| ()),
+        watcher(daemonsets, managed).map(|_| ()),
+    );
+    let mut changes = std::pin::pin!(changes);
+    loop {
+        if let Err(err) = reconcile(&client, &namespace, &image).await {
+            tracing::warn!(%err, "reconciling HostPathProvisioner CRs");
+        }
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(RESYNC) => {}
+        }
+    }
+}
+
+async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), kube::Error> {
+    let api: Api<HostPathProvisioner> = Api::all(client.clone());
+    let mut crs = api.list(&ListParams::default()).await?.items;
+    crs.sort_by_key(|cr| (cr.metadata.creation_timestamp.clone(), cr.name_any()));
+    let (deleting, live): (Vec<_>, Vec<_>) = crs
+        .into_iter()
+        .partition(|cr| cr.metadata.deletion_timestamp.is_some());
+    let mut objects = STRATEGY.render(namespace, image);
+    if live.is_empty() {
+        if deleting.iter().any(|cr| finalizer::has(cr, FINALIZER)) {
+            deployer::remove_all(client, &objects).await?;
+            tracing::info!(%namespace, "removed the hostpath provisioner");
+        }
+    } else {
+        for cr in &live {
+            finalizer::set(&api, cr, FINALIZER, true).await?;
+        }
+        let pools = cluster_pools(&live);
+        serve_pools(&mut objects, &pools);
+        deployer::ensure_all(client, MANAGER, &objects).await?;
+        let driver = workloads::observe(client, namespace, &[], &[DAEMONSET]).await?;
+        let driver_ready = driver.iter().all(|w| w.ready);
+        for cr in &live {
+            write_status(&api, cr, driver_ready).await?;
+        }
+    }
+    for cr in &deleting {
+        finalizer::remove_from_latest(&api, cr, FINALIZER).await?;
+    }
+    Ok(())
+}
+
+async fn write_status(
+    api: &Api<HostPathProvisioner>,
+    cr: &HostPathProvisioner,
+    driver_ready: bool,
+) -> Result<(), kube::Error> {
+    let outcome = outcome_of(cr, driver_ready);
+    let ready: Vec<_> = match (&outcome, pools_of(cr)) {
+        (Outcome::Healthy, Ok(pools)) => pools.wanted.iter().map(|p| ready_pool(&p.name)).collect(),
+        _ => Vec::new(),
+    };
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut status = status_for(cr.status.as_ref(), &ready, &outcome, VERSION, &now);
+    status.operator_version = Some(VERSION.to_owned());
+    status.target_version = Some(VERSION.to_owned());
+    if cr.status.as_ref() != Some(&status) {
+        patch_status(api, &cr.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cr(name: &str, spec: Value) -> HostPathProvisioner {
+        serde_json::from_value(json!({
+            "apiVersion": "hostpathprovisioner.kubevirt.io/v1beta1",
+            "kind": "HostPathProvisioner",
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .expect("a HostPathProvisioner")
+    }
+
+    #[test]
+    fn the_daemonset_serves_the_crs_path_pools_oldest_first() {
+        let crs = [
+            cr(
+                "a",
+                json!({"storagePools": [{"name": "local", "path": "/var/hpvolumes"},
+                                        {"name": "fast", "path": "/mnt/fast"}]}),
+            ),
+            cr(
+                "b",
+                json!({"storagePools": [{"name": "fast", "path": "/elsewhere"}],
+                       "pathConfig": null}),
+            ),
+        ];
+        let pools = cluster_pools(&crs);
+        let names: Vec<_> = pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.path.display().to_string()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("local", "/var/hpvolumes".into()),
+                ("fast", "/mnt/fast".into())
+            ]
+        );
+        let mut objects = STRATEGY.render("hpp", "registry.example/fv:1");
+        serve_pools(&mut objects, &pools);
+        let daemonset = objects
+            .iter()
+            .find(|o| o["kind"] == "DaemonSet")
+            .expect("the DaemonSet");
+        let spec = &daemonset["spec"]["template"]["spec"];
+        let driver = &spec["containers"][0];
+        assert_eq!(driver["image"], "registry.example/fv:1");
+        let pool_args: Vec<&str> = driver["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|a| a.starts_with("--pool="))
+            .collect();
+        assert_eq!(
+            pool_args,
+            ["--pool=local=/var/hpvolumes", "--pool=fast=/mnt/fast"]
+        );
+        let mounted: Vec<&Value> = driver["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .filter(|m| is_pool_volume(m))
+            .map(|m| &m["mountPath"])
+            .collect();
+        assert_eq!(mounted, [&json!("/var/hpvolumes"), &json!("/mnt/fast")]);
+        let host_paths: Vec<&Value> = spec["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .filter(|v| is_pool_volume(v))
+            .map(|v| &v["hostPath"]["path"])
+            .collect();
+        assert_eq!(host_paths, mounted);
+        // The StorageClass is the user's, not the operator's.
+        assert!(objects.iter().all(|o| o["kind"] != "StorageClass"));
+    }
+
+    #[test]
+    fn template_pools_are_reported_as_not_served_on_a_cluster() {
+        let templated = cr(
+            "t",
+            json!({"storagePools": [{"name": "pvc", "path": "/p",
+                "pvcTemplate": {"resources": {"requests": {"storage": "1Gi"}}}}]}),
+        );
+        match outcome_of(&templated, true) {
+            Outcome::Failed { reason, message } => {
+                assert_eq!(reason, POOL_NOT_READY);
+                assert!(message.contains("pvc"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let plain = cr("p", json!({"storagePools": [{"name": "a", "path": "/a"}]}));
+        assert_eq!(outcome_of(&plain, false), Outcome::Deploying);
+        assert_eq!(outcome_of(&plain, true), Outcome::Healthy);
+    }
+}
