@@ -124,9 +124,9 @@ pub fn deployed_cdi_status(now: &str) -> Value {
     json!({
         "phase": "Deployed",
         "conditions": [
-            condition("Available", "True", "Completed", done, now),
-            condition("Progressing", "False", "Completed", done, now),
-            condition("Degraded", "False", "Completed", done, now),
+            condition("Available", "True", "DeployCompleted", done, now),
+            condition("Progressing", "False", "", "", now),
+            condition("Degraded", "False", "", "", now),
         ],
         "operatorVersion": VERSION,
         "targetVersion": VERSION,

@@ -24,6 +24,23 @@ impl Workload {
         }
     }
 
+    /// A Deployment as the operator SDK (cdi-operator's) counts it: every wanted replica
+    /// (one when unset) is there and ready.
+    pub fn deployment_all_ready(name: &str, observed: Option<&Deployment>) -> Self {
+        let wanted = observed
+            .and_then(|d| d.spec.as_ref())
+            .and_then(|s| s.replicas)
+            .unwrap_or(1);
+        let status = observed.and_then(|d| d.status.as_ref());
+        let ready = status.is_some_and(|s| {
+            s.replicas.unwrap_or(0) == wanted && s.ready_replicas.unwrap_or(0) == wanted
+        });
+        Self {
+            name: name.to_owned(),
+            ready,
+        }
+    }
+
     pub fn daemonset(name: &str, observed: Option<&DaemonSet>) -> Self {
         let status = observed.and_then(|d| d.status.as_ref());
         let ready = status.is_some_and(|s| {
@@ -36,11 +53,21 @@ impl Workload {
     }
 }
 
+/// How a Deployment counts as ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeploymentRule {
+    /// One ready replica is enough (virt-operator).
+    AnyReplica,
+    /// Every wanted replica must be ready (the operator SDK).
+    AllReplicas,
+}
+
 /// The named Deployments and DaemonSets of `namespace` (absent ones not ready).
 pub async fn observe(
     client: &Client,
     namespace: &str,
     deployments: &[&str],
+    rule: DeploymentRule,
     daemonsets: &[&str],
 ) -> Result<Vec<Workload>, kube::Error> {
     let deployment_api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
@@ -48,7 +75,10 @@ pub async fn observe(
     let mut workloads = Vec::new();
     for name in deployments {
         let observed = deployment_api.get_opt(name).await?;
-        workloads.push(Workload::deployment(name, observed.as_ref()));
+        workloads.push(match rule {
+            DeploymentRule::AnyReplica => Workload::deployment(name, observed.as_ref()),
+            DeploymentRule::AllReplicas => Workload::deployment_all_ready(name, observed.as_ref()),
+        });
     }
     for name in daemonsets {
         let observed = daemonset_api.get_opt(name).await?;
@@ -73,6 +103,13 @@ mod tests {
         assert!(Workload::deployment("a", Some(&deployment(1, 1))).ready);
         assert!(!Workload::deployment("a", Some(&deployment(1, 0))).ready);
         assert!(!Workload::deployment("a", None).ready);
+        let scaled: Deployment = serde_json::from_value(
+            json!({"spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 1}}),
+        )
+        .expect("a Deployment");
+        assert!(Workload::deployment("a", Some(&scaled)).ready);
+        assert!(!Workload::deployment_all_ready("a", Some(&scaled)).ready);
+        assert!(Workload::deployment_all_ready("a", Some(&deployment(1, 1))).ready);
         let daemonset = |desired, ready| -> DaemonSet {
             serde_json::from_value(json!({"status": {
                 "desiredNumberScheduled": desired, "numberReady": ready,

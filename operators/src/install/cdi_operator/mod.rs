@@ -105,7 +105,14 @@ async fn deploy(
     finalizer::set(api, cdi, FINALIZER, true).await?;
     deployer::ensure_all(client, MANAGER, &STRATEGY.render(namespace, image)).await?;
     sync_cdi_config(client, &cdi.data["spec"]["config"]).await?;
-    let workloads = workloads::observe(client, namespace, &status::DEPLOYMENTS, &[]).await?;
+    let workloads = workloads::observe(
+        client,
+        namespace,
+        &status::DEPLOYMENTS,
+        workloads::DeploymentRule::AllReplicas,
+        &[],
+    )
+    .await?;
     let phase = cdi.data["status"]["phase"].as_str().unwrap_or_default();
     let status = status::deploy_status(&workloads, phase, &components::now());
     components::patch_status(api, cdi, status).await;

@@ -10,15 +10,19 @@ use crate::install::workloads::Workload;
 pub const DEPLOYMENTS: [&str; 2] = ["ferrovirt-controller", "ferrovirt-webhook"];
 
 /// The status of the active CR once every object is created: `Deploying` until every
-/// Deployment is ready, then `Deployed`, which stays while a Deployment recovers.
+/// Deployment is ready, then `Deployed`. A Deployed CR stays Deployed and Available while a
+/// Deployment recovers, only Degraded (the SDK's `CheckDegraded`).
 pub fn deploy_status(workloads: &[Workload], current_phase: &str, now: &str) -> Value {
-    if workloads.iter().all(|w| w.ready) {
+    let ready = workloads.iter().all(|w| w.ready);
+    if ready || current_phase == "Deployed" {
         let mut status = deployed_cdi_status(now);
-        status["observedVersion"] = json!(VERSION);
+        if !ready {
+            status["conditions"][2] = condition("Degraded", "True", "", "", now);
+        }
         return status;
     }
     json!({
-        "phase": if current_phase == "Deployed" { "Deployed" } else { "Deploying" },
+        "phase": "Deploying",
         "conditions": [
             condition("Available", "False", "", "", now),
             condition("Progressing", "True", "DeployStarted", "Started Deployment", now),
@@ -84,8 +88,15 @@ mod tests {
         let status = deploy_status(&all, "Deploying", NOW);
         assert_eq!(status["phase"], "Deployed");
         assert_eq!(condition_of(&status, "Available")["status"], "True");
+        assert_eq!(
+            condition_of(&status, "Available")["reason"],
+            "DeployCompleted"
+        );
         assert_eq!(status["observedVersion"], VERSION);
-        assert_eq!(deploy_status(&some, "Deployed", NOW)["phase"], "Deployed");
+        let recovering = deploy_status(&some, "Deployed", NOW);
+        assert_eq!(recovering["phase"], "Deployed");
+        assert_eq!(condition_of(&recovering, "Available")["status"], "True");
+        assert_eq!(condition_of(&recovering, "Degraded")["status"], "True");
     }
 
     #[test]

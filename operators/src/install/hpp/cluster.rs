@@ -181,7 +181,14 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         let pools = cluster_pools(&live);
         serve_pools(&mut objects, &pools);
         deployer::ensure_all(client, MANAGER, &objects).await?;
-        let driver = workloads::observe(client, namespace, &[], &[DAEMONSET]).await?;
+        let driver = workloads::observe(
+            client,
+            namespace,
+            &[],
+            workloads::DeploymentRule::AllReplicas,
+            &[DAEMONSET],
+        )
+        .await?;
         let driver_ready = driver.iter().all(|w| w.ready);
         for cr in &live {
             write_status(&api, cr, driver_ready).await?;

@@ -120,6 +120,7 @@ async fn deploy(
         client,
         &namespace,
         &status::DEPLOYMENTS,
+        workloads::DeploymentRule::AnyReplica,
         &status::DAEMONSETS,
     )
     .await?;
