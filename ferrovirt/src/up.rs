@@ -226,7 +226,14 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         crate::macpool::start_local(&control_plane.client, &mac_pool, args.metrics_listen).await?;
     eprintln!("metrics on http://{metrics}/metrics");
     start_controllers(&control_plane, dir, args, &token_issuer).await?;
-    // With --no-virt, KubeVirt's components and their operator run as on a cluster.
+    // With --no-virt, KubeVirt's components and their operator run as on a cluster; the
+    // in-process admission still follows the active KubeVirt CR's configuration.
+    if args.no_virt {
+        tokio::spawn(operators::install::components::follow_cluster_config(
+            control_plane.client.clone(),
+            cluster.clone(),
+        ));
+    }
     let in_process_virt = (!args.no_virt).then_some(cluster);
     start_install_operators(&control_plane.client, in_process_virt).await?;
     crate::hpp::start(&control_plane);

@@ -13,9 +13,11 @@ use std::time::Duration;
 use api::kubevirt::cluster_config::{ClusterConfig, SharedClusterConfig};
 use futures_util::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+
+use super::changes;
 
 /// The version reported as deployed.
 pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -134,7 +136,9 @@ pub fn deployed_cdi_status(now: &str) -> Value {
     })
 }
 
-/// Whether `current` already says what `wanted` says, ignoring timestamps.
+/// Whether `current` already says everything `wanted` says, ignoring timestamps. Keys only
+/// `current` has stay as a merge patch would leave them (a Deployed status keeps the
+/// target fields of its Deploying days), so they do not count as a difference.
 fn same_status(current: &Value, wanted: &Value) -> bool {
     let strip = |status: &Value| {
         let mut status = status.clone();
@@ -148,7 +152,11 @@ fn same_status(current: &Value, wanted: &Value) -> bool {
         }
         status
     };
-    strip(current) == strip(wanted)
+    let (current, wanted) = (strip(current), strip(wanted));
+    match wanted.as_object() {
+        Some(fields) => fields.iter().all(|(key, value)| current[key] == *value),
+        None => current == wanted,
+    }
 }
 
 pub(crate) async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObject, status: Value) {
@@ -211,9 +219,10 @@ fn set_cluster_config(cluster: &SharedClusterConfig, all: &[Value]) {
 /// informer does on a cluster (where virt-operator, not this process, reports the CRs).
 pub async fn follow_cluster_config(client: Client, cluster: SharedClusterConfig) {
     let api: Api<DynamicObject> = Api::all_with(client, &kubevirt_resource());
-    let changes = watcher(api.clone(), watcher::Config::default());
-    let mut changes = std::pin::pin!(changes);
-    loop {
+    let changes = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .map(|_| ());
+    changes::run_on_changes(changes, RESYNC, || async {
         match api.list(&ListParams::default()).await {
             Ok(list) => {
                 let values: Vec<Value> = list
@@ -225,11 +234,8 @@ pub async fn follow_cluster_config(client: Client, cluster: SharedClusterConfig)
             }
             Err(err) => tracing::warn!(%err, "reading the KubeVirt CRs"),
         }
-        tokio::select! {
-            _ = changes.next() => {}
-            _ = tokio::time::sleep(RESYNC) => {}
-        }
-    }
+    })
+    .await;
 }
 
 async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
@@ -249,11 +255,14 @@ pub async fn run(client: Client, cluster: Option<SharedClusterConfig>) {
     let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let cdis: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
     let changes = futures_util::stream::select(
-        watcher(kubevirts, watcher::Config::default()).map(|_| ()),
-        watcher(cdis, watcher::Config::default()).map(|_| ()),
+        watcher(kubevirts, watcher::Config::default())
+            .default_backoff()
+            .map(|_| ()),
+        watcher(cdis, watcher::Config::default())
+            .default_backoff()
+            .map(|_| ()),
     );
-    let mut changes = std::pin::pin!(changes);
-    loop {
+    changes::run_on_changes(changes, RESYNC, || async {
         if let Some(cluster) = &cluster
             && let Err(err) = report_kubevirts(&client, cluster).await
         {
@@ -262,11 +271,8 @@ pub async fn run(client: Client, cluster: Option<SharedClusterConfig>) {
         if let Err(err) = report_cdis(&client).await {
             tracing::warn!(%err, "reporting CDI CRs");
         }
-        tokio::select! {
-            _ = changes.next() => {}
-            _ = tokio::time::sleep(RESYNC) => {}
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]
@@ -294,6 +300,11 @@ mod tests {
         let earlier = deployed_cdi_status("2026-01-01T00:00:00Z");
         let later = deployed_cdi_status("2026-01-02T00:00:00Z");
         assert!(same_status(&earlier, &later));
+        // A key the stored status has and the wanted one lacks is no difference.
+        let mut stored = later.clone();
+        stored["targetDeploymentID"] = json!("v1");
+        assert!(same_status(&stored, &earlier));
+        assert!(!same_status(&earlier, &stored));
         assert!(!same_status(
             &earlier,
             &existing_deployment_status("2026-01-01T00:00:00Z")

@@ -1,6 +1,7 @@
 //! Operators of operators: each reads its top-level custom resource and deploys what it names.
 
 pub mod cdi_operator;
+pub mod changes;
 pub mod cnao;
 pub mod common_templates;
 pub mod components;
@@ -8,6 +9,7 @@ pub mod deployer;
 pub mod hco;
 pub mod hpp;
 pub mod manifests;
+pub mod single_cr;
 pub mod ssp;
 pub mod virt_operator;
 pub mod workloads;

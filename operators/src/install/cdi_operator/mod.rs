@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::components::{self, cdi_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests};
-use super::{deployer, workloads};
+use super::single_cr::{self, CrAction};
+use super::{changes, deployer, workloads};
 use crate::kube::finalizer;
 
 /// cdi-operator's install strategy: the manifests of `deploy/operators/`.
@@ -57,21 +58,21 @@ pub async fn run(client: Client, namespace: String, image: String) {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
-        watcher(cdis, watcher::Config::default()).map(|_| ()),
-        watcher(deployments, managed).map(|_| ()),
+        watcher(cdis, watcher::Config::default())
+            .default_backoff()
+            .map(|_| ()),
+        watcher(deployments, managed).default_backoff().map(|_| ()),
     );
-    let mut changes = std::pin::pin!(changes);
-    loop {
+    changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile_all(&client, &namespace, &image).await {
             tracing::warn!(%err, "reconciling CDI CRs");
         }
-        tokio::select! {
-            _ = changes.next() => {}
-            _ = tokio::time::sleep(RESYNC) => {}
-        }
-    }
+    })
+    .await;
 }
 
+/// Acts on every CDI CR as [`single_cr::plan`] says; one CR's failure does not keep the
+/// others from their turn.
 async fn reconcile_all(client: &Client, namespace: &str, image: &str) -> Result<(), kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
     let list = api.list(&ListParams::default()).await?;
@@ -80,19 +81,24 @@ async fn reconcile_all(client: &Client, namespace: &str, image: &str) -> Result<
         .iter()
         .filter_map(|cdi| serde_json::to_value(cdi).ok())
         .collect();
-    let active = components::active_cr(&values).map(|cdi| cdi["metadata"]["uid"].clone());
-    for cdi in &list.items {
-        if cdi.metadata.deletion_timestamp.is_some() {
-            if finalizer::has(cdi, FINALIZER) {
-                tear_down(client, &api, cdi, namespace, image).await?;
+    let mut failure = Ok(());
+    for (cdi, action) in list.items.iter().zip(single_cr::plan(&values, FINALIZER)) {
+        let done = match action {
+            CrAction::TearDown => tear_down(client, &api, cdi, namespace, image).await,
+            CrAction::Deploy => deploy(client, &api, cdi, namespace, image).await,
+            CrAction::Refuse => {
+                let status = status::unwanted_status(&components::now());
+                components::patch_status(&api, cdi, status).await;
+                Ok(())
             }
-        } else if active.as_ref().and_then(Value::as_str) == cdi.uid().as_deref() {
-            deploy(client, &api, cdi, namespace, image).await?;
-        } else {
-            components::patch_status(&api, cdi, status::unwanted_status(&components::now())).await;
+            CrAction::Wait | CrAction::Nothing => Ok(()),
+        };
+        if let Err(err) = done {
+            tracing::warn!(%err, cdi = %cdi.name_any(), ?action, "reconciling a CDI CR");
+            failure = Err(err);
         }
     }
-    Ok(())
+    failure
 }
 
 async fn deploy(
@@ -155,6 +161,9 @@ async fn tear_down(
 ) -> Result<(), kube::Error> {
     components::patch_status(api, cdi, status::deleting_status()).await;
     deployer::remove_all(client, &STRATEGY.render(namespace, image)).await?;
+    // The CDIConfig is the CR's, as upstream's owner reference makes it.
+    let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());
+    crate::kube::delete_ignoring_missing(&configs, CDI_CONFIG).await?;
     finalizer::remove_from_latest(api, cdi, FINALIZER).await?;
     tracing::info!(cdi = %cdi.name_any(), %namespace, "removed the CDI deployment");
     Ok(())

@@ -14,7 +14,7 @@ use ferrovirt_hostpath::Pool;
 use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -22,7 +22,7 @@ use super::plan::pools_of;
 use super::status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, ready_pool, status_for};
 use super::{FINALIZER, VERSION};
 use crate::install::manifests::{MANAGED_BY_LABEL, Manifests};
-use crate::install::{deployer, workloads};
+use crate::install::{changes, deployer, workloads};
 use crate::kube::{finalizer, patch_status};
 
 /// The CSI driver's manifests.
@@ -146,19 +146,17 @@ pub async fn run(client: Client, namespace: String, image: String) {
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
         Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
-        watcher(crs, watcher::Config::default()).map(|_| ()),
-        watcher(daemonsets, managed).map(|_| ()),
+        watcher(crs, watcher::Config::default())
+            .default_backoff()
+            .map(|_| ()),
+        watcher(daemonsets, managed).default_backoff().map(|_| ()),
     );
-    let mut changes = std::pin::pin!(changes);
-    loop {
+    changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile(&client, &namespace, &image).await {
             tracing::warn!(%err, "reconciling HostPathProvisioner CRs");
         }
-        tokio::select! {
-            _ = changes.next() => {}
-            _ = tokio::time::sleep(RESYNC) => {}
-        }
-    }
+    })
+    .await;
 }
 
 async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), kube::Error> {

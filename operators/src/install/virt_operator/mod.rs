@@ -14,13 +14,14 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kube::api::{DynamicObject, ListParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
-use super::components::{self, active_cr, kubevirt_resource};
+use super::components::{self, kubevirt_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests};
-use super::{deployer, workloads};
+use super::single_cr::{self, CrAction};
+use super::{changes, deployer, workloads};
 use crate::kube::finalizer;
 
 /// virt-operator's install strategy: the manifests of `deploy/virt/`.
@@ -62,23 +63,28 @@ pub async fn run(client: Client, image: String) {
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::all(client.clone());
     let changes = futures_util::stream::select_all([
         watcher(kubevirts, watcher::Config::default())
+            .default_backoff()
             .map(|_| ())
             .boxed(),
-        watcher(deployments, managed.clone()).map(|_| ()).boxed(),
-        watcher(daemonsets, managed).map(|_| ()).boxed(),
+        watcher(deployments, managed.clone())
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
+        watcher(daemonsets, managed)
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
     ]);
-    let mut changes = std::pin::pin!(changes);
-    loop {
+    changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile_all(&client, &image).await {
             tracing::warn!(%err, "reconciling KubeVirt CRs");
         }
-        tokio::select! {
-            _ = changes.next() => {}
-            _ = tokio::time::sleep(RESYNC) => {}
-        }
-    }
+    })
+    .await;
 }
 
+/// Acts on every KubeVirt CR as [`single_cr::plan`] says; one CR's failure does not keep
+/// the others from their turn.
 async fn reconcile_all(client: &Client, image: &str) -> Result<(), kube::Error> {
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let list = all.list(&ListParams::default()).await?;
@@ -87,23 +93,27 @@ async fn reconcile_all(client: &Client, image: &str) -> Result<(), kube::Error> 
         .iter()
         .filter_map(|kv| serde_json::to_value(kv).ok())
         .collect();
-    let active = active_cr(&values).map(|kv| kv["metadata"]["uid"].clone());
-    for kv in &list.items {
+    let mut failure = Ok(());
+    for (kv, action) in list.items.iter().zip(single_cr::plan(&values, FINALIZER)) {
         let namespace = kv.namespace().unwrap_or_default();
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &namespace, &kubevirt_resource());
-        if kv.metadata.deletion_timestamp.is_some() {
-            if finalizer::has(kv, FINALIZER) {
-                tear_down(client, &api, kv, image).await?;
+        let done = match action {
+            CrAction::TearDown => tear_down(client, &api, kv, image).await,
+            CrAction::Deploy => deploy(client, &api, kv, image).await,
+            CrAction::Refuse => {
+                let status = components::existing_deployment_status(&components::now());
+                components::patch_status(&api, kv, status).await;
+                Ok(())
             }
-        } else if active.as_ref().and_then(Value::as_str) == kv.uid().as_deref() {
-            deploy(client, &api, kv, image).await?;
-        } else {
-            let status = components::existing_deployment_status(&components::now());
-            components::patch_status(&api, kv, status).await;
+            CrAction::Wait | CrAction::Nothing => Ok(()),
+        };
+        if let Err(err) = done {
+            tracing::warn!(%err, kubevirt = %kv.name_any(), ?action, "reconciling a KubeVirt CR");
+            failure = Err(err);
         }
     }
-    Ok(())
+    failure
 }
 
 /// Deploys the strategy for the active CR and reports how far its workloads are.
