@@ -317,6 +317,22 @@ async fn the_cdi_operator_deploys_the_components_for_a_cdi_cr_and_removes_them_w
     })
     .await;
 
+    // A Deployment deleted by hand comes back.
+    kubectl(
+        &kubeconfig,
+        &["delete", "deployment", "ferrovirt-webhook", "-n", "cdi"],
+    )
+    .await;
+    eventually("ferrovirt-webhook put back", || async {
+        let deployment = kubectl_json(
+            &kubeconfig,
+            &["deployment", "ferrovirt-webhook", "-n", "cdi"],
+        )
+        .await?;
+        (deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image).then_some(())
+    })
+    .await;
+
     // A second CDI CR is an error.
     let second = dir.join("second.yaml");
     std::fs::write(
@@ -358,6 +374,19 @@ async fn the_cdi_operator_deploys_the_components_for_a_cdi_cr_and_removes_them_w
         assert!(left.is_none(), "{kind} {name} is left");
     }
     server.stop();
+}
+
+/// The HostPathProvisioner `hostpath-provisioner` once its condition `type_` is True.
+async fn hpp_with_condition_true(kubeconfig: &std::path::Path, type_: &str) -> serde_json::Value {
+    eventually(&format!("the CR {type_}"), || async {
+        let cr = kubectl_json(kubeconfig, &["hostpathprovisioner", "hostpath-provisioner"]).await?;
+        let conditions = cr["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == type_ && c["status"] == "True")
+            .then_some(cr)
+    })
+    .await
 }
 
 /// hostpath-provisioner-operator as deploy/hpp-operator runs it: its own process under its
@@ -409,19 +438,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         .await
         .is_some()
     );
-    let progressing = eventually("the CR Progressing", || async {
-        let cr = kubectl_json(
-            &kubeconfig,
-            &["hostpathprovisioner", "hostpath-provisioner"],
-        )
-        .await?;
-        let conditions = cr["status"]["conditions"].as_array()?.clone();
-        conditions
-            .iter()
-            .any(|c| c["type"] == "Progressing" && c["status"] == "True")
-            .then_some(cr)
-    })
-    .await;
+    let progressing = hpp_with_condition_true(&kubeconfig, "Progressing").await;
     assert_eq!(
         progressing["metadata"]["finalizers"],
         json!(["finalizer.delete.hostpath-provisioner"])
@@ -437,19 +454,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         ],
     )
     .await;
-    let available = eventually("the CR Available", || async {
-        let cr = kubectl_json(
-            &kubeconfig,
-            &["hostpathprovisioner", "hostpath-provisioner"],
-        )
-        .await?;
-        let conditions = cr["status"]["conditions"].as_array()?.clone();
-        conditions
-            .iter()
-            .any(|c| c["type"] == "Available" && c["status"] == "True")
-            .then_some(cr)
-    })
-    .await;
+    let available = hpp_with_condition_true(&kubeconfig, "Available").await;
     let pools: Vec<(String, String)> = available["status"]["storagePoolStatuses"]
         .as_array()
         .expect("storagePoolStatuses")

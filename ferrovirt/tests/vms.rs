@@ -1211,6 +1211,24 @@ fn kubeconfig_as(platform: &Platform, user: &str) -> std::path::PathBuf {
     path
 }
 
+/// An AdmissionReview posted to virt-api's webhook at `path`, and its answer (status 200).
+fn post_review(port: u16, path: &str, review: &Value) -> Value {
+    let (code, body) = curl_virt_api(
+        port,
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &review.to_string(),
+        ],
+        path,
+    );
+    assert_eq!(code, "200", "{body}");
+    serde_json::from_str(&body).expect("an AdmissionReview")
+}
+
 /// `curl` to virt-api itself (its certificate is not checked): the status code and body.
 fn curl_virt_api(port: u16, args: &[&str], path: &str) -> (String, String) {
     let out = Command::new("curl")
@@ -1385,20 +1403,7 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
                 "spec": {"running": true, "runStrategy": "Always",
                     "template": {"spec": {"domain": {"devices": {}}}}}}},
     });
-    let (code, body) = curl_virt_api(
-        api_port,
-        &[
-            "-X",
-            "POST",
-            "-H",
-            "Content-Type: application/json",
-            "-d",
-            &review.to_string(),
-        ],
-        "/virtualmachines-mutate",
-    );
-    assert_eq!(code, "200", "{body}");
-    let answer: Value = serde_json::from_str(&body).expect("an AdmissionReview");
+    let answer = post_review(api_port, "/virtualmachines-mutate", &review);
     assert_eq!(answer["response"]["uid"], "u-1", "{answer:#}");
     assert_eq!(answer["response"]["allowed"], false, "{answer:#}");
     let message = answer["response"]["status"]["message"]
@@ -1423,35 +1428,11 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
                 "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}}}},
     });
     let machine_of_defaulted_vmi = || {
-        let (code, body) = curl_virt_api(
-            api_port,
-            &[
-                "-X",
-                "POST",
-                "-H",
-                "Content-Type: application/json",
-                "-d",
-                &vmi_review.to_string(),
-            ],
-            "/virtualmachineinstances-mutate",
-        );
-        assert_eq!(code, "200", "{body}");
-        let answer: Value = serde_json::from_str(&body).expect("an AdmissionReview");
+        let answer = post_review(api_port, "/virtualmachineinstances-mutate", &vmi_review);
         assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
-        let encoded = answer["response"]["patch"].as_str().unwrap_or_default();
-        let mut decode = Command::new("base64")
-            .arg("-d")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("base64");
-        decode
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(encoded.as_bytes())
-            .expect("writing to base64");
-        let patch = decode.wait_with_output().expect("base64").stdout;
+        let patch = answer["response"]["patch"].as_str().unwrap_or_default();
+        let patch = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch)
+            .expect("the patch is base64");
         let patch: json_patch::Patch = serde_json::from_slice(&patch).expect("a JSON patch");
         let mut vmi = vmi_review["request"]["object"].clone();
         json_patch::patch(&mut vmi, &patch).expect("the patch applies");

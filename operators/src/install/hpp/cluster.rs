@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use api::hostpath::HostPathProvisioner;
+use api::hostpath::{HostPathProvisioner, StoragePoolStatus};
 use ferrovirt_hostpath::Pool;
 use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -117,26 +117,38 @@ fn is_pool_volume(volume: &Value) -> bool {
         .is_some_and(|n| n.starts_with(POOL_VOLUME))
 }
 
-/// What one live CR's status says, given whether the driver runs ready everywhere.
-pub fn outcome_of(cr: &HostPathProvisioner, driver_ready: bool) -> Outcome {
-    match pools_of(cr) {
-        Err(err) => Outcome::Failed {
-            reason: RECONCILE_FAILED,
-            message: err.to_string(),
-        },
-        Ok(pools) if !pools.templated.is_empty() => {
-            let names: Vec<&str> = pools.templated.iter().map(|p| p.name.as_str()).collect();
-            Outcome::Failed {
-                reason: POOL_NOT_READY,
-                message: format!(
-                    "storage pools {} use a pvcTemplate, which is not served on a cluster yet",
-                    names.join(", ")
-                ),
-            }
+/// What one live CR's status says, given whether the driver runs ready everywhere, and
+/// the pools it reports Ready (all its path pools, once healthy).
+pub fn outcome_of(
+    cr: &HostPathProvisioner,
+    driver_ready: bool,
+) -> (Outcome, Vec<StoragePoolStatus>) {
+    let pools = match pools_of(cr) {
+        Ok(pools) => pools,
+        Err(err) => {
+            let failed = Outcome::Failed {
+                reason: RECONCILE_FAILED,
+                message: err.to_string(),
+            };
+            return (failed, Vec::new());
         }
-        Ok(_) if driver_ready => Outcome::Healthy,
-        Ok(_) => Outcome::Deploying,
+    };
+    if !pools.templated.is_empty() {
+        let names: Vec<&str> = pools.templated.iter().map(|p| p.name.as_str()).collect();
+        let failed = Outcome::Failed {
+            reason: POOL_NOT_READY,
+            message: format!(
+                "storage pools {} use a pvcTemplate, which is not served on a cluster yet",
+                names.join(", ")
+            ),
+        };
+        return (failed, Vec::new());
     }
+    if !driver_ready {
+        return (Outcome::Deploying, Vec::new());
+    }
+    let ready = pools.wanted.iter().map(|p| ready_pool(&p.name)).collect();
+    (Outcome::Healthy, ready)
 }
 
 /// Runs the operator for every HostPathProvisioner CR, deploying `image` into `namespace`.
@@ -203,15 +215,9 @@ async fn write_status(
     cr: &HostPathProvisioner,
     driver_ready: bool,
 ) -> Result<(), kube::Error> {
-    let outcome = outcome_of(cr, driver_ready);
-    let ready: Vec<_> = match (&outcome, pools_of(cr)) {
-        (Outcome::Healthy, Ok(pools)) => pools.wanted.iter().map(|p| ready_pool(&p.name)).collect(),
-        _ => Vec::new(),
-    };
+    let (outcome, ready) = outcome_of(cr, driver_ready);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let mut status = status_for(cr.status.as_ref(), &ready, &outcome, VERSION, &now);
-    status.operator_version = Some(VERSION.to_owned());
-    status.target_version = Some(VERSION.to_owned());
+    let status = status_for(cr.status.as_ref(), &ready, &outcome, VERSION, &now);
     if cr.status.as_ref() != Some(&status) {
         patch_status(api, &cr.name_any(), &status).await?;
     }
@@ -305,7 +311,7 @@ mod tests {
             json!({"storagePools": [{"name": "pvc", "path": "/p",
                 "pvcTemplate": {"resources": {"requests": {"storage": "1Gi"}}}}]}),
         );
-        match outcome_of(&templated, true) {
+        match outcome_of(&templated, true).0 {
             Outcome::Failed { reason, message } => {
                 assert_eq!(reason, POOL_NOT_READY);
                 assert!(message.contains("pvc"), "{message}");
@@ -313,7 +319,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let plain = cr("p", json!({"storagePools": [{"name": "a", "path": "/a"}]}));
-        assert_eq!(outcome_of(&plain, false), Outcome::Deploying);
-        assert_eq!(outcome_of(&plain, true), Outcome::Healthy);
+        assert_eq!(outcome_of(&plain, false).0, Outcome::Deploying);
+        assert_eq!(outcome_of(&plain, true).0, Outcome::Healthy);
     }
 }

@@ -87,80 +87,37 @@ pub fn status_for(
 ) -> HostPathProvisionerStatus {
     let mut status = before.cloned().unwrap_or_default();
     let mut conditions = status.conditions.take().unwrap_or_default();
-    match outcome {
+    use ConditionStatus::{False, True};
+    // Available, Progressing and Degraded, each with its reason and message if any.
+    let (available, progressing, degraded) = match outcome {
         Outcome::Healthy => {
-            let healthy = Some((HEALTHY_REASON, HEALTHY_MESSAGE));
-            set(
-                &mut conditions,
-                operator_condition::AVAILABLE,
-                ConditionStatus::True,
-                healthy,
-                now,
-            );
-            set(
-                &mut conditions,
-                operator_condition::PROGRESSING,
-                ConditionStatus::False,
-                None,
-                now,
-            );
-            set(
-                &mut conditions,
-                operator_condition::DEGRADED,
-                ConditionStatus::False,
-                None,
-                now,
-            );
             status.observed_version = Some(version.to_owned());
+            (
+                (True, Some((HEALTHY_REASON, HEALTHY_MESSAGE))),
+                (False, None),
+                (False, None),
+            )
         }
-        Outcome::Deploying => {
-            set(
-                &mut conditions,
-                operator_condition::AVAILABLE,
-                ConditionStatus::False,
-                None,
-                now,
-            );
-            set(
-                &mut conditions,
-                operator_condition::PROGRESSING,
-                ConditionStatus::True,
-                Some((DEPLOYING_REASON, DEPLOYING_MESSAGE)),
-                now,
-            );
-            set(
-                &mut conditions,
-                operator_condition::DEGRADED,
-                ConditionStatus::False,
-                None,
-                now,
-            );
-        }
-        Outcome::Failed { reason, message } => {
-            // Upstream's MarkCrFailedHealing.
-            set(
-                &mut conditions,
-                operator_condition::AVAILABLE,
-                ConditionStatus::False,
-                None,
-                now,
-            );
-            set(
-                &mut conditions,
-                operator_condition::PROGRESSING,
-                ConditionStatus::True,
-                None,
-                now,
-            );
-            let why = Some((*reason, message.as_str()));
-            set(
-                &mut conditions,
-                operator_condition::DEGRADED,
-                ConditionStatus::True,
-                why,
-                now,
-            );
-        }
+        Outcome::Deploying => (
+            (False, None),
+            (True, Some((DEPLOYING_REASON, DEPLOYING_MESSAGE))),
+            (False, None),
+        ),
+        // Upstream's MarkCrFailedHealing.
+        Outcome::Failed { reason, message } => (
+            (False, None),
+            (True, None),
+            (True, Some((*reason, message.as_str()))),
+        ),
+    };
+    let wanted = [available, progressing, degraded];
+    let types = [
+        operator_condition::AVAILABLE,
+        operator_condition::PROGRESSING,
+        operator_condition::DEGRADED,
+    ];
+    for (type_, (condition_status, why)) in types.into_iter().zip(wanted) {
+        set(&mut conditions, type_, condition_status, why, now);
     }
     let mut pools = pools.to_vec();
     pools.sort_by(|a, b| a.name.cmp(&b.name));
