@@ -9,6 +9,7 @@ mod cluster;
 mod controller;
 mod csi_driver;
 mod embedded_webhooks;
+mod hco_operator;
 mod hpp;
 mod hpp_operator;
 mod image_upload;
@@ -16,11 +17,13 @@ mod import;
 mod importer_pod;
 mod local_uploads;
 mod macpool;
+mod network_operator;
 mod pod_env;
 mod pod_paths;
 mod process;
 mod processed_templates;
 mod ssp;
+mod ssp_operator;
 mod up;
 mod upload_proxy;
 mod upload_resolver;
@@ -96,6 +99,15 @@ enum Command {
     /// hostpath-provisioner-operator on a cluster: the HostPathProvisioner CRs deploy the
     /// CSI driver in the operator's namespace, serving their path pools.
     HppOperator(hpp_operator::HppOperatorArgs),
+    /// HCO on a cluster: the HyperConverged of its namespace becomes the KubeVirt, CDI,
+    /// NetworkAddonsConfig and SSP CRs, whose conditions it aggregates.
+    HcoOperator(hco_operator::HcoOperatorArgs),
+    /// SSP's operator on a cluster: each SSP CR gets the common templates, its boot sources
+    /// and its status.
+    SspOperator,
+    /// The network addons operator on a cluster: NetworkAddonsConfig `cluster` gets the MAC
+    /// pool's range and CNAO's status.
+    NetworkOperator(network_operator::NetworkOperatorArgs),
     /// virt-operator on a cluster: each KubeVirt CR deploys virt-api, virt-controller and
     /// virt-handler in its namespace and reports them in its status.
     VirtOperator(virt_operator::VirtOperatorArgs),
@@ -218,6 +230,9 @@ fn main() -> ExitCode {
             Command::CdiOperator(args) => cdi_operator::run(args).await,
             Command::HppOperator(args) => hpp_operator::run(args).await,
             Command::VirtOperator(args) => virt_operator::run(args).await,
+            Command::HcoOperator(args) => hco_operator::run(args).await,
+            Command::SspOperator => ssp_operator::run().await,
+            Command::NetworkOperator(args) => network_operator::run(args).await,
             Command::VirtController(args) => virt_controller::run(args).await,
             Command::VirtHandler(args) => virt_handler::run(*args).await,
             Command::VirtApi(args) => virt_api::run(*args).await,

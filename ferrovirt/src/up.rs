@@ -322,11 +322,12 @@ async fn start_install_operators(
         }
     }
     // Launchers here fall back to TCG when KVM is unusable, as useEmulation allows.
-    tokio::spawn(operators::install::hco::run(
-        client.clone(),
-        HCO_NAMESPACE.to_owned(),
-        true,
-    ));
+    let settings = operators::install::hco::Settings {
+        namespace: HCO_NAMESPACE.to_owned(),
+        use_emulation: true,
+        cli_download: operators::install::hco::cli_download::Server::LocalPod,
+    };
+    tokio::spawn(operators::install::hco::run(client.clone(), settings));
     tokio::spawn(operators::install::components::run(client.clone(), cluster));
     Ok(())
 }

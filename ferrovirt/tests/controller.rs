@@ -205,6 +205,24 @@ async fn start_operator(
     let applied = dir.join(&format!("{operator}.yaml"));
     std::fs::write(&applied, objects.join("\n---\n")).expect("writing manifests");
     kubectl(kubeconfig, &["apply", "-f", &applied.display().to_string()]).await;
+    spawn_as(
+        kubeconfig,
+        dir,
+        account,
+        &[operator, "--image", image],
+        &[("POD_NAMESPACE", None)],
+    )
+}
+
+/// `ferrovirt ARGS` standing for a component's pod: acting as the service account `account`
+/// ("namespace:name") under the server's RBAC, with `env` set (a value) or removed (None).
+fn spawn_as(
+    kubeconfig: &std::path::Path,
+    dir: &TempDir,
+    account: &str,
+    args: &[&str],
+    env: &[(&str, Option<&str>)],
+) -> tokio::process::Child {
     let admin = std::fs::read_to_string(kubeconfig).expect("reading the kubeconfig");
     let impersonating = admin.replacen(
         "  user:\n",
@@ -212,16 +230,21 @@ async fn start_operator(
         1,
     );
     assert_ne!(admin, impersonating, "the kubeconfig has a user");
-    let as_operator = dir.join(&format!("{operator}-kubeconfig"));
-    std::fs::write(&as_operator, impersonating).expect("writing the kubeconfig");
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
-        .args([operator, "--image", image])
-        .env("KUBECONFIG", &as_operator)
-        .env_remove("POD_NAMESPACE")
+    let as_account = dir.join(&format!("{}-kubeconfig", account.replace(':', "-")));
+    std::fs::write(&as_account, impersonating).expect("writing the kubeconfig");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"));
+    command
+        .args(args)
+        .env("KUBECONFIG", &as_account)
         .env("RUST_LOG", "info")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting the operator")
+        .kill_on_drop(true);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command.spawn().expect("starting the component")
 }
 
 /// cdi-operator as deploy/cdi-operator runs it: its own process under its service account.
@@ -507,5 +530,218 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
             .await
             .is_none()
     );
+    server.stop();
+}
+
+/// Whether `object`'s condition `type_` is True.
+fn condition_true(object: &serde_json::Value, type_: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == "True")
+}
+
+/// The feature gates HCO wrote into the KubeVirt CR.
+fn kubevirt_gates(kubevirt: &serde_json::Value) -> Vec<String> {
+    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Plays kube-controller-manager: `kind` (deployment or daemonset) `name` reports ready.
+async fn report_ready(kubeconfig: &std::path::Path, namespace: &str, kind: &str, name: &str) {
+    let status = if kind == "daemonset" {
+        r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#
+    } else {
+        r#"{"status":{"replicas":1,"readyReplicas":1}}"#
+    };
+    kubectl(
+        kubeconfig,
+        &[
+            "patch",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status,
+        ],
+    )
+    .await;
+}
+
+/// `kubectl apply -f deploy/hco/` as the README gives it for a cluster, each operator then
+/// its own process under its service account (standing for its Deployment's pod, which
+/// nothing runs here): upstream's HyperConverged becomes the KubeVirt, CDI,
+/// NetworkAddonsConfig and SSP CRs, which virt-operator, cdi-operator, the network operator
+/// and the SSP operator act on; once the components report ready the HC is Available and
+/// ReconcileComplete; a feature gate turned off in the HC leaves the KubeVirt CR; deleting
+/// the HC removes the operands and what they deployed.
+#[tokio::test]
+async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() {
+    const HCO_NS: &str = "kubevirt-hyperconverged";
+    const KUBEVIRT: &str = "kubevirt-kubevirt-hyperconverged";
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("hco-stack");
+    let server = start_api_server(&dir).await;
+    let kubeconfig = server.kubeconfig.clone();
+    let image = "registry.example/ferrovirt/ferrovirt:test";
+    let deploy = format!("{}/../deploy/hco/", env!("CARGO_MANIFEST_DIR"));
+    kubectl(&kubeconfig, &["apply", "-f", &deploy]).await;
+    let operand_namespace = Some(HCO_NS);
+    let _operators = [
+        (
+            "kubevirt-hyperconverged:hyperconverged-cluster-operator",
+            vec!["hco-operator", "--image", image],
+            ("POD_NAMESPACE", Some(HCO_NS)),
+        ),
+        (
+            "kubevirt-hyperconverged:ssp-operator",
+            vec!["ssp-operator"],
+            ("POD_NAMESPACE", Some(HCO_NS)),
+        ),
+        (
+            "kubevirt-hyperconverged:cluster-network-addons-operator",
+            vec!["network-operator"],
+            ("OPERAND_NAMESPACE", operand_namespace),
+        ),
+        (
+            "kubevirt:kubevirt-operator",
+            vec!["virt-operator", "--image", image],
+            ("POD_NAMESPACE", Some("kubevirt")),
+        ),
+        (
+            "cdi:cdi-operator",
+            vec!["cdi-operator", "--image", image],
+            ("POD_NAMESPACE", Some("cdi")),
+        ),
+    ]
+    .map(|(account, args, env)| spawn_as(&kubeconfig, &dir, account, &args, &[env]));
+
+    let cr = format!("{}/tests/data/hco.cr.yaml", env!("CARGO_MANIFEST_DIR"));
+    kubectl(&kubeconfig, &["apply", "-n", HCO_NS, "-f", &cr]).await;
+
+    // The operands, with HCO's spec; each operator acts on its own.
+    let kubevirt = eventually("the KubeVirt CR", || {
+        kubectl_json(&kubeconfig, &["kubevirt", KUBEVIRT, "-n", HCO_NS])
+    })
+    .await;
+    assert!(kubevirt_gates(&kubevirt).iter().any(|g| g == "VideoConfig"));
+    eventually("virt-api deployed with the operator's image", || async {
+        let api = kubectl_json(&kubeconfig, &["deployment", "virt-api", "-n", HCO_NS]).await?;
+        (api["spec"]["template"]["spec"]["containers"][0]["image"] == image).then_some(())
+    })
+    .await;
+    eventually("CDI's controller deployed", || {
+        kubectl_json(
+            &kubeconfig,
+            &["deployment", "ferrovirt-controller", "-n", "cdi"],
+        )
+    })
+    .await;
+    eventually("the common templates", || {
+        kubectl_json(
+            &kubeconfig,
+            &["template", "fedora-server-small", "-n", "openshift"],
+        )
+    })
+    .await;
+    eventually("NetworkAddonsConfig cluster Available", || async {
+        let nac = kubectl_json(&kubeconfig, &["networkaddonsconfig", "cluster"]).await?;
+        condition_true(&nac, "Available").then_some(())
+    })
+    .await;
+    let download = eventually("the CLI download server", || {
+        kubectl_json(
+            &kubeconfig,
+            &[
+                "deployment",
+                "hyperconverged-cluster-cli-download",
+                "-n",
+                HCO_NS,
+            ],
+        )
+    })
+    .await;
+    assert_eq!(
+        download["spec"]["template"]["spec"]["containers"][0]["image"],
+        image
+    );
+
+    // The components come up; the HC aggregates the operands' Available.
+    for (namespace, kind, name) in [
+        (HCO_NS, "deployment", "virt-api"),
+        (HCO_NS, "deployment", "virt-controller"),
+        (HCO_NS, "daemonset", "virt-handler"),
+        ("cdi", "deployment", "ferrovirt-controller"),
+        ("cdi", "deployment", "ferrovirt-webhook"),
+    ] {
+        report_ready(&kubeconfig, namespace, kind, name).await;
+    }
+    eventually("the HC Available and ReconcileComplete", || async {
+        let hc = kubectl_json(&kubeconfig, &["hco", HCO_NS, "-n", HCO_NS]).await?;
+        (condition_true(&hc, "Available") && condition_true(&hc, "ReconcileComplete")).then_some(())
+    })
+    .await;
+
+    // The HC is the source of truth for the feature gates.
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "hco",
+            HCO_NS,
+            "-n",
+            HCO_NS,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"featureGates":{"videoConfig":false}}}"#,
+        ],
+    )
+    .await;
+    eventually("VideoConfig gone from the KubeVirt CR", || async {
+        let kubevirt = kubectl_json(&kubeconfig, &["kubevirt", KUBEVIRT, "-n", HCO_NS]).await?;
+        (!kubevirt_gates(&kubevirt).iter().any(|g| g == "VideoConfig")).then_some(())
+    })
+    .await;
+
+    // Deleting the HC removes the operands, and with them what their operators deployed.
+    kubectl(
+        &kubeconfig,
+        &["delete", "hco", HCO_NS, "-n", HCO_NS, "--wait=false"],
+    )
+    .await;
+    for (what, args) in [
+        ("the HC", vec!["hco", HCO_NS, "-n", HCO_NS]),
+        ("the KubeVirt CR", vec!["kubevirt", KUBEVIRT, "-n", HCO_NS]),
+        ("virt-api", vec!["deployment", "virt-api", "-n", HCO_NS]),
+        ("the CDI CR", vec!["cdi", "cdi-kubevirt-hyperconverged"]),
+        (
+            "CDI's controller",
+            vec!["deployment", "ferrovirt-controller", "-n", "cdi"],
+        ),
+        (
+            "the SSP CR",
+            vec!["ssp", "ssp-kubevirt-hyperconverged", "-n", HCO_NS],
+        ),
+        (
+            "the templates",
+            vec!["template", "fedora-server-small", "-n", "openshift"],
+        ),
+    ] {
+        eventually(&format!("{what} removed"), || async {
+            kubectl_json(&kubeconfig, &args)
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
     server.stop();
 }

@@ -18,50 +18,7 @@ const KUBEVIRT: &str = "kubevirt-kubevirt-hyperconverged";
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// HCO's example CR (deploy/hco.cr.yaml of its v1beta1 API).
-const EXAMPLE_HC: &str = r#"apiVersion: hco.kubevirt.io/v1beta1
-kind: HyperConverged
-metadata:
-  name: kubevirt-hyperconverged
-spec:
-  certConfig:
-    ca:
-      duration: 48h0m0s
-      renewBefore: 24h0m0s
-    server:
-      duration: 24h0m0s
-      renewBefore: 12h0m0s
-  deployVmConsoleProxy: false
-  enableApplicationAwareQuota: false
-  enableCommonBootImageImport: true
-  featureGates:
-    alignCPUs: false
-    decentralizedLiveMigration: true
-    deployKubeSecondaryDNS: false
-    disableMDevConfiguration: false
-    downwardMetrics: false
-    persistentReservation: false
-    videoConfig: true
-  higherWorkloadDensity:
-    memoryOvercommitPercentage: 100
-  infra: {}
-  liveMigrationConfig:
-    allowAutoConverge: false
-    allowPostCopy: false
-    completionTimeoutPerGiB: 150
-    parallelMigrationsPerCluster: 5
-    parallelOutboundMigrationsPerNode: 2
-    progressTimeout: 150
-  uninstallStrategy: BlockUninstallIfWorkloadsExist
-  virtualMachineOptions:
-    disableFreePageReporting: false
-    disableSerialConsoleLog: false
-  workloadUpdateStrategy:
-    batchEvictionInterval: 1m0s
-    batchEvictionSize: 10
-    workloadUpdateMethods:
-    - LiveMigrate
-  workloads: {}
-"#;
+const EXAMPLE_HC: &str = include_str!("data/hco.cr.yaml");
 
 fn vm_with_video(name: &str) -> String {
     format!(

@@ -1,8 +1,9 @@
 //! HCO's CLI download: the Service `hyperconverged-cluster-cli-download` (port 8080, as
 //! HCO's `cliDownload` operand makes it) in front of the server that hands out `virtctl`.
-//! Upstream the server is a Deployment of the install bundle; on one machine HCO stands for
-//! the bundle and runs it as a pod of `ferrovirt cli-download`. Both are owned by the HC, so
-//! they go with it.
+//! Upstream the server is a Deployment of the install bundle. On a cluster HCO makes that
+//! Deployment, of its own image; on one machine, which has no Deployment controller, it
+//! runs the server as a pod of `ferrovirt cli-download`. All are owned by the HC, so they
+//! go with it.
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
@@ -48,29 +49,53 @@ pub fn service(hc: &Value) -> Value {
     })
 }
 
-/// The download server as a pod of this platform's own image.
+/// How the download server runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// A pod of this binary (image `ferrovirt`), which the node agent of `ferrovirt up` runs.
+    LocalPod,
+    /// A Deployment of `image`, as on a cluster.
+    Deployment { image: String },
+}
+
+fn pod_spec(image: &str) -> Value {
+    json!({
+        "containers": [{
+            "name": "server",
+            "image": image,
+            "args": ["cli-download"],
+            "ports": [{"containerPort": PORT, "name": "http", "protocol": "TCP"}],
+        }],
+        "restartPolicy": "Always",
+    })
+}
+
+/// The download server as a pod of this platform's own binary.
 pub fn server_pod(hc: &Value) -> Value {
     let mut metadata = metadata(hc);
     metadata["labels"]["name"] = json!(NAME);
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec("ferrovirt")})
+}
+
+/// The download server as a Deployment of `image`, whose pods the Service selects.
+pub fn server_deployment(hc: &Value, image: &str) -> Value {
+    let mut pod_labels = metadata(hc)["labels"].clone();
+    pod_labels["name"] = json!(NAME);
     json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(hc),
         "spec": {
-            "containers": [{
-                "name": "server",
-                "image": "ferrovirt",
-                "args": ["cli-download"],
-                "ports": [{"containerPort": PORT, "name": "http", "protocol": "TCP"}],
-            }],
-            "restartPolicy": "Always",
+            "replicas": 1,
+            "selector": {"matchLabels": {"name": NAME}},
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(image)},
         },
     })
 }
 
-/// Applies the Service and the server pod (server-side apply: what else fills them in,
-/// such as the node, is kept).
-pub async fn ensure(client: &Client, hc: &Value) -> Result<(), kube::Error> {
+/// Applies the Service and the server (server-side apply: what else fills them in, such as
+/// the node, is kept). A pod, which cannot be changed, is only created.
+pub async fn ensure(client: &Client, hc: &Value, server: &Server) -> Result<(), kube::Error> {
     let namespace = hc["metadata"]["namespace"].as_str().unwrap_or_default();
     let params = PatchParams::apply(MANAGER).force();
     let services: Api<k8s_openapi::api::core::v1::Service> =
@@ -78,10 +103,22 @@ pub async fn ensure(client: &Client, hc: &Value) -> Result<(), kube::Error> {
     services
         .patch(NAME, &params, &Patch::Apply(service(hc)))
         .await?;
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), namespace);
-    if pods.get_opt(NAME).await?.is_none() {
-        pods.patch(NAME, &params, &Patch::Apply(server_pod(hc)))
-            .await?;
+    match server {
+        Server::LocalPod => {
+            let pods: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(client.clone(), namespace);
+            if pods.get_opt(NAME).await?.is_none() {
+                pods.patch(NAME, &params, &Patch::Apply(server_pod(hc)))
+                    .await?;
+            }
+        }
+        Server::Deployment { image } => {
+            let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+                Api::namespaced(client.clone(), namespace);
+            deployments
+                .patch(NAME, &params, &Patch::Apply(server_deployment(hc, image)))
+                .await?;
+        }
     }
     Ok(())
 }
@@ -113,5 +150,21 @@ mod tests {
             assert_eq!(object["metadata"]["namespace"], "kubevirt-hyperconverged");
         }
         assert_eq!(pod["spec"]["containers"][0]["args"][0], "cli-download");
+    }
+
+    #[test]
+    fn on_a_cluster_the_server_is_a_deployment_of_the_image_the_service_selects() {
+        let deployment = server_deployment(&hc(), "registry.example/fv:1");
+        let template = &deployment["spec"]["template"];
+        assert_eq!(
+            template["spec"]["containers"][0]["image"],
+            "registry.example/fv:1"
+        );
+        let selector = service(&hc())["spec"]["selector"].clone();
+        for (key, value) in selector.as_object().expect("selector") {
+            assert_eq!(template["metadata"]["labels"][key], *value, "{key}");
+            assert_eq!(deployment["spec"]["selector"]["matchLabels"][key], *value);
+        }
+        assert_eq!(deployment["metadata"]["ownerReferences"][0]["uid"], "u1");
     }
 }

@@ -5,8 +5,9 @@
 //! `systemHealthStatus`. An HC of another name or namespace is not reconciled and says so,
 //! as HCO's controller does. Deleting the HC deletes the operands (HCO's finalizer); the
 //! delete itself is refused while workloads exist by the uninstall webhooks
-//! (`api::install::uninstall`). The HC also gets the CLI download Service and, on one
-//! machine, its server ([`cli_download`]).
+//! (`api::install::uninstall`). The HC also gets the CLI download Service and its server
+//! ([`cli_download`]). The same loop runs on `ferrovirt up` and, as `ferrovirt
+//! hco-operator`, on a cluster; [`Settings`] holds what differs.
 
 pub mod cli_download;
 pub mod conditions;
@@ -58,6 +59,17 @@ fn network_addons_resource() -> ApiResource {
 
 fn ssp_resource() -> ApiResource {
     resource("ssp.kubevirt.io/v1beta2", "SSP", "ssps")
+}
+
+/// Where HCO runs and what differs between one machine and a cluster.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The namespace whose HC is reconciled: the operator's own.
+    pub namespace: String,
+    /// Whether the KubeVirt CR allows software emulation where KVM is unusable.
+    pub use_emulation: bool,
+    /// How the CLI download server runs.
+    pub cli_download: cli_download::Server,
 }
 
 /// One operand of the HC: where it lives and what HCO wants in it.
@@ -226,10 +238,10 @@ pub fn health(conditions: &[Reported]) -> &'static str {
 
 async fn reconcile(
     client: &Client,
-    namespace: &str,
+    settings: &Settings,
     hc: &DynamicObject,
-    use_emulation: bool,
 ) -> Result<(), kube::Error> {
+    let (namespace, use_emulation) = (settings.namespace.as_str(), settings.use_emulation);
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &hyperconverged_resource());
     let hc_value = serde_json::to_value(hc).map_err(kube::Error::SerdeError)?;
@@ -265,7 +277,7 @@ async fn reconcile(
         related.push(related_object(&object));
         operands.push((wanted.resource.kind.clone(), reported(&object)));
     }
-    cli_download::ensure(client, &hc_value).await?;
+    cli_download::ensure(client, &hc_value, &settings.cli_download).await?;
     let aggregated = conditions::aggregate(
         &operands
             .iter()
@@ -351,10 +363,14 @@ fn now() -> String {
         .to_string()
 }
 
-/// Reconciles the HyperConverged CRs of `namespace` whenever they or an operand change.
-pub async fn run(client: Client, namespace: String, use_emulation: bool) {
-    let hcs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &hyperconverged_resource());
+/// Reconciles the HyperConverged CRs of the settings' namespace whenever they or an operand
+/// change.
+pub async fn run(client: Client, settings: Settings) {
+    let hcs: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &settings.namespace,
+        &hyperconverged_resource(),
+    );
     let operand_changes = [
         kubevirt_resource(),
         cdi_resource(),
@@ -376,7 +392,7 @@ pub async fn run(client: Client, namespace: String, use_emulation: bool) {
         match hcs.list(&ListParams::default()).await {
             Ok(list) => {
                 for hc in &list.items {
-                    if let Err(err) = reconcile(&client, &namespace, hc, use_emulation).await {
+                    if let Err(err) = reconcile(&client, &settings, hc).await {
                         tracing::warn!(%err, name = %hc.name_any(), "reconciling a HyperConverged");
                     }
                 }
