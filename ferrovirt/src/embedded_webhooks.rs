@@ -1,154 +1,28 @@
 //! The validating webhooks that read other objects, registered in-process with the
 //! embedded API server of `ferrovirt up`: virt-operator's and cdi-operator's uninstall
-//! guards, HCO's webhook (its own checks; on update a dry-run update of each operand with
-//! the spec the new HC gives it; on delete a dry run of deleting its KubeVirt and CDI, so
-//! their refusals reach the user inside HCO's), virt-api's feature-gate checks of VMs, and
-//! SSP's template validator.
+//! guards and HCO's webhook (the checks of [`install_guards`], which `ferrovirt
+//! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, and SSP's
+//! template validator.
 
+use futures_util::FutureExt;
 use serde_json::Value;
 use standalone::apiserver::{ApiServer, Operation, Refusal, Validation, ValidationRequest};
 
-const KUBEVIRT_WEBHOOK: &str = "kubevirt-update-validator.kubevirt.io";
-const CDI_WEBHOOK: &str = "cdi-api-validate.cdi.kubevirt.io";
-const HCO_WEBHOOK: &str = "validate-hco.kubevirt.io";
+use crate::install_guards::{self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_WEBHOOK, passed_on};
+
 const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
-const BLOCK: &str = "BlockUninstallIfWorkloadsExist";
 
-/// The workload kinds that block KubeVirt's uninstall, in virt-operator's order:
-/// (group, plural, the words its message uses).
-const KUBEVIRT_WORKLOADS: [(&str, &str, &str); 3] = [
-    (
-        "kubevirt.io",
-        "virtualmachineinstances",
-        "Virtual Machine Instances",
-    ),
-    ("kubevirt.io", "virtualmachines", "Virtual Machines"),
-    (
-        "kubevirt.io",
-        "virtualmachineinstancereplicasets",
-        "Virtual Machine Instance Replica Sets",
-    ),
-];
-
-/// Whether an operator CR blocks its own deletion while workloads exist.
-fn blocks_uninstall(operator: &Value) -> bool {
-    operator["spec"]["uninstallStrategy"] == BLOCK && operator["status"]["phase"] == "Deployed"
-}
-
-fn kubevirt_uninstall(request: &ValidationRequest, kubevirt: &Value) -> Result<(), Refusal> {
-    if !blocks_uninstall(kubevirt) {
-        return Ok(());
-    }
-    for (group, plural, words) in KUBEVIRT_WORKLOADS {
-        if !list(request, group, plural)?.is_empty() {
-            return Err(Refusal::denied(format!(
-                "Rejecting the uninstall request, since there are still {words} present. Either delete all KubeVirt related workloads or change the uninstall strategy before uninstalling KubeVirt."
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn cdi_uninstall(request: &ValidationRequest, cdi: &Value) -> Result<(), Refusal> {
-    if blocks_uninstall(cdi) && !list(request, "cdi.kubevirt.io", "datavolumes")?.is_empty() {
-        return Err(Refusal::denied(
-            "Rejecting the uninstall request, since there are still DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI.",
-        ));
-    }
-    Ok(())
-}
-
-fn list(request: &ValidationRequest, group: &str, plural: &str) -> Result<Vec<Value>, Refusal> {
-    request.list(group, plural, None, 2).map_err(passed_on)
-}
-
-fn hco_refusal(err: api::hco::validate::HyperConvergedError) -> Refusal {
-    Refusal::denied(err.to_string())
-}
-
-/// An error of the API server passed on as the webhook's answer, its status code kept.
-fn passed_on(err: standalone::apiserver::ApiError) -> Refusal {
-    Refusal {
-        code: err.code(),
-        message: err.to_string(),
-    }
-}
-
-fn hyperconverged_create(request: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
-    api::hco::validate::review_create(hc, request.namespace).map_err(hco_refusal)
-}
-
-/// HCO's update check of an update that changes the spec or annotations of an HC not
-/// being deleted (so that HCO's own finalizer updates always pass): the new HC's own
-/// checks, then each operand updated with `dryRun=All` to the spec the new HC gives it, so
-/// that the operands' own admission judges the change before HCO tries it. A missing
-/// operand refuses the update, as HCO's Get does.
-fn hyperconverged_update(request: &ValidationRequest, hc: &Value) -> Result<Vec<String>, Refusal> {
-    let Some(old) = request.old else {
-        return Ok(Vec::new());
-    };
-    let deleting = !hc["metadata"]["deletionTimestamp"].is_null();
-    if deleting || !api::hco::validate::changes_anything(hc, old) {
-        return Ok(Vec::new());
-    }
-    let mut warnings = api::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
-    let kubevirt = operators::install::hco::operands::kubevirt_name(
-        hc["metadata"]["name"].as_str().unwrap_or_default(),
-    );
-    let live_kubevirt = request
-        .get("kubevirt.io", "kubevirts", request.namespace, &kubevirt)
-        .map_err(passed_on)?;
-    let use_emulation = live_kubevirt.as_ref().is_some_and(|kv| {
-        kv["spec"]["configuration"]["developerConfiguration"]["useEmulation"] == true
-    });
-    for operand in operators::install::hco::desired(hc, use_emulation) {
-        let (group, plural) = (&operand.resource.group, &operand.resource.plural);
-        let namespace = operand.namespace.as_deref().unwrap_or_default();
-        let mut live = request
-            .get(group, plural, namespace, &operand.name)
-            .map_err(passed_on)?
-            .ok_or_else(|| {
-                passed_on(standalone::apiserver::ApiError::NotFound {
-                    resource: format!("{plural}.{group}"),
-                    name: operand.name.clone(),
-                })
-            })?;
-        live["spec"] = operand.body["spec"].clone();
-        let more = request
-            .dry_run_update(group, plural, &live)
-            .map_err(passed_on)?;
-        warnings.extend(more);
-    }
-    Ok(warnings)
-}
-
-/// HCO's delete check: its KubeVirt and CDI must be deletable, and their webhooks' refusal
-/// is passed on whole.
-fn hyperconverged_delete(request: &ValidationRequest, hc: &Value) -> Result<(), Refusal> {
-    let name = hc["metadata"]["name"].as_str().unwrap_or_default();
-    let namespace = request.namespace;
-    let get = |group: &str, plural: &str, ns: &str, object: &str| {
-        request.get(group, plural, ns, object).map_err(passed_on)
-    };
-    let nested = |webhook: &str, refusal: Refusal| {
-        Refusal::denied(format!(
-            "admission webhook \"{webhook}\" denied the request: {}",
-            refusal.message
-        ))
-    };
-    // Only operands HCO deployed (its `app` label names the HC) are HCO's to delete.
-    let deployed_by_hco = |operand: &Value| operand["metadata"]["labels"]["app"] == name;
-    let kubevirt_name = operators::install::hco::operands::kubevirt_name(name);
-    let kubevirt = get("kubevirt.io", "kubevirts", namespace, &kubevirt_name)?;
-    if let Some(kubevirt) = kubevirt.filter(deployed_by_hco) {
-        kubevirt_uninstall(request, &kubevirt).map_err(|r| nested(KUBEVIRT_WEBHOOK, r))?;
-    }
-    let cdi_name = operators::install::hco::operands::cdi_name(name);
-    let cdi = get("cdi.kubevirt.io", "cdis", "", &cdi_name)?;
-    if let Some(cdi) = cdi.filter(deployed_by_hco) {
-        cdi_uninstall(request, &cdi).map_err(|r| nested(CDI_WEBHOOK, r))?;
-    }
-    Ok(())
+/// Runs a check of [`install_guards`] here, where the cluster is the embedded server's
+/// store: its future never waits, so one poll ends it.
+fn in_process<T>(
+    check: impl std::future::Future<Output = Result<T, Refusal>>,
+) -> Result<T, Refusal> {
+    check.now_or_never().unwrap_or_else(|| {
+        Err(Refusal {
+            code: 500,
+            message: "an in-process admission check waited".into(),
+        })
+    })
 }
 
 /// virt-api's checks of a VM that depend on the cluster's feature gates.
@@ -239,35 +113,49 @@ pub fn register(server: &ApiServer) {
             "kubevirt.io",
             "kubevirts",
             &[Delete],
-            |r, kv| no_warnings(kubevirt_uninstall(r, kv)),
+            |r, kv| no_warnings(in_process(install_guards::kubevirt_uninstall(r, kv))),
         ),
         validation(
             CDI_WEBHOOK,
             "cdi.kubevirt.io",
             "cdis",
             &[Delete],
-            |r, cdi| no_warnings(cdi_uninstall(r, cdi)),
+            |r, cdi| no_warnings(in_process(install_guards::cdi_uninstall(r, cdi))),
         ),
         validation(
             HCO_WEBHOOK,
             "hco.kubevirt.io",
             "hyperconvergeds",
             &[Create],
-            hyperconverged_create,
+            |r, hc| install_guards::hyperconverged_create(r.namespace, hc),
         ),
         validation(
             HCO_WEBHOOK,
             "hco.kubevirt.io",
             "hyperconvergeds",
             &[Update],
-            hyperconverged_update,
+            |r, hc| match r.old {
+                Some(old) => in_process(install_guards::hyperconverged_update(
+                    r,
+                    r.namespace,
+                    hc,
+                    old,
+                )),
+                None => Ok(Vec::new()),
+            },
         ),
         validation(
             HCO_WEBHOOK,
             "hco.kubevirt.io",
             "hyperconvergeds",
             &[Delete],
-            |r, hc| no_warnings(hyperconverged_delete(r, hc)),
+            |r, hc| {
+                no_warnings(in_process(install_guards::hyperconverged_delete(
+                    r,
+                    r.namespace,
+                    hc,
+                )))
+            },
         ),
         validation(
             VM_WEBHOOK,
@@ -293,19 +181,5 @@ pub fn register(server: &ApiServer) {
     ];
     for webhook in all {
         server.register_validation(webhook);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn only_a_deployed_operator_with_the_blocking_strategy_blocks() {
-        let operator = |strategy: &str, phase: &str| json!({"spec": {"uninstallStrategy": strategy}, "status": {"phase": phase}});
-        assert!(blocks_uninstall(&operator(BLOCK, "Deployed")));
-        assert!(!blocks_uninstall(&operator("RemoveWorkloads", "Deployed")));
-        assert!(!blocks_uninstall(&operator(BLOCK, "Deploying")));
     }
 }

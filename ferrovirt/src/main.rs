@@ -10,11 +10,13 @@ mod controller;
 mod csi_driver;
 mod embedded_webhooks;
 mod hco_operator;
+mod hco_webhook;
 mod hpp;
 mod hpp_operator;
 mod image_upload;
 mod import;
 mod importer_pod;
+mod install_guards;
 mod local_uploads;
 mod macpool;
 mod network_operator;
@@ -102,6 +104,9 @@ enum Command {
     /// HCO on a cluster: the HyperConverged of its namespace becomes the KubeVirt, CDI,
     /// NetworkAddonsConfig and SSP CRs, whose conditions it aggregates.
     HcoOperator(hco_operator::HcoOperatorArgs),
+    /// HCO's webhook on a cluster: the HyperConverged's checks and the KubeVirt and CDI
+    /// uninstall guards.
+    HcoWebhook(hco_webhook::HcoWebhookArgs),
     /// SSP's operator on a cluster: each SSP CR gets the common templates, its boot sources
     /// and its status.
     SspOperator,
@@ -231,6 +236,7 @@ fn main() -> ExitCode {
             Command::HppOperator(args) => hpp_operator::run(args).await,
             Command::VirtOperator(args) => virt_operator::run(args).await,
             Command::HcoOperator(args) => hco_operator::run(args).await,
+            Command::HcoWebhook(args) => hco_webhook::run(args).await,
             Command::SspOperator => ssp_operator::run().await,
             Command::NetworkOperator(args) => network_operator::run(args).await,
             Command::VirtController(args) => virt_controller::run(args).await,

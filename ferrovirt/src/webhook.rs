@@ -106,20 +106,33 @@ async fn serving_tls(
     client: &Client,
     args: &WebhookArgs,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let ca = operators::certs::CertificateAuthority::generate("ferrovirt-webhook-ca")?;
-    let service = &args.service;
-    let namespace = &args.namespace;
+    let (ca, tls) = service_tls("ferrovirt-webhook-ca", &args.service, &args.namespace)?;
+    publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
+    publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
+    Ok(tls)
+}
+
+/// A fresh CA named `ca_name`, and a serving configuration with a certificate from it for
+/// Service `service` of `namespace` (by each name the API server may call it).
+pub fn service_tls(
+    ca_name: &str,
+    service: &str,
+    namespace: &str,
+) -> anyhow::Result<(
+    operators::certs::CertificateAuthority,
+    Arc<rustls::ServerConfig>,
+)> {
+    let ca = operators::certs::CertificateAuthority::generate(ca_name)?;
     let names = vec![
-        service.clone(),
+        service.to_owned(),
         format!("{service}.{namespace}"),
         format!("{service}.{namespace}.svc"),
     ];
     let cert = ca.issue_server(&names[2], &names)?;
-    publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
-    publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
     let identity =
         uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
-    Ok(uploadproxy::tls::server_config(&identity, None)?)
+    let tls = uploadproxy::tls::server_config(&identity, None)?;
+    Ok((ca, tls))
 }
 
 struct Reviewer {

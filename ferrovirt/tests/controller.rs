@@ -745,3 +745,280 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
     }
     server.stop();
 }
+
+/// An AdmissionReview of `operation` on `object` (as `object`, or as `oldObject` for a
+/// delete), of `group`/`resource` in `namespace`.
+fn admission_review(
+    uid: &str,
+    operation: &str,
+    (group, version, resource): (&str, &str, &str),
+    namespace: &str,
+    object: serde_json::Value,
+    old: serde_json::Value,
+) -> serde_json::Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "resource": {"group": group, "version": version, "resource": resource},
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "alice"},
+            "object": object,
+            "oldObject": old,
+        },
+    })
+}
+
+/// `ferrovirt hco-webhook` as deploy/hco-operator runs it, under its service account,
+/// answering the AdmissionReviews its ValidatingWebhookConfiguration sends: an HC outside
+/// HCO's namespace is refused with HCO's words; an update with a bad certConfig is refused
+/// and one naming a missing operand too; while a VM exists, deleting the KubeVirt CR
+/// (Deployed, BlockUninstallIfWorkloadsExist) is refused with virt-operator's message and
+/// deleting the HC with that message inside HCO's; a DataVolume blocks the CDI CR's
+/// deletion; once the workloads are gone both deletions pass.
+#[tokio::test]
+async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
+    const HCO_NS: &str = "kubevirt-hyperconverged";
+    const SERVICE: &str = "hyperconverged-cluster-webhook-service.kubevirt-hyperconverged.svc";
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("hco-webhook");
+    let server = start_api_server(&dir).await;
+    let kubeconfig = server.kubeconfig.clone();
+    let manifest = format!(
+        "{}/../deploy/hco-operator/operator.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    kubectl(&kubeconfig, &["apply", "-f", &manifest]).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _webhook = spawn_as(
+        &kubeconfig,
+        &dir,
+        "kubevirt-hyperconverged:hyperconverged-cluster-webhook",
+        &["hco-webhook", "--listen", &listen],
+        &[("POD_NAMESPACE", Some(HCO_NS))],
+    );
+    let bundle = eventually("the webhook's CA in its configuration", || async {
+        let configuration = kubectl_json(
+            &kubeconfig,
+            &["validatingwebhookconfiguration", "validate-hco.kubevirt.io"],
+        )
+        .await?;
+        let webhooks = configuration["webhooks"].as_array()?.clone();
+        let bundles: Vec<&str> = webhooks
+            .iter()
+            .filter_map(|w| w["clientConfig"]["caBundle"].as_str())
+            .collect();
+        (bundles.len() == 3).then(|| bundles[0].to_owned())
+    })
+    .await;
+    use base64::Engine as _;
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(bundle)
+        .expect("a base64 caBundle");
+    let https = reqwest::Client::builder()
+        .tls_certs_merge(reqwest::Certificate::from_pem_bundle(&bundle).expect("the CA"))
+        .resolve(SERVICE, ([127, 0, 0, 1], port).into())
+        .build()
+        .expect("an HTTPS client");
+    let ask = |path: &'static str, review: serde_json::Value| {
+        let https = https.clone();
+        async move {
+            let url = format!("https://{SERVICE}:{port}{path}");
+            let answer: serde_json::Value = https
+                .post(&url)
+                .json(&review)
+                .send()
+                .await
+                .expect("the webhook answers")
+                .json()
+                .await
+                .expect("an AdmissionReview");
+            assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+            answer["response"].clone()
+        }
+    };
+    const HC: (&str, &str, &str) = ("hco.kubevirt.io", "v1beta1", "hyperconvergeds");
+    const HC_PATH: &str = "/validate-hco-kubevirt-io-v1beta1-hyperconverged";
+    // Upstream's example HC as JSON, through kubectl.
+    let example = format!("{}/tests/data/hco.cr.yaml", env!("CARGO_MANIFEST_DIR"));
+    let converted = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["create", "--dry-run=client", "-o", "json", "-f", &example])
+        .output()
+        .await
+        .expect("running kubectl");
+    let mut hc: serde_json::Value =
+        serde_json::from_slice(&converted.stdout).expect("the example HC as JSON");
+    hc["metadata"]["namespace"] = json!(HCO_NS);
+
+    // Created outside HCO's namespace: refused as HCO refuses it.
+    let mut elsewhere = hc.clone();
+    elsewhere["metadata"]["namespace"] = json!("default");
+    let answer = ask(
+        HC_PATH,
+        admission_review("1", "CREATE", HC, "default", elsewhere, json!(null)),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert_eq!(
+        answer["status"]["message"],
+        "invalid namespace for v1beta1.HyperConverged - please use the kubevirt-hyperconverged namespace"
+    );
+    let answer = ask(
+        HC_PATH,
+        admission_review("2", "CREATE", HC, HCO_NS, hc.clone(), json!(null)),
+    )
+    .await;
+    assert_eq!(answer["allowed"], true, "{answer:#}");
+
+    // An update: its own checks first, then the operands it would change must exist.
+    let mut bad_certs = hc.clone();
+    bad_certs["spec"]["certConfig"]["ca"]["duration"] = json!("1h0m0s");
+    let answer = ask(
+        HC_PATH,
+        admission_review("3", "UPDATE", HC, HCO_NS, bad_certs, hc.clone()),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert!(
+        answer["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("certConfig")),
+        "{answer:#}"
+    );
+    let mut changed = hc.clone();
+    changed["spec"]["featureGates"]["videoConfig"] = json!(false);
+    let answer = ask(
+        HC_PATH,
+        admission_review("4", "UPDATE", HC, HCO_NS, changed, hc.clone()),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert_eq!(answer["status"]["code"], 404, "{answer:#}");
+
+    // HCO's KubeVirt, deployed with the blocking strategy, and a VM.
+    let kubevirt = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt-kubevirt-hyperconverged", "namespace": HCO_NS,
+                     "labels": {"app": "kubevirt-hyperconverged"}},
+        "spec": {"uninstallStrategy": "BlockUninstallIfWorkloadsExist"},
+    });
+    let applied = dir.join("kubevirt.json");
+    std::fs::write(&applied, kubevirt.to_string()).expect("writing the KubeVirt CR");
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f", &applied.display().to_string()],
+    )
+    .await;
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "kubevirt",
+            "kubevirt-kubevirt-hyperconverged",
+            "-n",
+            HCO_NS,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Deployed"}}"#,
+        ],
+    )
+    .await;
+    let kubevirt = kubectl_json(
+        &kubeconfig,
+        &["kubevirt", "kubevirt-kubevirt-hyperconverged", "-n", HCO_NS],
+    )
+    .await
+    .expect("the KubeVirt CR");
+    let vm = dir.join("vm.yaml");
+    std::fs::write(
+        &vm,
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: guest\n  namespace: default\n\
+         spec:\n  runStrategy: Halted\n  template:\n    spec:\n      domain:\n        devices: {}\n",
+    )
+    .expect("writing the VM");
+    kubectl(&kubeconfig, &["apply", "-f", &vm.display().to_string()]).await;
+
+    let virt_refusal = "Rejecting the uninstall request, since there are still Virtual Machines present. Either delete all KubeVirt related workloads or change the uninstall strategy before uninstalling KubeVirt.";
+    let answer = ask(
+        "/kubevirt-validate-delete",
+        admission_review(
+            "5",
+            "DELETE",
+            ("kubevirt.io", "v1", "kubevirts"),
+            HCO_NS,
+            json!(null),
+            kubevirt.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert_eq!(answer["status"]["message"], virt_refusal);
+    let answer = ask(
+        HC_PATH,
+        admission_review("6", "DELETE", HC, HCO_NS, json!(null), hc.clone()),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert_eq!(
+        answer["status"]["message"],
+        format!(
+            "admission webhook \"kubevirt-update-validator.kubevirt.io\" denied the request: {virt_refusal}"
+        )
+    );
+
+    // A DataVolume blocks CDI's uninstall.
+    let cdi = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI",
+        "metadata": {"name": "cdi-kubevirt-hyperconverged"},
+        "spec": {"uninstallStrategy": "BlockUninstallIfWorkloadsExist"},
+        "status": {"phase": "Deployed"},
+    });
+    let dv = dir.join("dv.yaml");
+    std::fs::write(
+        &dv,
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: disk\n  namespace: default\n\
+         spec:\n  source:\n    blank: {}\n  storage:\n    resources:\n      requests:\n        storage: 1Gi\n",
+    )
+    .expect("writing the DataVolume");
+    kubectl(&kubeconfig, &["apply", "-f", &dv.display().to_string()]).await;
+    let cdi_review = |uid: &str| {
+        admission_review(
+            uid,
+            "DELETE",
+            ("cdi.kubevirt.io", "v1beta1", "cdis"),
+            "",
+            json!(null),
+            cdi.clone(),
+        )
+    };
+    let answer = ask("/cdi-validate-delete", cdi_review("7")).await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert!(
+        answer["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("there are still DataVolumes present")),
+        "{answer:#}"
+    );
+
+    // Without workloads, the deletions pass.
+    kubectl(&kubeconfig, &["delete", "vm", "guest", "-n", "default"]).await;
+    kubectl(&kubeconfig, &["delete", "dv", "disk", "-n", "default"]).await;
+    let answer = ask(
+        HC_PATH,
+        admission_review("8", "DELETE", HC, HCO_NS, json!(null), hc.clone()),
+    )
+    .await;
+    assert_eq!(answer["allowed"], true, "{answer:#}");
+    let answer = ask("/cdi-validate-delete", cdi_review("9")).await;
+    assert_eq!(answer["allowed"], true, "{answer:#}");
+    server.stop();
+}

@@ -1,0 +1,236 @@
+//! `ferrovirt hco-webhook`: HCO's webhook on a cluster (`hyperconverged-cluster-webhook`
+//! in `deploy/hco-operator/`), serving the checks of [`install_guards`] as AdmissionReviews:
+//! the HyperConverged's create, update and delete at HCO's path, and the uninstall guards
+//! of the KubeVirt and CDI CRs, which upstream virt-operator and cdi-apiserver serve. It
+//! makes a CA at start and writes it into the ValidatingWebhookConfiguration it serves.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use kube::discovery::{Discovery, Scope};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use standalone::apiserver::Refusal;
+
+use crate::install_guards::{self, Cluster};
+use crate::webhook::{answer_with, publish_validating_ca, read_review, respond};
+
+/// HCO's path for the HyperConverged.
+pub const HYPERCONVERGED_PATH: &str = "/validate-hco-kubevirt-io-v1beta1-hyperconverged";
+/// virt-operator's path for a KubeVirt CR's deletion.
+pub const KUBEVIRT_DELETE_PATH: &str = "/kubevirt-validate-delete";
+/// The path for a CDI CR's deletion.
+pub const CDI_DELETE_PATH: &str = "/cdi-validate-delete";
+
+#[derive(clap::Args)]
+pub struct HcoWebhookArgs {
+    /// Address to serve HTTPS on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// The namespace of the webhook's Service: HCO's.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kubevirt-hyperconverged")]
+    namespace: String,
+    /// The Service in front of this server (its certificate names it).
+    #[arg(long, default_value = "hyperconverged-cluster-webhook-service")]
+    service: String,
+    /// The ValidatingWebhookConfiguration whose caBundle this server keeps.
+    #[arg(long, default_value = install_guards::HCO_WEBHOOK)]
+    configuration: String,
+}
+
+pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = crate::cluster::component_client().await?;
+    let (ca, tls) = crate::webhook::service_tls("hco-webhook-ca", &args.service, &args.namespace)?;
+    publish_validating_ca(&client, &args.configuration, ca.cert_pem()).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    tracing::info!(address = %listener.local_addr()?, "hco-webhook serving");
+    let cluster = Arc::new(KubeCluster { client });
+    let server = uploadproxy::tls::serve(listener, tls, move |request, _peer| {
+        let cluster = cluster.clone();
+        async move { handle(&cluster, request).await }
+    });
+    server.await.context("the webhook server stopped")?;
+    Ok(())
+}
+
+async fn handle(cluster: &KubeCluster, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = request.uri().path().to_owned();
+    let known = [HYPERCONVERGED_PATH, KUBEVIRT_DELETE_PATH, CDI_DELETE_PATH];
+    if !known.contains(&path.as_str()) || request.method() != hyper::Method::POST {
+        return respond(StatusCode::NOT_FOUND, &json!({"error": "not found"}));
+    }
+    let review = match read_review(request).await {
+        Ok(review) => review,
+        Err(refused) => return refused,
+    };
+    let verdict = review_request(cluster, &path, &review["request"]).await;
+    answer_with(&review, response(verdict))
+}
+
+/// The check `path` makes of one request: the warnings of an admitted one, or the refusal.
+async fn review_request(
+    cluster: &impl Cluster,
+    path: &str,
+    request: &Value,
+) -> Result<Vec<String>, Refusal> {
+    let operation = request["operation"].as_str().unwrap_or_default();
+    let namespace = request["namespace"].as_str().unwrap_or_default();
+    let (object, old) = (&request["object"], &request["oldObject"]);
+    match (path, operation) {
+        (HYPERCONVERGED_PATH, "CREATE") => install_guards::hyperconverged_create(namespace, object),
+        (HYPERCONVERGED_PATH, "UPDATE") => {
+            install_guards::hyperconverged_update(cluster, namespace, object, old).await
+        }
+        (HYPERCONVERGED_PATH, "DELETE") => {
+            install_guards::hyperconverged_delete(cluster, namespace, old).await?;
+            Ok(Vec::new())
+        }
+        (KUBEVIRT_DELETE_PATH, "DELETE") => {
+            install_guards::kubevirt_uninstall(cluster, old).await?;
+            Ok(Vec::new())
+        }
+        (CDI_DELETE_PATH, "DELETE") => {
+            install_guards::cdi_uninstall(cluster, old).await?;
+            Ok(Vec::new())
+        }
+        // Operations the configuration does not send here are not this webhook's to judge.
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn response(verdict: Result<Vec<String>, Refusal>) -> Value {
+    match verdict {
+        Ok(warnings) if warnings.is_empty() => json!({"allowed": true}),
+        Ok(warnings) => json!({"allowed": true, "warnings": warnings}),
+        Err(refusal) => json!({
+            "allowed": false,
+            "status": {"code": refusal.code, "message": refusal.message},
+        }),
+    }
+}
+
+/// The cluster through a kube client. Resources are found by discovery on each call: the
+/// checks run on the rare create, update or delete of an operator CR.
+struct KubeCluster {
+    client: Client,
+}
+
+impl KubeCluster {
+    /// The resource `group`/`plural` as the cluster serves it, if it does.
+    async fn resource(
+        &self,
+        group: &str,
+        plural: &str,
+    ) -> Result<Option<(ApiResource, bool)>, Refusal> {
+        let discovery = Discovery::new(self.client.clone())
+            .filter(&[group])
+            .run()
+            .await
+            .map_err(refused)?;
+        Ok(discovery.groups().find_map(|found| {
+            found
+                .recommended_resources()
+                .into_iter()
+                .find(|(resource, _)| resource.plural == plural)
+                .map(|(resource, caps)| (resource, caps.scope == Scope::Namespaced))
+        }))
+    }
+
+    fn api(&self, resource: &ApiResource, namespaced: bool, namespace: &str) -> Api<DynamicObject> {
+        if namespaced {
+            Api::namespaced_with(self.client.clone(), namespace, resource)
+        } else {
+            Api::all_with(self.client.clone(), resource)
+        }
+    }
+}
+
+/// A failed call as the webhook's refusal, the API server's code and words kept.
+fn refused(err: kube::Error) -> Refusal {
+    match err {
+        kube::Error::Api(status) => Refusal {
+            code: status.code,
+            message: status.message,
+        },
+        other => Refusal {
+            code: 500,
+            message: other.to_string(),
+        },
+    }
+}
+
+impl Cluster for KubeCluster {
+    async fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, Refusal> {
+        let Some((resource, namespaced)) = self.resource(group, plural).await? else {
+            return Ok(None);
+        };
+        let found = self
+            .api(&resource, namespaced, namespace)
+            .get_opt(name)
+            .await
+            .map_err(refused)?;
+        found
+            .map(|object| {
+                serde_json::to_value(object).map_err(|e| refused(kube::Error::SerdeError(e)))
+            })
+            .transpose()
+    }
+
+    async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal> {
+        let Some((resource, _)) = self.resource(group, plural).await? else {
+            return Ok(false);
+        };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let found = api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .map_err(refused)?;
+        Ok(!found.items.is_empty())
+    }
+
+    async fn dry_run_update(
+        &self,
+        group: &str,
+        plural: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, Refusal> {
+        let Some((resource, namespaced)) = self.resource(group, plural).await? else {
+            return Err(Refusal {
+                code: 404,
+                message: format!(
+                    "the server could not find the requested resource ({plural}.{group})"
+                ),
+            });
+        };
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let body: DynamicObject = serde_json::from_value(object.clone())
+            .map_err(|e| refused(kube::Error::SerdeError(e)))?;
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        // kube's client does not hand back the response's Warning headers: an admitted
+        // dry run adds none here.
+        self.api(&resource, namespaced, namespace)
+            .replace(name, &params, &body)
+            .await
+            .map_err(refused)?;
+        Ok(Vec::new())
+    }
+}

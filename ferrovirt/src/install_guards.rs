@@ -1,0 +1,225 @@
+//! The install webhooks' checks that read the cluster: virt-operator's and cdi-operator's
+//! uninstall guards (`BlockUninstallIfWorkloadsExist`) and HCO's webhook (its own checks;
+//! on update a dry-run update of each operand with the spec the new HC gives it; on delete
+//! the KubeVirt and CDI guards, their refusal passed on inside HCO's words). They run
+//! in-process on `ferrovirt up` ([`crate::embedded_webhooks`], over the embedded API
+//! server's [`ValidationRequest`]) and as `ferrovirt hco-webhook` on a cluster (over a kube
+//! client): both are a [`Cluster`], so the checks are written once.
+
+use serde_json::Value;
+use standalone::apiserver::{ApiError, Refusal, ValidationRequest};
+
+/// virt-operator's uninstall webhook, as its refusals are attributed.
+pub const KUBEVIRT_WEBHOOK: &str = "kubevirt-update-validator.kubevirt.io";
+/// cdi-apiserver's webhook for the CDI CR.
+pub const CDI_WEBHOOK: &str = "cdi-api-validate.cdi.kubevirt.io";
+/// HCO's webhook.
+pub const HCO_WEBHOOK: &str = "validate-hco.kubevirt.io";
+const BLOCK: &str = "BlockUninstallIfWorkloadsExist";
+
+/// The workload kinds that block KubeVirt's uninstall, in virt-operator's order:
+/// (group, plural, the words its message uses).
+const KUBEVIRT_WORKLOADS: [(&str, &str, &str); 3] = [
+    (
+        "kubevirt.io",
+        "virtualmachineinstances",
+        "Virtual Machine Instances",
+    ),
+    ("kubevirt.io", "virtualmachines", "Virtual Machines"),
+    (
+        "kubevirt.io",
+        "virtualmachineinstancereplicasets",
+        "Virtual Machine Instance Replica Sets",
+    ),
+];
+
+/// What the checks read of the cluster and ask of it. A resource the cluster does not
+/// serve has no objects.
+pub trait Cluster {
+    /// The object `namespace/name` of `group`/`plural` ("" for cluster-scoped), if any.
+    async fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, Refusal>;
+    /// Whether any object of `group`/`plural` exists, in any namespace.
+    async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal>;
+    /// Updates `object` with `dryRun=All`, so that its own admission judges it; returns
+    /// the warnings, or the refusal as the API server reports it.
+    async fn dry_run_update(
+        &self,
+        group: &str,
+        plural: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, Refusal>;
+}
+
+/// An error of the API server passed on as the webhook's answer, its status code kept.
+pub fn passed_on(err: ApiError) -> Refusal {
+    Refusal {
+        code: err.code(),
+        message: err.to_string(),
+    }
+}
+
+/// The embedded API server answers from its store: nothing here waits.
+impl Cluster for ValidationRequest<'_> {
+    async fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, Refusal> {
+        ValidationRequest::get(self, group, plural, namespace, name).map_err(passed_on)
+    }
+
+    async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal> {
+        let found = self.list(group, plural, None, 1).map_err(passed_on)?;
+        Ok(!found.is_empty())
+    }
+
+    async fn dry_run_update(
+        &self,
+        group: &str,
+        plural: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, Refusal> {
+        ValidationRequest::dry_run_update(self, group, plural, object).map_err(passed_on)
+    }
+}
+
+/// Whether an operator CR blocks its own deletion while workloads exist.
+fn blocks_uninstall(operator: &Value) -> bool {
+    operator["spec"]["uninstallStrategy"] == BLOCK && operator["status"]["phase"] == "Deployed"
+}
+
+/// virt-operator's check of a KubeVirt CR's deletion.
+pub async fn kubevirt_uninstall(cluster: &impl Cluster, kubevirt: &Value) -> Result<(), Refusal> {
+    if !blocks_uninstall(kubevirt) {
+        return Ok(());
+    }
+    for (group, plural, words) in KUBEVIRT_WORKLOADS {
+        if cluster.any(group, plural).await? {
+            return Err(Refusal::denied(format!(
+                "Rejecting the uninstall request, since there are still {words} present. Either delete all KubeVirt related workloads or change the uninstall strategy before uninstalling KubeVirt."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// CDI's check of a CDI CR's deletion.
+pub async fn cdi_uninstall(cluster: &impl Cluster, cdi: &Value) -> Result<(), Refusal> {
+    if blocks_uninstall(cdi) && cluster.any("cdi.kubevirt.io", "datavolumes").await? {
+        return Err(Refusal::denied(
+            "Rejecting the uninstall request, since there are still DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI.",
+        ));
+    }
+    Ok(())
+}
+
+fn hco_refusal(err: api::hco::validate::HyperConvergedError) -> Refusal {
+    Refusal::denied(err.to_string())
+}
+
+/// HCO's check of a new HC in `namespace`.
+pub fn hyperconverged_create(namespace: &str, hc: &Value) -> Result<Vec<String>, Refusal> {
+    api::hco::validate::review_create(hc, namespace).map_err(hco_refusal)
+}
+
+/// HCO's update check of an update that changes the spec or annotations of an HC not
+/// being deleted (so that HCO's own finalizer updates always pass): the new HC's own
+/// checks, then each operand updated with `dryRun=All` to the spec the new HC gives it, so
+/// that the operands' own admission judges the change before HCO tries it. A missing
+/// operand refuses the update, as HCO's Get does.
+pub async fn hyperconverged_update(
+    cluster: &impl Cluster,
+    namespace: &str,
+    hc: &Value,
+    old: &Value,
+) -> Result<Vec<String>, Refusal> {
+    let deleting = !hc["metadata"]["deletionTimestamp"].is_null();
+    if deleting || !api::hco::validate::changes_anything(hc, old) {
+        return Ok(Vec::new());
+    }
+    let mut warnings = api::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
+    let kubevirt = operators::install::hco::operands::kubevirt_name(
+        hc["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let live_kubevirt = cluster
+        .get("kubevirt.io", "kubevirts", namespace, &kubevirt)
+        .await?;
+    let use_emulation = live_kubevirt.as_ref().is_some_and(|kv| {
+        kv["spec"]["configuration"]["developerConfiguration"]["useEmulation"] == true
+    });
+    for operand in operators::install::hco::desired(hc, use_emulation) {
+        let (group, plural) = (&operand.resource.group, &operand.resource.plural);
+        let operand_namespace = operand.namespace.as_deref().unwrap_or_default();
+        let mut live = cluster
+            .get(group, plural, operand_namespace, &operand.name)
+            .await?
+            .ok_or_else(|| {
+                passed_on(ApiError::NotFound {
+                    resource: format!("{plural}.{group}"),
+                    name: operand.name.clone(),
+                })
+            })?;
+        live["spec"] = operand.body["spec"].clone();
+        warnings.extend(cluster.dry_run_update(group, plural, &live).await?);
+    }
+    Ok(warnings)
+}
+
+/// HCO's delete check: its KubeVirt and CDI must be deletable, and their webhooks' refusal
+/// is passed on whole.
+pub async fn hyperconverged_delete(
+    cluster: &impl Cluster,
+    namespace: &str,
+    hc: &Value,
+) -> Result<(), Refusal> {
+    let name = hc["metadata"]["name"].as_str().unwrap_or_default();
+    let nested = |webhook: &str, refusal: Refusal| {
+        Refusal::denied(format!(
+            "admission webhook \"{webhook}\" denied the request: {}",
+            refusal.message
+        ))
+    };
+    // Only operands HCO deployed (its `app` label names the HC) are HCO's to delete.
+    let deployed_by_hco = |operand: &Value| operand["metadata"]["labels"]["app"] == name;
+    let kubevirt_name = operators::install::hco::operands::kubevirt_name(name);
+    let kubevirt = cluster
+        .get("kubevirt.io", "kubevirts", namespace, &kubevirt_name)
+        .await?;
+    if let Some(kubevirt) = kubevirt.filter(deployed_by_hco) {
+        kubevirt_uninstall(cluster, &kubevirt)
+            .await
+            .map_err(|r| nested(KUBEVIRT_WEBHOOK, r))?;
+    }
+    let cdi_name = operators::install::hco::operands::cdi_name(name);
+    let cdi = cluster
+        .get("cdi.kubevirt.io", "cdis", "", &cdi_name)
+        .await?;
+    if let Some(cdi) = cdi.filter(deployed_by_hco) {
+        cdi_uninstall(cluster, &cdi)
+            .await
+            .map_err(|r| nested(CDI_WEBHOOK, r))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_deployed_operator_with_the_blocking_strategy_blocks() {
+        let operator = |strategy: &str, phase: &str| json!({"spec": {"uninstallStrategy": strategy}, "status": {"phase": phase}});
+        assert!(blocks_uninstall(&operator(BLOCK, "Deployed")));
+        assert!(!blocks_uninstall(&operator("RemoveWorkloads", "Deployed")));
+        assert!(!blocks_uninstall(&operator(BLOCK, "Deploying")));
+    }
+}
