@@ -6,10 +6,11 @@ use kube::CustomResourceExt;
 
 use crate::{cdi, cnao, hco, hostpath, kubevirt, network_attachment, ssp, upload};
 
-/// Every CRD, in a stable order.
+/// Every CRD the embedded API server serves, in a stable order.
 ///
-/// `UploadTokenRequest` is served upstream by CDI's aggregated API server, not a CRD; it is
-/// included so the embedded API server and a cluster without that server can store it.
+/// `UploadTokenRequest` is served upstream by CDI's aggregated API server, not a CRD, and
+/// so it is on a cluster (`ferrovirt webhook` behind its APIService); the embedded API
+/// server serves it as a CRD whose creates it answers.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         cdi::DataVolume::crd(),
@@ -29,6 +30,15 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         network_attachment::NetworkAttachmentDefinition::crd(),
         crate::template::crd(),
     ]
+}
+
+/// The CRDs a cluster gets (`deploy/crds`): all but UploadTokenRequest, whose group an
+/// APIService serves there (a CRD would take the group from it).
+pub fn deployed() -> Vec<CustomResourceDefinition> {
+    all()
+        .into_iter()
+        .filter(|crd| crd.spec.names.kind != "UploadTokenRequest")
+        .collect()
 }
 
 /// The file name of a CRD in `deploy/crds`: `<group>_<plural>.yaml`.

@@ -47,7 +47,10 @@ pub struct HcoWebhookArgs {
 pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = crate::cluster::component_client().await?;
-    let (ca, tls) = crate::webhook::service_tls("hco-webhook-ca", &args.service, &args.namespace)?;
+    let (service, namespace) = (&args.service, &args.namespace);
+    let no_client_certs = uploadproxy::tls::ClientCerts::None;
+    let (ca, tls) =
+        crate::webhook::service_tls("hco-webhook-ca", service, namespace, no_client_certs)?;
     publish_validating_ca(&client, &args.configuration, ca.cert_pem()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

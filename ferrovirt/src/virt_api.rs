@@ -12,7 +12,6 @@
 //!
 //! At start it writes the bundle of its serving CA into those APIServices and webhooks.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -21,23 +20,18 @@ use api::kubevirt::cluster_config::{ClusterConfig, SharedClusterConfig};
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use kube::Client;
 use serde_json::json;
 use tower::ServiceExt;
 use uploadproxy::tls::{ClientCerts, Peer};
 use virt::subresources::to_handler::ToHandler;
 
+use crate::front_proxy::{self, FrontProxy, RemoteUser};
 use crate::{virt_certs, webhook};
 
 /// The webhook paths, one per kind (both run the same admission).
 pub const MUTATE_PATHS: [&str; 2] = ["/virtualmachines-mutate", "/virtualmachineinstances-mutate"];
-const AUTHENTICATION_CONFIG_MAP: (&str, &str) =
-    ("kube-system", "extension-apiserver-authentication");
 
 #[derive(clap::Args)]
 pub struct VirtApiArgs {
@@ -96,100 +90,6 @@ pub async fn run(args: VirtApiArgs) -> anyhow::Result<()> {
     eprintln!("virt-api on https://{}", args.listen);
     serving.await.context("the virt-api server stopped")?;
     Ok(())
-}
-
-/// How kube-aggregator identifies itself and the user it forwards, from ConfigMap
-/// `kube-system/extension-apiserver-authentication` as kube-apiserver publishes it.
-#[derive(Debug)]
-struct FrontProxy {
-    roots: rustls::RootCertStore,
-    /// The common names its client certificate may have (any, when empty).
-    allowed_names: Vec<String>,
-    username_headers: Vec<String>,
-    group_headers: Vec<String>,
-    extra_prefixes: Vec<String>,
-}
-
-impl FrontProxy {
-    async fn read(client: &Client) -> anyhow::Result<FrontProxy> {
-        let (namespace, name) = AUTHENTICATION_CONFIG_MAP;
-        let map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-            .get(name)
-            .await
-            .with_context(|| format!("reading ConfigMap {namespace}/{name}"))?;
-        Self::from_data(&map.data.unwrap_or_default())
-            .with_context(|| format!("ConfigMap {namespace}/{name}"))
-    }
-
-    fn from_data(data: &BTreeMap<String, String>) -> anyhow::Result<FrontProxy> {
-        let ca = data
-            .get("requestheader-client-ca-file")
-            .context("no requestheader-client-ca-file: the API server has no front proxy")?;
-        let list = |key: &str| -> anyhow::Result<Vec<String>> {
-            match data.get(key) {
-                Some(text) => {
-                    serde_json::from_str(text).with_context(|| format!("{key}: {text:?}"))
-                }
-                None => Ok(Vec::new()),
-            }
-        };
-        Ok(FrontProxy {
-            roots: uploadproxy::tls::roots_from_pem(ca.as_bytes())?,
-            allowed_names: list("requestheader-allowed-names")?,
-            username_headers: list("requestheader-username-headers")?,
-            group_headers: list("requestheader-group-headers")?,
-            extra_prefixes: list("requestheader-extra-headers-prefix")?,
-        })
-    }
-
-    /// The user a request speaks for, when it came from the front proxy.
-    fn user(&self, peer: &Peer, headers: &hyper::HeaderMap) -> Option<RemoteUser> {
-        let name = peer.common_name.as_ref()?;
-        if !self.allowed_names.is_empty() && !self.allowed_names.contains(name) {
-            return None;
-        }
-        let values = |header: &String| {
-            headers
-                .get_all(header.as_str())
-                .iter()
-                .filter_map(|v| v.to_str().ok().map(str::to_owned))
-                .collect::<Vec<_>>()
-        };
-        let username = self
-            .username_headers
-            .iter()
-            .find_map(|h| values(h).into_iter().next())?;
-        let groups = self.group_headers.iter().flat_map(values).collect();
-        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (header, value) in headers {
-            let header = header.as_str();
-            let key = self.extra_prefixes.iter().find_map(|prefix| {
-                header
-                    .get(..prefix.len())
-                    .filter(|p| p.eq_ignore_ascii_case(prefix))
-                    .map(|_| &header[prefix.len()..])
-            });
-            if let (Some(key), Ok(value)) = (key, value.to_str()) {
-                extra
-                    .entry(key.to_owned())
-                    .or_default()
-                    .push(value.to_owned());
-            }
-        }
-        Some(RemoteUser {
-            username,
-            groups,
-            extra,
-        })
-    }
-}
-
-/// The user kube-aggregator forwarded a request for.
-#[derive(Debug, PartialEq)]
-struct RemoteUser {
-    username: String,
-    groups: Vec<String>,
-    extra: BTreeMap<String, Vec<String>>,
 }
 
 struct VirtApi {
@@ -256,20 +156,7 @@ impl VirtApi {
         let Some(attributes) = resource_attributes(method, path) else {
             return Ok(false);
         };
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.username.clone()),
-                groups: Some(user.groups.clone()),
-                extra: Some(user.extra.clone()),
-                resource_attributes: Some(attributes),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await?;
-        Ok(answer.status.is_some_and(|s| s.allowed))
+        front_proxy::may(&self.client, user, attributes).await
     }
 }
 
@@ -373,19 +260,11 @@ fn plain(code: StatusCode, text: &'static str) -> Response<Body> {
 
 /// Writes `ca_pem` as the caBundle of the group's APIServices and of the webhooks.
 async fn publish_ca_bundle(client: &Client, ca_pem: &str, webhooks: &str) -> anyhow::Result<()> {
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    let services: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
     for version in virt::subresources::VERSIONS {
         let name = format!("{version}.{}", virt::subresources::GROUP);
-        services
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"caBundle": bundle}})),
-            )
-            .await
-            .with_context(|| format!("writing the caBundle of APIService {name}"))?;
+        if !webhook::publish_apiservice_ca(client, &name, ca_pem).await? {
+            anyhow::bail!("APIService {name} is missing: apply deploy/virt/virt-api.yaml");
+        }
     }
     webhook::publish_webhook_ca(client, webhooks, ca_pem).await?;
     Ok(())
@@ -394,94 +273,6 @@ async fn publish_ca_bundle(client: &Client, ca_pem: &str, webhooks: &str) -> any
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn front_proxy() -> FrontProxy {
-        let ca = operators::certs::CertificateAuthority::generate("front-proxy-ca").expect("a CA");
-        let data = BTreeMap::from([
-            (
-                "requestheader-client-ca-file".to_owned(),
-                ca.cert_pem().to_owned(),
-            ),
-            (
-                "requestheader-allowed-names".to_owned(),
-                r#"["front-proxy-client"]"#.to_owned(),
-            ),
-            (
-                "requestheader-username-headers".to_owned(),
-                r#"["X-Remote-User"]"#.to_owned(),
-            ),
-            (
-                "requestheader-group-headers".to_owned(),
-                r#"["X-Remote-Group"]"#.to_owned(),
-            ),
-            (
-                "requestheader-extra-headers-prefix".to_owned(),
-                r#"["X-Remote-Extra-"]"#.to_owned(),
-            ),
-        ]);
-        FrontProxy::from_data(&data).expect("the ConfigMap's data")
-    }
-
-    fn peer(common_name: Option<&str>) -> Peer {
-        Peer {
-            addr: "127.0.0.1:1".parse().expect("an address"),
-            common_name: common_name.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn the_front_proxy_names_the_user_its_groups_and_extras() {
-        let proxy = front_proxy();
-        let mut headers = hyper::HeaderMap::new();
-        headers.insert("x-remote-user", "alice".parse().expect("a value"));
-        headers.append("x-remote-group", "devs".parse().expect("a value"));
-        headers.append(
-            "x-remote-group",
-            "system:authenticated".parse().expect("a value"),
-        );
-        headers.append("x-remote-extra-scopes", "a".parse().expect("a value"));
-        let user = proxy.user(&peer(Some("front-proxy-client")), &headers);
-        assert_eq!(
-            user,
-            Some(RemoteUser {
-                username: "alice".into(),
-                groups: vec!["devs".into(), "system:authenticated".into()],
-                extra: BTreeMap::from([("scopes".into(), vec!["a".into()])]),
-            })
-        );
-        // No certificate, another name, or no user header: not the front proxy's request.
-        assert_eq!(proxy.user(&peer(None), &headers), None);
-        assert_eq!(proxy.user(&peer(Some("mallory")), &headers), None);
-        assert_eq!(
-            proxy.user(&peer(Some("front-proxy-client")), &hyper::HeaderMap::new()),
-            None
-        );
-    }
-
-    #[test]
-    fn a_configmap_without_the_request_header_ca_is_refused_by_name() {
-        let err = FrontProxy::from_data(&BTreeMap::new()).expect_err("no CA");
-        assert!(
-            err.to_string().contains("requestheader-client-ca-file"),
-            "{err}"
-        );
-        let mut data = BTreeMap::from([(
-            "requestheader-client-ca-file".to_owned(),
-            operators::certs::CertificateAuthority::generate("x")
-                .expect("a CA")
-                .cert_pem()
-                .to_owned(),
-        )]);
-        data.insert(
-            "requestheader-allowed-names".into(),
-            "front-proxy-client".into(),
-        );
-        let err = FrontProxy::from_data(&data).expect_err("not a JSON list");
-        assert!(
-            format!("{err:#}").contains("requestheader-allowed-names"),
-            "{err:#}"
-        );
-    }
 
     #[test]
     fn only_discovery_version_and_health_are_open() {

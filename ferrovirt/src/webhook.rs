@@ -13,6 +13,9 @@
 //! at `/virtualmachine-validate`, checked against the validation rules of the VM or of the
 //! Template its labels name, and Template deletions at `/template-validate`. Its CA goes into
 //! the ValidatingWebhookConfiguration `virt-template-validator` when that exists.
+//!
+//! And, as cdi-apiserver, the UploadTokenRequest API behind APIService
+//! `v1beta1.upload.cdi.kubevirt.io` ([`upload_token_api`]), signing with the same key.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -38,6 +41,9 @@ use serde_json::{Value, json};
 use uploadproxy::UploadTokenIssuer;
 
 use crate::clone_auth::{self, CDI_GROUP, CloneSource, DeclaredSource};
+use crate::front_proxy::FrontProxy;
+use crate::upload_token_api::{self, UploadTokenApi};
+use uploadproxy::tls::ClientCerts;
 
 /// The Secret holding the token signing key, as CDI names it.
 pub const SIGNING_KEY_SECRET: &str = operators::CLONE_TOKEN_SECRET;
@@ -65,21 +71,52 @@ pub struct WebhookArgs {
     /// server keeps when it exists.
     #[arg(long, default_value = validator::WEBHOOK_CONFIGURATION)]
     validating_configuration: String,
+    /// The APIService of the UploadTokenRequest API, whose caBundle this server keeps when
+    /// it exists.
+    #[arg(long, default_value = "v1beta1.upload.cdi.kubevirt.io")]
+    api_service: String,
 }
 
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = crate::cluster::component_client().await?;
     let issuer = Arc::new(signing_key(&client, &args.namespace).await?);
-    let tls = serving_tls(&client, &args).await?;
+    // Without kube-aggregator's request-header CA the UploadTokenRequest API cannot tell
+    // its requests from anyone's; the webhooks still serve.
+    let front_proxy = match FrontProxy::read(&client).await {
+        Ok(front_proxy) => Some(front_proxy),
+        Err(err) => {
+            tracing::warn!(err = %format!("{err:#}"), "not serving UploadTokenRequests");
+            None
+        }
+    };
+    let client_certs = front_proxy
+        .as_ref()
+        .map_or(ClientCerts::None, |front_proxy| {
+            ClientCerts::Optional(front_proxy.roots.clone())
+        });
+    let tls = serving_tls(&client, &args, client_certs).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     eprintln!("webhook on https://{}", listener.local_addr()?);
-    let reviewer = Arc::new(Reviewer { client, issuer });
-    let server = uploadproxy::tls::serve(listener, tls, move |request, _peer| {
+    let reviewer = Arc::new(Reviewer {
+        uploads: UploadTokenApi {
+            client: client.clone(),
+            issuer: issuer.clone(),
+            front_proxy,
+        },
+        client,
+        issuer,
+    });
+    let server = uploadproxy::tls::serve(listener, tls, move |request, peer| {
         let reviewer = reviewer.clone();
-        async move { reviewer.handle(request).await }
+        async move {
+            if upload_token_api::serves(request.uri().path()) {
+                return reviewer.uploads.handle(request, &peer).await;
+            }
+            reviewer.handle(request).await
+        }
     });
     server.await.context("the webhook server stopped")?;
     Ok(())
@@ -105,11 +142,34 @@ async fn signing_key(client: &Client, namespace: &str) -> anyhow::Result<UploadT
 async fn serving_tls(
     client: &Client,
     args: &WebhookArgs,
+    client_certs: ClientCerts,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let (ca, tls) = service_tls("ferrovirt-webhook-ca", &args.service, &args.namespace)?;
+    let (service, namespace) = (&args.service, &args.namespace);
+    let (ca, tls) = service_tls("ferrovirt-webhook-ca", service, namespace, client_certs)?;
     publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
     publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
+    if !publish_apiservice_ca(client, &args.api_service, ca.cert_pem()).await? {
+        tracing::info!(api_service = %args.api_service, "no APIService to keep");
+    }
     Ok(tls)
+}
+
+/// Writes `ca_pem` as the caBundle of APIService `name`; false when there is none.
+pub async fn publish_apiservice_ca(
+    client: &Client,
+    name: &str,
+    ca_pem: &str,
+) -> anyhow::Result<bool> {
+    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
+    let gvk = kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    let services: Api<kube::api::DynamicObject> =
+        Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk(&gvk));
+    let patch = Patch::Merge(json!({"spec": {"caBundle": bundle}}));
+    match services.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(err) => Err(err).with_context(|| format!("writing the caBundle of APIService {name}")),
+    }
 }
 
 /// A fresh CA named `ca_name`, and a serving configuration with a certificate from it for
@@ -118,6 +178,7 @@ pub fn service_tls(
     ca_name: &str,
     service: &str,
     namespace: &str,
+    client_certs: ClientCerts,
 ) -> anyhow::Result<(
     operators::certs::CertificateAuthority,
     Arc<rustls::ServerConfig>,
@@ -131,13 +192,14 @@ pub fn service_tls(
     let cert = ca.issue_server(&names[2], &names)?;
     let identity =
         uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
-    let tls = uploadproxy::tls::server_config(&identity, None)?;
+    let tls = uploadproxy::tls::server_config_with(&identity, client_certs)?;
     Ok((ca, tls))
 }
 
 struct Reviewer {
     client: Client,
     issuer: Arc<UploadTokenIssuer>,
+    uploads: UploadTokenApi,
 }
 
 impl Reviewer {

@@ -167,7 +167,7 @@ async fn kubectl_json(kubeconfig: &std::path::Path, args: &[&str]) -> Option<ser
 
 /// The embedded API server alone, holding the CRDs of `deploy/crds/` as a cluster would.
 async fn start_api_server(dir: &TempDir) -> ApiServer {
-    let crds = api::crds::all()
+    let crds = api::crds::deployed()
         .into_iter()
         .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
         .collect();
@@ -1020,5 +1020,142 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
     assert_eq!(answer["allowed"], true, "{answer:#}");
     let answer = ask("/cdi-validate-delete", cdi_review("9")).await;
     assert_eq!(answer["allowed"], true, "{answer:#}");
+    server.stop();
+}
+
+/// `ferrovirt webhook` as deploy/operators/webhook.yaml runs it (its own process under its
+/// service account) is also cdi-apiserver: once the Service's endpoints name it (as
+/// kube-controller-manager would), the embedded API server proxies the APIService
+/// `v1beta1.upload.cdi.kubevirt.io` to it as kube-aggregator does, and `kubectl create` of an
+/// UploadTokenRequest by a user the aggregated `cdi.kubevirt.io:upload` role lets create one
+/// gets a token for the PVC, signed with the key of Secret `cdi/cdi-api-signing-key`.
+#[tokio::test]
+async fn the_webhook_serves_upload_token_requests_behind_their_apiservice() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("upload-token-api");
+    let server = start_api_server(&dir).await;
+    let kubeconfig = server.kubeconfig.clone();
+    let deploy = format!("{}/../deploy/operators", env!("CARGO_MANIFEST_DIR"));
+    for file in ["rbac.yaml", "webhook.yaml"] {
+        kubectl(&kubeconfig, &["apply", "-f", &format!("{deploy}/{file}")]).await;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _webhook = spawn_as(
+        &kubeconfig,
+        &dir,
+        "cdi:ferrovirt-webhook",
+        &["webhook", "--listen", &listen],
+        &[("POD_NAMESPACE", Some("cdi"))],
+    );
+    // kube-controller-manager's part: the Service's endpoints are the webhook's address.
+    let endpoints = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "ferrovirt-webhook", "namespace": "cdi"},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": port}]}],
+    });
+    let service_port = format!(r#"{{"spec":{{"ports":[{{"port":443,"targetPort":{port}}}]}}}}"#);
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "service",
+            "ferrovirt-webhook",
+            "-n",
+            "cdi",
+            "-p",
+            &service_port,
+        ],
+    )
+    .await;
+    let applied = dir.join("endpoints.json");
+    std::fs::write(&applied, endpoints.to_string()).expect("writing the endpoints");
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f", &applied.display().to_string()],
+    )
+    .await;
+    eventually("the APIService Available", || async {
+        let service = kubectl_json(
+            &kubeconfig,
+            &["apiservice", "v1beta1.upload.cdi.kubevirt.io"],
+        )
+        .await?;
+        condition_true(&service, "Available").then_some(())
+    })
+    .await;
+
+    // Alice may upload in her namespace.
+    kubectl(&kubeconfig, &["create", "namespace", "team"]).await;
+    kubectl(
+        &kubeconfig,
+        &[
+            "create",
+            "rolebinding",
+            "alice-uploads",
+            "-n",
+            "team",
+            "--clusterrole=cdi.kubevirt.io:upload",
+            "--user=alice",
+        ],
+    )
+    .await;
+    let request = dir.join("request.yaml");
+    std::fs::write(
+        &request,
+        "apiVersion: upload.cdi.kubevirt.io/v1beta1\nkind: UploadTokenRequest\nmetadata:\n  \
+         name: token-for-virtctl\nspec:\n  pvcName: disk\n",
+    )
+    .expect("writing the request");
+    let created = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--as", "alice", "create", "-n", "team", "-o", "json", "-f"])
+        .arg(&request)
+        .output()
+        .await
+        .expect("running kubectl");
+    assert!(created.status.success(), "kubectl create: {created:?}");
+    let answer: serde_json::Value =
+        serde_json::from_slice(&created.stdout).expect("the UploadTokenRequest");
+    let token = answer["status"]["token"].as_str().expect("a token");
+    let secret = kubectl_json(&kubeconfig, &["secret", "cdi-api-signing-key", "-n", "cdi"])
+        .await
+        .expect("the signing key's Secret");
+    use base64::Engine as _;
+    let public_key = base64::engine::general_purpose::STANDARD
+        .decode(
+            secret["data"]["id_rsa.pub"]
+                .as_str()
+                .expect("the public key"),
+        )
+        .expect("base64");
+    let validator = uploadproxy::UploadTokenValidator::from_public_key_pem(
+        std::str::from_utf8(&public_key).expect("PEM"),
+    )
+    .expect("the public key");
+    let claims = validator.validate(token).expect("a valid token");
+    assert_eq!(
+        (claims.namespace.as_str(), claims.name.as_str()),
+        ("team", "disk")
+    );
+
+    // Bob may not.
+    let refused = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--as", "bob", "create", "-n", "team", "-f"])
+        .arg(&request)
+        .output()
+        .await
+        .expect("running kubectl");
+    assert!(!refused.status.success(), "bob got a token");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
+        "{refused:?}"
+    );
     server.stop();
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let dir = std::env::args_os().nth(1).map(PathBuf::from);
     let mut stdout = String::new();
-    for crd in api::crds::all() {
+    for crd in api::crds::deployed() {
         let yaml = match api::crds::to_yaml(&crd) {
             Ok(yaml) => yaml,
             Err(e) => {
