@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use kube::api::PostParams;
+use operators::install::components::kubevirt_feature_gates;
 use serde_json::json;
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 
@@ -245,6 +246,31 @@ fn spawn_as(
         };
     }
     command.spawn().expect("starting the component")
+}
+
+/// `ferrovirt COMMAND --listen 127.0.0.1:PORT` on a free port, as `account`
+/// ("namespace:name") in its own namespace, as its Deployment runs it; with the port.
+fn spawn_server_as(
+    kubeconfig: &std::path::Path,
+    dir: &TempDir,
+    account: &str,
+    command: &str,
+) -> (tokio::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let namespace = account.split(':').next().unwrap_or_default();
+    let env = [("POD_NAMESPACE", Some(namespace))];
+    let child = spawn_as(
+        kubeconfig,
+        dir,
+        account,
+        &[command, "--listen", &listen],
+        &env,
+    );
+    (child, port)
 }
 
 /// cdi-operator as deploy/cdi-operator runs it: its own process under its service account.
@@ -542,16 +568,6 @@ fn condition_true(object: &serde_json::Value, type_: &str) -> bool {
         .any(|c| c["type"] == type_ && c["status"] == "True")
 }
 
-/// The feature gates HCO wrote into the KubeVirt CR.
-fn kubevirt_gates(kubevirt: &serde_json::Value) -> Vec<String> {
-    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|g| g.as_str().map(str::to_owned))
-        .collect()
-}
-
 /// Plays kube-controller-manager: `kind` (deployment or daemonset) `name` reports ready.
 async fn report_ready(kubeconfig: &std::path::Path, namespace: &str, kind: &str, name: &str) {
     let status = if kind == "daemonset" {
@@ -632,7 +648,11 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         kubectl_json(&kubeconfig, &["kubevirt", KUBEVIRT, "-n", HCO_NS])
     })
     .await;
-    assert!(kubevirt_gates(&kubevirt).iter().any(|g| g == "VideoConfig"));
+    assert!(
+        kubevirt_feature_gates(&kubevirt)
+            .iter()
+            .any(|g| g == "VideoConfig")
+    );
     eventually("virt-api deployed with the operator's image", || async {
         let api = kubectl_json(&kubeconfig, &["deployment", "virt-api", "-n", HCO_NS]).await?;
         (api["spec"]["template"]["spec"]["containers"][0]["image"] == image).then_some(())
@@ -707,7 +727,10 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
     .await;
     eventually("VideoConfig gone from the KubeVirt CR", || async {
         let kubevirt = kubectl_json(&kubeconfig, &["kubevirt", KUBEVIRT, "-n", HCO_NS]).await?;
-        (!kubevirt_gates(&kubevirt).iter().any(|g| g == "VideoConfig")).then_some(())
+        (!kubevirt_feature_gates(&kubevirt)
+            .iter()
+            .any(|g| g == "VideoConfig"))
+        .then_some(())
     })
     .await;
 
@@ -791,17 +814,11 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
         env!("CARGO_MANIFEST_DIR")
     );
     kubectl(&kubeconfig, &["apply", "-f", &manifest]).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let _webhook = spawn_as(
+    let (_webhook, port) = spawn_server_as(
         &kubeconfig,
         &dir,
         "kubevirt-hyperconverged:hyperconverged-cluster-webhook",
-        &["hco-webhook", "--listen", &listen],
-        &[("POD_NAMESPACE", Some(HCO_NS))],
+        "hco-webhook",
     );
     let bundle = eventually("the webhook's CA in its configuration", || async {
         let configuration = kubectl_json(
@@ -1039,18 +1056,7 @@ async fn the_webhook_serves_upload_token_requests_behind_their_apiservice() {
     for file in ["rbac.yaml", "webhook.yaml"] {
         kubectl(&kubeconfig, &["apply", "-f", &format!("{deploy}/{file}")]).await;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let _webhook = spawn_as(
-        &kubeconfig,
-        &dir,
-        "cdi:ferrovirt-webhook",
-        &["webhook", "--listen", &listen],
-        &[("POD_NAMESPACE", Some("cdi"))],
-    );
+    let (_webhook, port) = spawn_server_as(&kubeconfig, &dir, "cdi:ferrovirt-webhook", "webhook");
     // kube-controller-manager's part: the Service's endpoints are the webhook's address.
     let endpoints = json!({
         "apiVersion": "v1", "kind": "Endpoints",

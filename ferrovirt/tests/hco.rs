@@ -10,6 +10,7 @@ mod platform;
 
 use std::time::{Duration, Instant};
 
+use operators::install::components::kubevirt_feature_gates;
 use platform::{Platform, condition};
 use serde_json::Value;
 
@@ -68,15 +69,6 @@ fn is_true(object: &Value, type_: &str) -> bool {
     condition(object, type_).is_some_and(|c| c["status"] == "True")
 }
 
-fn kubevirt_gates(kubevirt: &Value) -> Vec<String> {
-    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|g| g.as_str().map(str::to_owned))
-        .collect()
-}
-
 fn set_video_gate(platform: &Platform, on: bool) {
     let patch = format!(r#"{{"spec":{{"featureGates":{{"videoConfig":{on}}}}}}}"#);
     platform.ok(&patch_hc(&patch));
@@ -84,7 +76,12 @@ fn set_video_gate(platform: &Platform, on: bool) {
         platform,
         "the gate reaching KubeVirt",
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
-        |kv| kubevirt_gates(kv).iter().any(|g| g == "VideoConfig") == on,
+        |kv| {
+            kubevirt_feature_gates(kv)
+                .iter()
+                .any(|g| g == "VideoConfig")
+                == on
+        },
     );
 }
 
@@ -168,7 +165,11 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         kubevirt["spec"]["uninstallStrategy"],
         "BlockUninstallIfWorkloadsExist"
     );
-    assert!(kubevirt_gates(&kubevirt).iter().any(|g| g == "VideoConfig"));
+    assert!(
+        kubevirt_feature_gates(&kubevirt)
+            .iter()
+            .any(|g| g == "VideoConfig")
+    );
     assert_eq!(
         configuration["migrations"]["parallelMigrationsPerCluster"],
         5
