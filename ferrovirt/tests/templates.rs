@@ -140,6 +140,25 @@ fn templates_are_served_processed_and_refused_with_openshifts_messages() {
     assert_eq!(password.len(), 14, "{user_data}");
     assert!(!password.contains('$'), "{user_data}");
 
+    // The template's validation rule travels with the VM: 1Gi is refused with its message.
+    let smaller = r#"{"spec":{"template":{"spec":{"domain":{"memory":{"guest":"1Gi"}}}}}}"#;
+    let refused = platform.kubectl(
+        &[
+            "patch",
+            "-n",
+            NAMESPACE,
+            "vm",
+            "web",
+            "--type=merge",
+            "-p",
+            smaller,
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "1Gi was accepted");
+    assert!(stderr.contains("This VM requires more memory."), "{stderr}");
+
     // Without NAME, a name is generated from the template's expression.
     let out = stdout_of(
         ferrovirt(
