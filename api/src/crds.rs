@@ -33,7 +33,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
 }
 
 /// The CRDs a cluster gets (`deploy/crds`): all but UploadTokenRequest, whose group an
-/// APIService serves there (a CRD would take the group from it).
+/// APIService serves there (a CRD of the same group would be shadowed by it, or on the
+/// embedded API server refuse it).
 pub fn deployed() -> Vec<CustomResourceDefinition> {
     all()
         .into_iter()

@@ -28,16 +28,19 @@ impl PodImageArgs {
 pub struct ControllerArgs {
     #[command(flatten)]
     pods: PodImageArgs,
-    /// The namespace of Secret `cdi-api-signing-key` (kept by `ferrovirt webhook`), whose
-    /// public key checks the clone tokens of cross-namespace clones.
+    /// CDI's namespace: of Secret `cdi-api-signing-key` (kept by `ferrovirt webhook`), whose
+    /// public key checks the clone tokens of cross-namespace clones, and of the upload CAs'
+    /// Secrets (`upload_cas.rs`), which sign the upload servers' certificates.
     #[arg(long, env = "POD_NAMESPACE", default_value = "cdi")]
     namespace: String,
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::cluster::component_client().await?;
+    let certificates = crate::upload_cas::upload_certificates(&client, &args.namespace).await?;
     let config = operators::ControllerConfig {
         clone_token_secret_namespace: Some(args.namespace),
+        upload_certificates: Some(certificates),
         ..args.pods.controller_config()
     };
     operators::run(client, config).await?;

@@ -51,7 +51,14 @@ pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
     let no_client_certs = uploadproxy::tls::ClientCerts::None;
     let (ca, tls) =
         crate::webhook::service_tls("hco-webhook-ca", service, namespace, no_client_certs)?;
-    publish_validating_ca(&client, &args.configuration, ca.cert_pem()).await?;
+    // Serving without the CA in the configuration would fail every call the API server
+    // makes (failurePolicy Fail): stop instead, naming it.
+    if !publish_validating_ca(&client, &args.configuration, ca.cert_pem()).await? {
+        anyhow::bail!(
+            "cannot write the caBundle of ValidatingWebhookConfiguration {}: apply deploy/hco-operator/operator.yaml",
+            args.configuration
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;

@@ -10,9 +10,9 @@ use serde_json::Value;
 use standalone::apiserver::{ApiError, Refusal, ValidationRequest};
 
 /// virt-operator's uninstall webhook, as its refusals are attributed.
-pub const KUBEVIRT_WEBHOOK: &str = "kubevirt-update-validator.kubevirt.io";
+pub const KUBEVIRT_WEBHOOK: &str = "kubevirt-validator.kubevirt.io";
 /// cdi-apiserver's webhook for the CDI CR.
-pub const CDI_WEBHOOK: &str = "cdi-api-validate.cdi.kubevirt.io";
+pub const CDI_WEBHOOK: &str = "cdi-validate.cdi.kubevirt.io";
 /// HCO's webhook.
 pub const HCO_WEBHOOK: &str = "validate-hco.kubevirt.io";
 const BLOCK: &str = "BlockUninstallIfWorkloadsExist";

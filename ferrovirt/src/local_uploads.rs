@@ -8,12 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
-use operators::cdi::datavolume::pod::{
-    CA_BUNDLE_KEY, CDI_NAMESPACE, UPLOAD_CLIENT_NAME, UPLOAD_PROXY_CA_CONFIG_MAP,
-};
+use operators::cdi::datavolume::pod::{CDI_NAMESPACE, UPLOAD_CLIENT_NAME};
 use operators::certs::{CertificateAuthority, UploadCertificates};
 use tokio::net::TcpListener;
 use uploadproxy::proxy::DEFAULT_READY_TIMEOUT;
@@ -95,7 +93,8 @@ pub async fn start(
 }
 
 /// Keeps the proxy's CA where CDI's operator keeps it (ConfigMap
-/// `cdi/cdi-uploadproxy-signer-bundle`), where `image-upload` finds it.
+/// `cdi/cdi-uploadproxy-signer-bundle`), where `image-upload` finds it, making the
+/// namespace first.
 async fn publish_proxy_ca(client: &Client, ca_pem: &str) -> anyhow::Result<()> {
     let apply = PatchParams::apply("ferrovirt-up").force();
     let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
@@ -108,17 +107,7 @@ async fn publish_proxy_ca(client: &Client, ca_pem: &str) -> anyhow::Result<()> {
         .patch(CDI_NAMESPACE, &apply, &Patch::Apply(&namespace))
         .await
         .with_context(|| format!("creating namespace {CDI_NAMESPACE}"))?;
-    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), CDI_NAMESPACE);
-    let map = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": UPLOAD_PROXY_CA_CONFIG_MAP, "namespace": CDI_NAMESPACE},
-        "data": {CA_BUNDLE_KEY: ca_pem},
-    });
-    maps.patch(UPLOAD_PROXY_CA_CONFIG_MAP, &apply, &Patch::Apply(&map))
-        .await
-        .context("publishing the upload proxy's CA")?;
-    Ok(())
+    crate::upload_cas::publish_proxy_ca(client, CDI_NAMESPACE, ca_pem).await
 }
 
 async fn publish_proxy_url(client: &Client, name: &str, url: &str) -> anyhow::Result<()> {

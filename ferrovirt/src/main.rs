@@ -28,6 +28,7 @@ mod processed_templates;
 mod ssp;
 mod ssp_operator;
 mod up;
+mod upload_cas;
 mod upload_proxy;
 mod upload_resolver;
 mod upload_server;

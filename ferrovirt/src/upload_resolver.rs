@@ -26,6 +26,14 @@ pub struct ClusterUploadResolver {
 }
 
 impl ClusterUploadResolver {
+    /// A resolver on a cluster: upload servers are reached through their Services.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            local: None,
+        }
+    }
+
     /// A resolver for a single machine, filling `addresses` as upload pods are found.
     pub fn local(client: Client, addresses: Arc<PodAddresses>) -> Self {
         Self {

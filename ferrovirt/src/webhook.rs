@@ -123,7 +123,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
 }
 
 /// The signing key from its Secret, made and stored there the first time.
-async fn signing_key(client: &Client, namespace: &str) -> anyhow::Result<UploadTokenIssuer> {
+pub async fn signing_key(client: &Client, namespace: &str) -> anyhow::Result<UploadTokenIssuer> {
     let data = crate::cluster::shared_secret(client, namespace, SIGNING_KEY_SECRET, || {
         let issuer = UploadTokenIssuer::generate()?;
         Ok(BTreeMap::from([
@@ -147,6 +147,7 @@ async fn serving_tls(
     let (service, namespace) = (&args.service, &args.namespace);
     let (ca, tls) = service_tls("ferrovirt-webhook-ca", service, namespace, client_certs)?;
     publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
+    // Without the template validator's configuration this server is CDI's webhook only.
     publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
     if !publish_apiservice_ca(client, &args.api_service, ca.cert_pem()).await? {
         tracing::info!(api_service = %args.api_service, "no APIService to keep");
@@ -407,23 +408,23 @@ fn bad_request(message: &str) -> Value {
 }
 
 /// Writes `ca_pem` as the caBundle of every webhook of ValidatingWebhookConfiguration
-/// `configuration`, when it exists (a cluster without the template validator has none).
+/// `configuration`, when it exists and may be read: whether it was written.
 pub async fn publish_validating_ca(
     client: &Client,
     configuration: &str,
     ca_pem: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     // Without it (or without permission to read it) this server is CDI's webhook only.
     let current = match configurations.get_opt(configuration).await {
         Ok(Some(current)) => current,
         Ok(None) => {
             tracing::info!(%configuration, "no ValidatingWebhookConfiguration to keep");
-            return Ok(());
+            return Ok(false);
         }
         Err(err) => {
             tracing::warn!(%configuration, %err, "not keeping the ValidatingWebhookConfiguration");
-            return Ok(());
+            return Ok(false);
         }
     };
     let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
@@ -444,7 +445,7 @@ pub async fn publish_validating_ca(
         )
         .await
         .with_context(|| format!("writing the caBundle of {configuration}"))?;
-    Ok(())
+    Ok(true)
 }
 
 /// Writes `ca_pem` as the caBundle of every webhook of MutatingWebhookConfiguration

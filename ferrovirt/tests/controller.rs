@@ -254,7 +254,7 @@ fn spawn_server_as(
     kubeconfig: &std::path::Path,
     dir: &TempDir,
     account: &str,
-    command: &str,
+    command: &[&str],
 ) -> (tokio::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -263,13 +263,12 @@ fn spawn_server_as(
     let listen = format!("127.0.0.1:{port}");
     let namespace = account.split(':').next().unwrap_or_default();
     let env = [("POD_NAMESPACE", Some(namespace))];
-    let child = spawn_as(
-        kubeconfig,
-        dir,
-        account,
-        &[command, "--listen", &listen],
-        &env,
-    );
+    let args: Vec<&str> = command
+        .iter()
+        .copied()
+        .chain(["--listen", &listen])
+        .collect();
+    let child = spawn_as(kubeconfig, dir, account, &args, &env);
     (child, port)
 }
 
@@ -343,7 +342,11 @@ async fn the_cdi_operator_deploys_the_components_for_a_cdi_cr_and_removes_them_w
     );
 
     // kube-controller-manager's part: the Deployments report ready replicas.
-    for name in ["ferrovirt-controller", "ferrovirt-webhook"] {
+    for name in [
+        "ferrovirt-controller",
+        "ferrovirt-webhook",
+        "cdi-uploadproxy",
+    ] {
         kubectl(
             &kubeconfig,
             &[
@@ -701,6 +704,7 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         (HCO_NS, "daemonset", "virt-handler"),
         ("cdi", "deployment", "ferrovirt-controller"),
         ("cdi", "deployment", "ferrovirt-webhook"),
+        ("cdi", "deployment", "cdi-uploadproxy"),
     ] {
         report_ready(&kubeconfig, namespace, kind, name).await;
     }
@@ -818,7 +822,7 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
         &kubeconfig,
         &dir,
         "kubevirt-hyperconverged:hyperconverged-cluster-webhook",
-        "hco-webhook",
+        &["hco-webhook"],
     );
     let bundle = eventually("the webhook's CA in its configuration", || async {
         let configuration = kubectl_json(
@@ -988,7 +992,7 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
     assert_eq!(
         answer["status"]["message"],
         format!(
-            "admission webhook \"kubevirt-update-validator.kubevirt.io\" denied the request: {virt_refusal}"
+            "admission webhook \"kubevirt-validator.kubevirt.io\" denied the request: {virt_refusal}"
         )
     );
 
@@ -1056,7 +1060,8 @@ async fn the_webhook_serves_upload_token_requests_behind_their_apiservice() {
     for file in ["rbac.yaml", "webhook.yaml"] {
         kubectl(&kubeconfig, &["apply", "-f", &format!("{deploy}/{file}")]).await;
     }
-    let (_webhook, port) = spawn_server_as(&kubeconfig, &dir, "cdi:ferrovirt-webhook", "webhook");
+    let (_webhook, port) =
+        spawn_server_as(&kubeconfig, &dir, "cdi:ferrovirt-webhook", &["webhook"]);
     // kube-controller-manager's part: the Service's endpoints are the webhook's address.
     let endpoints = json!({
         "apiVersion": "v1", "kind": "Endpoints",
@@ -1163,5 +1168,135 @@ async fn the_webhook_serves_upload_token_requests_behind_their_apiservice() {
         String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
         "{refused:?}"
     );
+    server.stop();
+}
+
+/// The PEM under `key` of Secret `namespace/name`.
+async fn secret_pem(
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> String {
+    use base64::Engine as _;
+    let secret = kubectl_json(kubeconfig, &["secret", name, "-n", namespace])
+        .await
+        .unwrap_or_else(|| panic!("Secret {namespace}/{name}"));
+    let encoded = secret["data"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} has no {key}"));
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(pem).expect("PEM")
+}
+
+/// Uploads on a cluster as deploy/operators/ runs them, each component its own process
+/// under its service account: the controller signs a claim's upload server certificate
+/// with the CA kept in Secret `cdi/cdi-uploadserver-signer`, and `ferrovirt upload-proxy
+/// --in-cluster` serves with a certificate from the CA it publishes in ConfigMap
+/// `cdi/cdi-uploadproxy-signer-bundle`, refuses a forged token, and finds the claim's upload
+/// server from the cluster (here never ready: no kubelet runs its pod).
+#[tokio::test]
+async fn the_controller_and_the_upload_proxy_share_the_upload_cas_of_the_cluster() {
+    const SERVICE: &str = "cdi-uploadproxy.cdi.svc";
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("upload-proxy-cluster");
+    let server = start_api_server(&dir).await;
+    let kubeconfig = server.kubeconfig.clone();
+    let deploy = format!("{}/../deploy/operators", env!("CARGO_MANIFEST_DIR"));
+    for file in ["rbac.yaml", "controller.yaml", "uploadproxy.yaml"] {
+        kubectl(&kubeconfig, &["apply", "-f", &format!("{deploy}/{file}")]).await;
+    }
+    let (_proxy, port) = spawn_server_as(
+        &kubeconfig,
+        &dir,
+        "cdi:cdi-uploadproxy",
+        &["upload-proxy", "--in-cluster", "--ready-timeout-secs", "1"],
+    );
+    let _controller = spawn_as(
+        &kubeconfig,
+        &dir,
+        "cdi:ferrovirt-controller",
+        &["controller"],
+        &[("POD_NAMESPACE", Some("cdi"))],
+    );
+    let bundle = eventually("the proxy's CA published", || async {
+        let map = kubectl_json(
+            &kubeconfig,
+            &["configmap", "cdi-uploadproxy-signer-bundle", "-n", "cdi"],
+        )
+        .await?;
+        map["data"]["ca-bundle.crt"].as_str().map(str::to_owned)
+    })
+    .await;
+    let https = reqwest::Client::builder()
+        .tls_certs_merge(reqwest::Certificate::from_pem_bundle(bundle.as_bytes()).expect("the CA"))
+        .resolve(SERVICE, ([127, 0, 0, 1], port).into())
+        .build()
+        .expect("an HTTPS client");
+    let upload = |token: String| {
+        let https = https.clone();
+        async move {
+            let answer = eventually("the proxy answering", || async {
+                https
+                    .post(format!("https://{SERVICE}:{port}/v1beta1/upload"))
+                    .bearer_auth(&token)
+                    .body("not a disk")
+                    .send()
+                    .await
+                    .ok()
+            })
+            .await;
+            let status = answer.status().as_u16();
+            (status, answer.text().await.expect("the answer's text"))
+        }
+    };
+
+    // A token signed by another key is refused; one signed with CDI's key names the claim.
+    let forged = uploadproxy::UploadTokenIssuer::generate()
+        .expect("a key")
+        .issue("team", "disk")
+        .expect("a token");
+    assert_eq!(upload(forged).await.0, 401);
+    let key = secret_pem(&kubeconfig, "cdi", "cdi-api-signing-key", "id_rsa").await;
+    let issuer = uploadproxy::UploadTokenIssuer::from_pem(&key).expect("CDI's signing key");
+    let token = issuer.issue("team", "disk").expect("a token");
+    let (status, text) = upload(token.clone()).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("PVC team/disk not found"), "{text}");
+
+    // A claim that asks for an upload gets a server whose certificate the cluster's CA
+    // signed; the proxy waits for it to be ready.
+    kubectl(&kubeconfig, &["create", "namespace", "team"]).await;
+    let claim = dir.join("claim.yaml");
+    std::fs::write(
+        &claim,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: disk\n  namespace: team\n  \
+         annotations:\n    cdi.kubevirt.io/storage.upload.target: \"\"\nspec:\n  accessModes: [ReadWriteOnce]\n  \
+         resources:\n    requests:\n      storage: 1Gi\n",
+    )
+    .expect("writing the claim");
+    kubectl(&kubeconfig, &["apply", "-f", &claim.display().to_string()]).await;
+    eventually("the upload server's certificate", || {
+        kubectl_json(&kubeconfig, &["secret", "cdi-upload-disk", "-n", "team"])
+    })
+    .await;
+    let ca = dir.join("server-ca.crt");
+    let leaf = dir.join("upload-server.crt");
+    let ca_pem = secret_pem(&kubeconfig, "cdi", "cdi-uploadserver-signer", "tls.crt").await;
+    std::fs::write(&ca, ca_pem).expect("writing the CA");
+    let leaf_pem = secret_pem(&kubeconfig, "team", "cdi-upload-disk", "tls.crt").await;
+    std::fs::write(&leaf, leaf_pem).expect("writing the certificate");
+    let verified = std::process::Command::new("openssl")
+        .args(["verify", "-CAfile"])
+        .arg(&ca)
+        .arg(&leaf)
+        .output()
+        .expect("running openssl");
+    assert!(verified.status.success(), "{verified:?}");
+    let (status, text) = upload(token).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("not ready"), "{text}");
     server.stop();
 }

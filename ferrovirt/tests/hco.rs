@@ -239,7 +239,7 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     );
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "the delete went through");
-    assert!(stderr.contains(r#"admission webhook "validate-hco.kubevirt.io" denied the request: admission webhook "kubevirt-update-validator.kubevirt.io" denied the request: Rejecting the uninstall request, since there are still Virtual Machines present."#), "{stderr}");
+    assert!(stderr.contains(r#"admission webhook "validate-hco.kubevirt.io" denied the request: admission webhook "kubevirt-validator.kubevirt.io" denied the request: Rejecting the uninstall request, since there are still Virtual Machines present."#), "{stderr}");
     assert!(
         platform
             .json(&["get", "hco", "kubevirt-hyperconverged", "-n", NAMESPACE])

@@ -37,6 +37,10 @@ pub const STRATEGY: Manifests = Manifests {
             "controller.yaml",
             include_str!("../../../../deploy/operators/controller.yaml"),
         ),
+        (
+            "uploadproxy.yaml",
+            include_str!("../../../../deploy/operators/uploadproxy.yaml"),
+        ),
     ],
     namespace: "cdi",
     managed_by: MANAGER,

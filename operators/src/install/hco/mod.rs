@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -379,12 +379,16 @@ pub async fn run(client: Client, settings: Settings) {
     ]
     .map(|resource| {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        watcher(api, watcher::Config::default()).map(|_| ()).boxed()
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|_| ())
+            .boxed()
     });
     let mut changes = futures_util::stream::select_all(
         operand_changes
             .into_iter()
             .chain([watcher(hcs.clone(), watcher::Config::default())
+                .default_backoff()
                 .map(|_| ())
                 .boxed()]),
     );
