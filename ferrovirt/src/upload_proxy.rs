@@ -169,8 +169,7 @@ async fn from_cluster(
         service.clone(),
     ];
     names.extend(args.server_names.iter().cloned());
-    let serving = proxy_ca.issue_server(&names[0], &names)?;
-    let identity = Identity::from_pem(serving.cert_pem.as_bytes(), serving.key_pem.as_bytes())?;
+    let identity = crate::virt_certs::server_identity(&proxy_ca, &names)?;
     upload_cas::publish_proxy_ca(&client, namespace, proxy_ca.cert_pem()).await?;
     Ok((proxy, tls::server_config(&identity, None)?))
 }

@@ -83,13 +83,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let issuer = Arc::new(signing_key(&client, &args.namespace).await?);
     // Without kube-aggregator's request-header CA the UploadTokenRequest API cannot tell
     // its requests from anyone's; the webhooks still serve.
-    let front_proxy = match FrontProxy::read(&client).await {
-        Ok(front_proxy) => Some(front_proxy),
-        Err(err) => {
-            tracing::warn!(err = %format!("{err:#}"), "not serving UploadTokenRequests");
-            None
-        }
-    };
+    let front_proxy = read_front_proxy(&client).await;
     let client_certs = front_proxy
         .as_ref()
         .map_or(ClientCerts::None, |front_proxy| {
@@ -120,6 +114,25 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     });
     server.await.context("the webhook server stopped")?;
     Ok(())
+}
+
+/// kube-aggregator's identity, tried for a while (the binding that lets this server read
+/// it may land after the server starts); without it the UploadTokenRequest API refuses.
+async fn read_front_proxy(client: &Client) -> Option<FrontProxy> {
+    const ATTEMPTS: u32 = 15;
+    for attempt in 1..=ATTEMPTS {
+        match FrontProxy::read(client).await {
+            Ok(front_proxy) => return Some(front_proxy),
+            Err(err) if attempt == ATTEMPTS => {
+                tracing::warn!(err = %format!("{err:#}"), "not serving UploadTokenRequests");
+            }
+            Err(err) => {
+                tracing::info!(err = %format!("{err:#}"), attempt, "reading the front proxy's CA");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+        }
+    }
+    None
 }
 
 /// The signing key from its Secret, made and stored there the first time.
@@ -185,14 +198,12 @@ pub fn service_tls(
     Arc<rustls::ServerConfig>,
 )> {
     let ca = operators::certs::CertificateAuthority::generate(ca_name)?;
-    let names = vec![
-        service.to_owned(),
-        format!("{service}.{namespace}"),
+    let names = [
         format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}"),
+        service.to_owned(),
     ];
-    let cert = ca.issue_server(&names[2], &names)?;
-    let identity =
-        uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
+    let identity = crate::virt_certs::server_identity(&ca, &names)?;
     let tls = uploadproxy::tls::server_config_with(&identity, client_certs)?;
     Ok((ca, tls))
 }
