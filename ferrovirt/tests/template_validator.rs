@@ -20,25 +20,9 @@ use serde_json::{Value, json};
 const LIMIT: Duration = Duration::from_secs(30);
 const SERVICE_NAME: &str = "ferrovirt-webhook.cdi.svc";
 
-/// The validator's configuration, a namespace of templates with one common template whose
-/// rule wants 2Gi of memory, and a VM made from it.
-const CLUSTER: &str = r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: virt-template-validator}
-webhooks:
-  - name: virtualmachine-admission.ssp.kubevirt.io
-    admissionReviewVersions: ["v1"]
-    sideEffects: None
-    failurePolicy: Fail
-    clientConfig:
-      service: {name: ferrovirt-webhook, namespace: cdi, path: /virtualmachine-validate}
-    rules:
-      - operations: [CREATE, UPDATE]
-        apiGroups: [kubevirt.io]
-        apiVersions: [v1]
-        resources: [virtualmachines]
----
-apiVersion: v1
+/// A namespace of templates with one common template whose rule wants 2Gi of memory, and a
+/// VM made from it.
+const CLUSTER: &str = r#"apiVersion: v1
 kind: Namespace
 metadata: {name: openshift}
 ---
@@ -120,16 +104,22 @@ fn review(uid: &str, operation: &str, resource: &str, object: Value) -> Value {
     })
 }
 
-/// Starts `ferrovirt webhook` and waits for its CA in the validator's configuration.
-async fn start_webhook(kubeconfig: &Path, port: u16) -> (tokio::process::Child, Vec<u8>) {
+/// Starts `ferrovirt webhook` with `kubeconfig` and waits (as `admin`) for its CA in the
+/// validator's configuration.
+async fn start_webhook(
+    kubeconfig: &Path,
+    admin: &Path,
+    port: u16,
+) -> (tokio::process::Child, Vec<u8>) {
     let webhook = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
         .args(["webhook", "--listen", &format!("127.0.0.1:{port}")])
         .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAMESPACE", "cdi")
         .env("RUST_LOG", "info")
         .kill_on_drop(true)
         .spawn()
         .expect("starting ferrovirt webhook");
-    let client = standalone::control_plane::client_for(kubeconfig)
+    let client = standalone::control_plane::client_for(admin)
         .await
         .expect("a client");
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client);
@@ -188,15 +178,25 @@ async fn the_template_validator_applies_template_and_vm_rules() {
     let server = bare_api_server(&dir.join("data")).await;
     let admin = &server.kubeconfig;
     let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/operators");
-    for file in ["rbac.yaml", "webhook.yaml"] {
+    for file in ["rbac.yaml", "webhook.yaml", "../ssp-operator/operator.yaml"] {
         kubectl(admin, &["apply", "-f", &format!("{deploy}/{file}")], None).await;
     }
     kubectl(admin, &["apply", "-f", "-"], Some(CLUSTER)).await;
+    // The webhook acts as its service account, under the server's RBAC.
+    let as_webhook = dir.join("webhook-kubeconfig");
+    let kubeconfig = std::fs::read_to_string(admin).expect("reading the kubeconfig");
+    let impersonating = kubeconfig.replacen(
+        "  user:\n",
+        "  user:\n    as: system:serviceaccount:cdi:ferrovirt-webhook\n",
+        1,
+    );
+    assert_ne!(kubeconfig, impersonating, "the kubeconfig has a user");
+    std::fs::write(&as_webhook, impersonating).expect("writing the kubeconfig");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    let (_webhook, bundle) = start_webhook(admin, port).await;
+    let (_webhook, bundle) = start_webhook(&as_webhook, admin, port).await;
     let webhook = Webhook {
         https: reqwest::Client::builder()
             .tls_certs_merge(reqwest::Certificate::from_pem_bundle(&bundle).expect("the CA"))
