@@ -4,6 +4,7 @@
 //! of the KubeVirt and CDI CRs, which upstream virt-operator and cdi-apiserver serve. It
 //! makes a CA at start and writes it into the ValidatingWebhookConfiguration it serves.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -63,7 +64,7 @@ pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "hco-webhook serving");
-    let cluster = Arc::new(KubeCluster { client });
+    let cluster = Arc::new(KubeCluster::new(client));
     let server = uploadproxy::tls::serve(listener, tls, move |request, _peer| {
         let cluster = cluster.clone();
         async move { handle(&cluster, request).await }
@@ -128,31 +129,53 @@ fn response(verdict: Result<Vec<String>, Refusal>) -> Value {
     }
 }
 
-/// The cluster through a kube client. Resources are found by discovery on each call: the
-/// checks run on the rare create, update or delete of an operator CR.
+/// A served resource and whether it is namespaced.
+type Served = (ApiResource, bool);
+
+/// The cluster through a kube client. Each resource is found by discovery once and then
+/// remembered; one that is not served is looked for again, as its CRD may come later.
 struct KubeCluster {
     client: Client,
+    found: std::sync::Mutex<HashMap<(String, String), Served>>,
 }
 
 impl KubeCluster {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            found: Default::default(),
+        }
+    }
+
     /// The resource `group`/`plural` as the cluster serves it, if it does.
-    async fn resource(
-        &self,
-        group: &str,
-        plural: &str,
-    ) -> Result<Option<(ApiResource, bool)>, Refusal> {
+    async fn resource(&self, group: &str, plural: &str) -> Result<Option<Served>, Refusal> {
+        let key = (group.to_owned(), plural.to_owned());
+        if let Some(served) = self.remembered().get(&key) {
+            return Ok(Some(served.clone()));
+        }
         let discovery = Discovery::new(self.client.clone())
             .filter(&[group])
             .run()
             .await
             .map_err(refused)?;
-        Ok(discovery.groups().find_map(|found| {
+        let served = discovery.groups().find_map(|found| {
             found
                 .recommended_resources()
                 .into_iter()
                 .find(|(resource, _)| resource.plural == plural)
                 .map(|(resource, caps)| (resource, caps.scope == Scope::Namespaced))
-        }))
+        });
+        if let Some(served) = &served {
+            self.remembered().insert(key, served.clone());
+        }
+        Ok(served)
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Served>> {
+        // A panic while holding the lock left the map whole: inserts are single calls.
+        self.found
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn api(&self, resource: &ApiResource, namespaced: bool, namespace: &str) -> Api<DynamicObject> {
