@@ -225,7 +225,7 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
     let metrics =
         crate::macpool::start_local(&control_plane.client, &mac_pool, args.metrics_listen).await?;
     eprintln!("metrics on http://{metrics}/metrics");
-    start_controllers(&control_plane, dir, args, &token_issuer).await?;
+    start_controllers(&control_plane, dir, args, &token_issuer, &cluster).await?;
     // With --no-virt, KubeVirt's components and their operator run as on a cluster; the
     // in-process admission still follows the active KubeVirt CR's configuration.
     if args.no_virt {
@@ -258,12 +258,14 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
 }
 
 /// The DataVolume and StorageProfile controllers against the embedded API server, the upload
-/// proxy, and the cluster-wide CDIConfig `config` they and `image-upload` read.
+/// proxy, and the cluster-wide CDIConfig `config` they and `image-upload` read; the VM
+/// controllers follow `kubevirt`, which the in-process components keep current.
 async fn start_controllers(
     control_plane: &ControlPlane,
     dir: &Path,
     args: &UpArgs,
     token_issuer: &uploadproxy::UploadTokenIssuer,
+    kubevirt: &api::kubevirt::cluster_config::SharedClusterConfig,
 ) -> anyhow::Result<()> {
     seed_cdi_config(&control_plane.client).await?;
     let uploads = crate::local_uploads::start(
@@ -281,6 +283,7 @@ async fn start_controllers(
         no_cluster_dns: true,
         clone_tokens: Some(token_issuer.validator()),
         launcher_args: launcher_args(dir, args),
+        kubevirt: kubevirt.clone(),
         ..Default::default()
     };
     let virt = !args.no_virt;

@@ -9,6 +9,12 @@ pub struct VirtControllerArgs {
 
 pub async fn run(args: VirtControllerArgs) -> anyhow::Result<()> {
     let client = crate::cluster::component_client().await?;
-    operators::run_virt(client, args.pods.controller_config()).await?;
+    let config = args.pods.controller_config();
+    // Launcher pods follow the active KubeVirt CR's useEmulation.
+    tokio::spawn(operators::install::components::follow_cluster_config(
+        client.clone(),
+        config.kubevirt.clone(),
+    ));
+    operators::run_virt(client, config).await?;
     Ok(())
 }

@@ -1457,6 +1457,15 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
         |vm| printable(vm) == "Stopped",
     );
     assert_eq!(qemu_processes_of(&platform), 0);
+    // virt-controller follows the CR too (its RBAC allows the watch): the CR leaves out
+    // useEmulation, so a new launcher is told to refuse TCG. (The pod itself goes as soon as
+    // the VMI fails, too soon to be read here; its arguments are unit-tested.)
+    platform.apply(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: strict\n\
+         spec:\n  domain:\n    resources:\n      requests:\n        memory: 64Mi\n    devices: {}\n",
+    );
+    assert_not_emulated(&platform, "strict");
+    platform.ok(&["delete", "vmi", "strict", "--timeout=60s"]);
 }
 
 /// A Linux bridge in the machine's network namespace, deleted on drop.
@@ -1844,49 +1853,94 @@ fn qemu_command_line(needle: &str) -> Option<Vec<String>> {
         })
 }
 
+/// Waits for the VMI `name`, whose KubeVirt CR leaves out `useEmulation`, to show that it was
+/// not emulated: it runs on KVM (a machine whose KVM is usable), or it failed with KubeVirt's
+/// message (here, where KVM is too slow and the launcher was told to refuse TCG).
+fn assert_not_emulated(platform: &Platform, name: &str) {
+    let vmi = wait_for(
+        platform,
+        &["get", "vmi", name],
+        BOOT,
+        "the VMI neither ran nor failed",
+        |v| matches!(vmi_phase(v), "Running" | "Failed"),
+    );
+    if vmi_phase(&vmi) == "Running" {
+        let args = qemu_command_line(name).expect("the VMI's QEMU");
+        assert!(args.windows(2).any(|w| w == ["-accel", "kvm"]), "{args:?}");
+    } else {
+        let reason = vmi["status"]["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("kvm not present and emulation is not allowed"),
+            "{vmi:#}"
+        );
+    }
+}
+
 /// virt-operator on one machine: the active KubeVirt CR's machine type and default binding
-/// reach virt-api's defaulting of a VMI that leaves them out, and the launcher's QEMU.
+/// reach virt-api's defaulting of a VMI that leaves them out, and the launcher's QEMU. Its
+/// `useEmulation` decides whether a launcher may run the guest under TCG: without it the
+/// launcher is told to refuse, and the VMI runs on KVM or fails with KubeVirt's message.
 #[test]
-fn the_kubevirt_crs_machine_type_and_default_binding_reach_new_vmis() {
+fn the_kubevirt_crs_configuration_reaches_new_vmis_and_their_launchers() {
     let _serial = one_at_a_time();
     let platform = Platform::start("kv-config");
     platform.ok(&["create", "namespace", "kubevirt"]);
-    platform.apply(
-        r#"apiVersion: kubevirt.io/v1
+    let kubevirt = |use_emulation: bool| {
+        format!(
+            "apiVersion: kubevirt.io/v1
 kind: KubeVirt
 metadata:
   name: kubevirt
   namespace: kubevirt
 spec:
   configuration:
+    developerConfiguration:
+      useEmulation: {use_emulation}
     architectureConfiguration:
       amd64:
         machineType: pc
     networkConfiguration:
       networkInterface: masquerade
-"#,
-    );
-    // The configuration is taken before the CR is reported Deployed.
-    wait_for(
-        &platform,
-        &["get", "kubevirt", "kubevirt", "-n", "kubevirt"],
-        STOP,
-        "the KubeVirt CR was not deployed",
-        |kv| kv["status"]["phase"] == "Deployed",
-    );
-    platform.apply(
-        r#"apiVersion: kubevirt.io/v1
+"
+        )
+    };
+    let vmi = |name: &str| {
+        format!(
+            "apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata:
-  name: kvconfigprobe
+  name: {name}
 spec:
   domain:
     resources:
       requests:
         memory: 64Mi
-    devices: {}
-"#,
-    );
+    devices: {{}}
+"
+        )
+    };
+    // The configuration is taken before the CR is reported for its generation.
+    let deployed = |platform: &Platform| {
+        wait_for(
+            platform,
+            &["get", "kubevirt", "kubevirt", "-n", "kubevirt"],
+            STOP,
+            "the KubeVirt CR was not deployed",
+            |kv| {
+                kv["status"]["phase"] == "Deployed"
+                    && kv["status"]["observedGeneration"] == kv["metadata"]["generation"]
+            },
+        )
+    };
+    platform.apply(&kubevirt(false));
+    deployed(&platform);
+    platform.apply(&vmi("strictprobe"));
+    assert_not_emulated(&platform, "strictprobe");
+    platform.ok(&["delete", "vmi", "strictprobe", "--timeout=60s"]);
+
+    platform.apply(&kubevirt(true));
+    deployed(&platform);
+    platform.apply(&vmi("kvconfigprobe"));
     let vmi = platform
         .json(&["get", "vmi", "kvconfigprobe"])
         .expect("the VMI");

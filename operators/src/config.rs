@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use api::kubevirt::cluster_config::SharedClusterConfig;
+
 use crate::cdi::datavolume::keys::{UPLOAD_CLIENT_CA_CONFIG_MAP, UPLOAD_CLIENT_NAME};
 use crate::certs;
 
@@ -38,6 +40,10 @@ pub struct ControllerConfig {
     /// Arguments given to every `ferrovirt virt-launcher` after the subcommand (node
     /// settings such as `--insecure-registry HOST`).
     pub launcher_args: Vec<String>,
+    /// The active KubeVirt CR's configuration (whether launchers may emulate), kept current
+    /// by whoever watches the CRs: the in-process components on `ferrovirt up`,
+    /// `ferrovirt virt-controller` on a cluster.
+    pub kubevirt: SharedClusterConfig,
 }
 
 /// The Secret with the key that signs upload and clone tokens, as CDI names it.
@@ -58,6 +64,7 @@ impl Default for ControllerConfig {
             clone_token_secret_namespace: None,
             no_cluster_dns: false,
             launcher_args: Vec::new(),
+            kubevirt: SharedClusterConfig::default(),
         }
     }
 }

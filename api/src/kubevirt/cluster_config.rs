@@ -1,6 +1,7 @@
-//! The part of the active KubeVirt CR's `spec.configuration` that virt-api's defaulting
-//! reads (virt-config's cluster config): the binding of the pod network's default interface
-//! and the default machine type. Built from the CR as a pure function; who watches the CR
+//! The part of the active KubeVirt CR's `spec.configuration` that virt-api's defaulting and
+//! virt-controller's launcher pods read (virt-config's cluster config): the binding of the
+//! pod network's default interface, the default machine type, and whether guests may run
+//! under software emulation. Built from the CR as a pure function; who watches the CR
 //! keeps the newest where admission reads it ([`SharedClusterConfig`]).
 
 use std::sync::{Arc, RwLock};
@@ -14,24 +15,29 @@ pub enum DefaultBinding {
     Masquerade,
 }
 
-/// What virt-api's defaulting takes from the cluster.
+/// What virt-api's defaulting and virt-controller take from the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
     pub default_binding: DefaultBinding,
     /// The machine type a VMI that names none gets.
     pub machine_type: String,
+    /// `developerConfiguration.useEmulation`: a launcher on a node without usable KVM may
+    /// run its guest under TCG; without it, such a VMI fails.
+    pub use_emulation: bool,
 }
 
 /// virt-config's default machine type on amd64.
 const DEFAULT_MACHINE_TYPE: &str = "q35";
 
 impl Default for ClusterConfig {
-    /// With no KubeVirt CR (a bare `ferrovirt up`): masquerade, as HCO configures KubeVirt,
-    /// because a bridge on the pod network of one machine has no node bridge behind it.
+    /// With no KubeVirt CR (a bare `ferrovirt up`): as HCO configures KubeVirt there:
+    /// masquerade, because a bridge on the pod network of one machine has no node bridge
+    /// behind it, and emulation allowed, because one machine's KVM may be missing or slow.
     fn default() -> Self {
         ClusterConfig {
             default_binding: DefaultBinding::Masquerade,
             machine_type: DEFAULT_MACHINE_TYPE.into(),
+            use_emulation: true,
         }
     }
 }
@@ -59,12 +65,14 @@ impl ClusterConfig {
         ClusterConfig {
             default_binding,
             machine_type,
+            use_emulation: configuration["developerConfiguration"]["useEmulation"] == true,
         }
     }
 }
 
-/// The cluster config as the watcher of KubeVirt CRs last saw it, read by admission.
-#[derive(Clone, Default)]
+/// The cluster config as the watcher of KubeVirt CRs last saw it, read by admission and by
+/// virt-controller.
+#[derive(Clone, Debug, Default)]
 pub struct SharedClusterConfig(Arc<RwLock<ClusterConfig>>);
 
 impl SharedClusterConfig {
@@ -91,6 +99,26 @@ mod tests {
         let config = ClusterConfig::from_kubevirt(&json!({"spec": {}}));
         assert_eq!(config.default_binding, DefaultBinding::Bridge);
         assert_eq!(config.machine_type, "q35");
+        assert!(
+            !config.use_emulation,
+            "virt-config's default is no emulation"
+        );
+    }
+
+    #[test]
+    fn use_emulation_is_read_from_the_developer_configuration() {
+        let kv =
+            json!({"spec": {"configuration": {"developerConfiguration": {"useEmulation": true}}}});
+        assert!(ClusterConfig::from_kubevirt(&kv).use_emulation);
+        let off = json!({"spec": {"configuration": {"developerConfiguration": {"useEmulation": "true"}}}});
+        assert!(
+            !ClusterConfig::from_kubevirt(&off).use_emulation,
+            "only a boolean true"
+        );
+        assert!(
+            ClusterConfig::default().use_emulation,
+            "a bare ferrovirt up allows it"
+        );
     }
 
     #[test]

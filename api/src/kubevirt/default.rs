@@ -140,6 +140,7 @@ mod tests {
         let cluster = ClusterConfig {
             default_binding: DefaultBinding::Bridge,
             machine_type: "pc".into(),
+            use_emulation: false,
         };
         let mut spec = VirtualMachineInstanceSpec::default();
         default_instance_spec(&mut spec, &cluster);

@@ -46,6 +46,9 @@ pub struct LauncherPodSettings {
     pub image_pull_policy: Option<String>,
     /// Arguments after `virt-launcher` (node settings such as `--insecure-registry`).
     pub extra_args: Vec<String>,
+    /// The KubeVirt CR's `useEmulation`: without it the launcher is told to refuse TCG
+    /// (`--no-emulation`), where upstream's template passes `--allow-emulation` with it.
+    pub allow_emulation: bool,
 }
 
 /// How each claim the VMI uses is presented: `true` for a block-mode claim.
@@ -96,6 +99,9 @@ pub fn launcher_pod(
         .termination_grace_period_seconds
         .unwrap_or(DEFAULT_GRACE_SECONDS);
     let mut args = vec!["virt-launcher".to_owned()];
+    if !settings.allow_emulation {
+        args.push("--no-emulation".to_owned());
+    }
     args.extend(settings.extra_args.iter().cloned());
     Pod {
         metadata: ObjectMeta {
@@ -337,6 +343,7 @@ mod tests {
             image: "quay.io/ferrovirt/ferrovirt:latest".into(),
             image_pull_policy: None,
             extra_args: vec!["--insecure-registry".into(), "localhost:5000".into()],
+            allow_emulation: true,
         }
     }
 
@@ -361,6 +368,30 @@ spec:
   - name: scratch
     emptyDisk: {capacity: 1Gi}
 "#;
+
+    #[test]
+    fn a_launcher_without_use_emulation_is_told_to_refuse_it() {
+        let strict = LauncherPodSettings {
+            allow_emulation: false,
+            ..settings()
+        };
+        let pod = launcher_pod(
+            &vmi(VMI),
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &strict,
+        );
+        let args = pod.spec.unwrap().containers[0].args.clone().unwrap();
+        assert_eq!(
+            args,
+            [
+                "virt-launcher",
+                "--no-emulation",
+                "--insecure-registry",
+                "localhost:5000"
+            ]
+        );
+    }
 
     #[test]
     fn the_pod_has_kubevirts_labels_paths_and_grace() {

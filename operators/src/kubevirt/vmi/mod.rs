@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::cdi::{DataVolume, DataVolumePhase};
+use api::kubevirt::cluster_config::SharedClusterConfig;
 use api::kubevirt::{VirtualMachineInstance, keys};
 use api::network_attachment::{
     NetworkAttachmentDefinition, RESOURCE_NAME_ANNOTATION, qualified_name,
@@ -47,7 +48,9 @@ pub enum Error {
 struct Context {
     client: Client,
     recorder: Recorder,
+    /// The launcher pods' settings but emulation, which `kubevirt` says.
     settings: LauncherPodSettings,
+    kubevirt: SharedClusterConfig,
 }
 
 /// Runs the VMI controller until its watches end.
@@ -65,7 +68,9 @@ pub async fn run(client: Client, config: Arc<ControllerConfig>) {
             image: config.image.clone(),
             image_pull_policy: config.image_pull_policy.clone(),
             extra_args: config.launcher_args.clone(),
+            allow_emulation: true,
         },
+        kubevirt: config.kubevirt.clone(),
     });
     let launcher_pods =
         watcher::Config::default().labels(&format!("{}={}", keys::APP_LABEL, keys::LAUNCHER_APP));
@@ -128,7 +133,11 @@ async fn reconcile(vmi: Arc<VirtualMachineInstance>, ctx: Arc<Context>) -> Resul
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(vmi.name_any()))?;
     let observed = observe(&ctx.client, &namespace, &vmi).await?;
-    let actions = plan::plan(&observed, &ctx.settings);
+    let settings = LauncherPodSettings {
+        allow_emulation: ctx.kubevirt.get().use_emulation,
+        ..ctx.settings.clone()
+    };
+    let actions = plan::plan(&observed, &settings);
     let mut current = (*vmi).clone();
     // The status first, against the version it was computed from: a write virt-handler made
     // meanwhile makes it fail and the VMI is looked at again, rather than lost.

@@ -10,6 +10,7 @@ fn settings() -> LauncherPodSettings {
         image: "quay.io/ferrovirt/ferrovirt:latest".into(),
         image_pull_policy: None,
         extra_args: Vec::new(),
+        allow_emulation: true,
     }
 }
 
