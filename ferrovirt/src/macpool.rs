@@ -62,9 +62,11 @@ pub async fn start_local(
     cnao::sync_cluster(client.clone(), cnao::OPERAND_NAMESPACE)
         .await
         .context("deploying NetworkAddonsConfig cluster")?;
+    // The pool runs in this process: nothing for the operator to deploy.
     tokio::spawn(cnao::run(
         client.clone(),
         cnao::OPERAND_NAMESPACE.to_owned(),
+        None,
     ));
     let running = pool.clone();
     let watching = client.clone();

@@ -573,10 +573,16 @@ fn condition_true(object: &serde_json::Value, type_: &str) -> bool {
 
 /// Plays kube-controller-manager: `kind` (deployment or daemonset) `name` reports ready.
 async fn report_ready(kubeconfig: &std::path::Path, namespace: &str, kind: &str, name: &str) {
+    let generation = kubectl_json(kubeconfig, &[kind, name, "-n", namespace])
+        .await
+        .and_then(|object| object["metadata"]["generation"].as_i64())
+        .unwrap_or(1);
     let status = if kind == "daemonset" {
-        r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#
+        r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#.to_owned()
     } else {
-        r#"{"status":{"replicas":1,"readyReplicas":1}}"#
+        format!(
+            r#"{{"status":{{"replicas":1,"readyReplicas":1,"availableReplicas":1,"observedGeneration":{generation}}}}}"#
+        )
     };
     kubectl(
         kubeconfig,
@@ -589,7 +595,7 @@ async fn report_ready(kubeconfig: &std::path::Path, namespace: &str, kind: &str,
             "--subresource=status",
             "--type=merge",
             "-p",
-            status,
+            &status,
         ],
     )
     .await;
@@ -627,7 +633,7 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         ),
         (
             "kubevirt-hyperconverged:cluster-network-addons-operator",
-            vec!["network-operator"],
+            vec!["network-operator", "--image", image],
             ("OPERAND_NAMESPACE", operand_namespace),
         ),
         (
@@ -675,9 +681,77 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         )
     })
     .await;
-    eventually("NetworkAddonsConfig cluster Available", || async {
+    // CNAO deploys kubemacpool's manager with its image, and is Progressing until it is up.
+    const KUBEMACPOOL: &str = "kubemacpool-mac-controller-manager";
+    let manager = eventually("kubemacpool's manager", || {
+        kubectl_json(&kubeconfig, &["deployment", KUBEMACPOOL, "-n", HCO_NS])
+    })
+    .await;
+    let manager_container = &manager["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(manager_container["image"], image);
+    assert_eq!(manager_container["args"][0], "macpool");
+    let progressing =
+        format!("Deployment \"{HCO_NS}/{KUBEMACPOOL}\" is not yet scheduled on any nodes");
+    let nac = eventually("NetworkAddonsConfig cluster Progressing", || async {
         let nac = kubectl_json(&kubeconfig, &["networkaddonsconfig", "cluster"]).await?;
-        condition_true(&nac, "Available").then_some(())
+        condition_true(&nac, "Progressing").then_some(nac)
+    })
+    .await;
+    let conditions = nac["status"]["conditions"].as_array().expect("conditions");
+    let of = |type_: &str| conditions.iter().find(|c| c["type"] == type_).cloned();
+    assert_eq!(
+        of("Progressing").expect("Progressing")["message"],
+        progressing.as_str(),
+        "{nac:#}"
+    );
+    assert_eq!(of("Available").expect("Available")["reason"], "Startup");
+    // The manager as its Deployment runs it: under its account, it loads the pool and writes
+    // its CA into the webhook configuration CNAO created.
+    let port = |_| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let [webhook_port, metrics_port] = [0, 1].map(port);
+    let (listen, metrics) = (
+        format!("127.0.0.1:{webhook_port}"),
+        format!("127.0.0.1:{metrics_port}"),
+    );
+    let _kubemacpool = spawn_as(
+        &kubeconfig,
+        &dir,
+        &format!("{HCO_NS}:kubemacpool-sa"),
+        &[
+            "macpool",
+            "--wait-time",
+            "300",
+            "--listen",
+            &listen,
+            "--metrics-listen",
+            &metrics,
+        ],
+        &[("POD_NAMESPACE", Some(HCO_NS))],
+    );
+    eventually("kubemacpool's CA in its webhook configuration", || async {
+        let configuration = kubectl_json(
+            &kubeconfig,
+            &["mutatingwebhookconfiguration", "kubemacpool-mutator"],
+        )
+        .await?;
+        configuration["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .is_some_and(|ca| !ca.is_empty())
+            .then_some(())
+    })
+    .await;
+    eventually("kubemacpool ready (its pool loaded)", || async {
+        let ready = tokio::process::Command::new("curl")
+            .args(["-skf", &format!("https://{listen}/readyz")])
+            .output()
+            .await
+            .ok()?;
+        ready.status.success().then_some(())
     })
     .await;
     let download = eventually("the CLI download server", || {
@@ -705,9 +779,15 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         ("cdi", "deployment", "ferrovirt-controller"),
         ("cdi", "deployment", "ferrovirt-webhook"),
         ("cdi", "deployment", "cdi-uploadproxy"),
+        (HCO_NS, "deployment", KUBEMACPOOL),
     ] {
         report_ready(&kubeconfig, namespace, kind, name).await;
     }
+    eventually("NetworkAddonsConfig cluster Available", || async {
+        let nac = kubectl_json(&kubeconfig, &["networkaddonsconfig", "cluster"]).await?;
+        condition_true(&nac, "Available").then_some(())
+    })
+    .await;
     eventually("the HC Available and ReconcileComplete", || async {
         let hc = kubectl_json(&kubeconfig, &["hco", HCO_NS, "-n", HCO_NS]).await?;
         (condition_true(&hc, "Available") && condition_true(&hc, "ReconcileComplete")).then_some(())
@@ -760,6 +840,14 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         (
             "the templates",
             vec!["template", "fedora-server-small", "-n", "openshift"],
+        ),
+        (
+            "kubemacpool's manager",
+            vec!["deployment", KUBEMACPOOL, "-n", HCO_NS],
+        ),
+        (
+            "kubemacpool's webhook configuration",
+            vec!["mutatingwebhookconfiguration", "kubemacpool-mutator"],
         ),
     ] {
         eventually(&format!("{what} removed"), || async {

@@ -7,6 +7,10 @@
 //! 02:XX:XX:FF:FF:FF) is picked once and kept across restarts in the ConfigMap of the
 //! applied configuration, as CNAO keeps it. A config that fails validation (which admission
 //! refuses, but one may be stored from before) is reported Degraded with CNAO's reason.
+//! On a cluster the pool's manager itself is deployed too ([`components`]), and the config is
+//! Progressing, not yet Available, until its Deployment is.
+
+pub mod components;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use api::cnao::{
 };
 use api::common::{ConditionStatus, OperatorCondition, operator_condition};
 use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -68,6 +73,8 @@ impl Error {
 pub enum Outcome {
     /// Every component is deployed.
     Deployed,
+    /// The components are applied; these of their workloads are not available yet.
+    Deploying(Vec<String>),
     /// The config cannot be deployed; CNAO's reason and message.
     Failed {
         /// `FailedToValidate`, `FailedToApply`, …
@@ -199,6 +206,32 @@ pub fn status_for(
             );
             status.observed_version = Some(version.to_owned());
         }
+        Outcome::Deploying(progressing) => {
+            set_condition(
+                &mut conditions,
+                operator_condition::DEGRADED,
+                ConditionStatus::False,
+                None,
+                None,
+                now,
+            );
+            set_condition(
+                &mut conditions,
+                operator_condition::PROGRESSING,
+                ConditionStatus::True,
+                Some("Deploying"),
+                Some(&progressing.join("\n")),
+                now,
+            );
+            set_condition(
+                &mut conditions,
+                operator_condition::AVAILABLE,
+                ConditionStatus::False,
+                Some("Startup"),
+                Some("Configuration is in process"),
+                now,
+            );
+        }
         Outcome::Failed { reason, message } => {
             set_condition(
                 &mut conditions,
@@ -238,6 +271,9 @@ pub struct Context {
     pub client: Client,
     /// Where the components go.
     pub namespace: String,
+    /// On a cluster, the image the add-ons' workloads run (the operator's own); on
+    /// `ferrovirt up` none: the add-ons run in-process.
+    pub image: Option<String>,
 }
 
 fn random_prefix() -> [u8; 2] {
@@ -317,11 +353,12 @@ async fn ensure_namespace(ctx: &Context) -> Result<(), Error> {
     }
 }
 
-/// Deploys `config`'s components; `Ok(Err(..))` when the config itself is at fault.
+/// Deploys `config`'s components and says which workloads are still progressing;
+/// `Ok(Err(..))` when the config itself is at fault.
 async fn deploy(
     config: &NetworkAddonsConfig,
     ctx: &Context,
-) -> Result<Result<(), ValidationError>, Error> {
+) -> Result<Result<Vec<String>, ValidationError>, Error> {
     let name = config.name_any();
     let previous = applied_spec(ctx, &name).await?;
     let spec = match effective_spec(&config.spec, previous.as_ref(), random_prefix) {
@@ -354,7 +391,18 @@ async fn deploy(
             delete_ignoring_missing(&configs, RANGE_CONFIG_MAP).await?;
         }
     }
-    Ok(Ok(()))
+    let Some(image) = &ctx.image else {
+        return Ok(Ok(Vec::new()));
+    };
+    let progressing = components::sync_kubemacpool(
+        &ctx.client,
+        &ctx.namespace,
+        image,
+        owner(config).as_ref(),
+        spec.kube_mac_pool.is_some(),
+    )
+    .await?;
+    Ok(Ok(progressing))
 }
 
 /// Reconciles one NetworkAddonsConfig: deploys it and writes its status.
@@ -367,7 +415,14 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let (outcome, result) = match deploy(&config, &ctx).await {
-        Ok(Ok(())) => (Outcome::Deployed, Ok(Action::requeue(RESYNC))),
+        Ok(Ok(progressing)) if progressing.is_empty() => {
+            (Outcome::Deployed, Ok(Action::requeue(RESYNC)))
+        }
+        // The Deployments' changes wake the config too; this is for a missed one.
+        Ok(Ok(progressing)) => (
+            Outcome::Deploying(progressing),
+            Ok(Action::requeue(Duration::from_secs(10))),
+        ),
         Ok(Err(invalid)) => (Outcome::invalid(&invalid), Ok(Action::await_change())),
         Err(err) => (
             Outcome::Failed {
@@ -401,31 +456,41 @@ pub async fn sync_cluster(client: Client, namespace: &str) -> Result<(), Error> 
     let ctx = Arc::new(Context {
         client,
         namespace: namespace.to_owned(),
+        image: None,
     });
     reconcile(Arc::new(config), ctx).await.map(|_| ())
 }
 
-/// Runs the controller until its watch ends.
-pub async fn run(client: Client, namespace: String) {
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        namespace: namespace.clone(),
-    });
-    Controller::new(
+/// Runs the controller until its watch ends. With `image` (on a cluster) the add-ons'
+/// workloads are deployed running it, and their Deployments' changes wake the config.
+pub async fn run(client: Client, namespace: String, image: Option<String>) {
+    let mut controller = Controller::new(
         Api::<NetworkAddonsConfig>::all(client.clone()),
         watcher::Config::default(),
     )
     .owns(
-        Api::<ConfigMap>::namespaced(client, &namespace),
+        Api::<ConfigMap>::namespaced(client.clone(), &namespace),
         watcher::Config::default(),
-    )
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(err) = result {
-            tracing::debug!(%err, "NetworkAddonsConfig controller event");
-        }
-    })
-    .await;
+    );
+    if image.is_some() {
+        controller = controller.owns(
+            Api::<Deployment>::namespaced(client.clone(), &namespace),
+            watcher::Config::default(),
+        );
+    }
+    let ctx = Arc::new(Context {
+        client,
+        namespace,
+        image,
+    });
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(%err, "NetworkAddonsConfig controller event");
+            }
+        })
+        .await;
 }
 
 #[cfg(test)]
@@ -533,6 +598,21 @@ mod tests {
             find(&failed, "Progressing").reason.as_deref(),
             Some("InvalidConfiguration")
         );
+        // Applied, the manager not yet available: Progressing, not Available, as CNAO.
+        let deploying = status_for(
+            Some(&failed),
+            &Outcome::Deploying(vec!["a".into(), "b".into()]),
+            "1.2.3",
+            &later,
+        );
+        let progressing = find(&deploying, "Progressing");
+        assert_eq!(progressing.status, ConditionStatus::True);
+        assert_eq!(progressing.reason.as_deref(), Some("Deploying"));
+        assert_eq!(progressing.message.as_deref(), Some("a\nb"));
+        let available = find(&deploying, "Available");
+        assert_eq!(available.status, ConditionStatus::False);
+        assert_eq!(available.reason.as_deref(), Some("Startup"));
+        assert_eq!(find(&deploying, "Degraded").status, ConditionStatus::False);
         // The same outcome again changes nothing (no needless status writes).
         assert_eq!(
             status_for(Some(&failed), &Outcome::invalid(&invalid), "1.2.3", &now()),
