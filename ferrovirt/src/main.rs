@@ -14,6 +14,7 @@ mod hco_operator;
 mod hco_webhook;
 mod hpp;
 mod hpp_operator;
+mod hpp_pool_mounter;
 mod image_upload;
 mod import;
 mod importer_pod;
@@ -98,6 +99,9 @@ enum Command {
     /// bridge-marker on a cluster node: reports the node's Linux bridges as node resources
     /// (bridge.network.kubevirt.io/BRIDGE).
     BridgeMarker(bridge_marker::BridgeMarkerArgs),
+    /// A pvcTemplate storage pool on one node (its Deployment's container): bind-mounts the
+    /// pool's claim over the pool's path on the host until stopped.
+    HppPoolMounter(hpp_pool_mounter::PoolMounterArgs),
     /// cdi-operator on a cluster: the CDI CR deploys the DataVolume controllers and the
     /// admission webhook in the operator's namespace and keeps the CDIConfig to its spec.
     CdiOperator(cdi_operator::CdiOperatorArgs),
@@ -235,6 +239,7 @@ fn main() -> ExitCode {
             Command::Webhook(args) => webhook::run(args).await,
             Command::Macpool(args) => macpool::run(*args).await,
             Command::BridgeMarker(args) => bridge_marker::run(args).await,
+            Command::HppPoolMounter(args) => hpp_pool_mounter::run(args).await,
             Command::CdiOperator(args) => cdi_operator::run(args).await,
             Command::HppOperator(args) => hpp_operator::run(args).await,
             Command::VirtOperator(args) => virt_operator::run(args).await,

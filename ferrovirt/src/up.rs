@@ -427,7 +427,7 @@ fn node_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-async fn wait_for_stop_signal() -> anyhow::Result<()> {
+pub(crate) async fn wait_for_stop_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     tokio::select! {

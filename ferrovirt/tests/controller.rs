@@ -444,7 +444,10 @@ async fn hpp_with_condition_true(kubeconfig: &std::path::Path, type_: &str) -> s
 /// hostpath-provisioner-operator as deploy/hpp-operator runs it: its own process under its
 /// service account. Upstream's CR with two path pools deploys the CSI driver's DaemonSet
 /// serving both, with the operator's image; the CR is Progressing until the DaemonSet is
-/// ready, then Available with both pools Ready; deleting it removes the driver.
+/// ready, then Available with both pools Ready. A `pvcTemplate` pool added to it gets a claim
+/// and a mounter Deployment on the node, is Mounting (the CR Progressing) until the mounter
+/// is ready, then Ready and served by the DaemonSet. Deleting the CR removes the driver and
+/// the mounter and keeps the pool's claim.
 #[tokio::test]
 async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_with_the_cr() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -507,24 +510,105 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     )
     .await;
     let available = hpp_with_condition_true(&kubeconfig, "Available").await;
-    let pools: Vec<(String, String)> = available["status"]["storagePoolStatuses"]
-        .as_array()
-        .expect("storagePoolStatuses")
-        .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap_or_default().to_owned(),
-                p["phase"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
+    let phases = |cr: &serde_json::Value| -> Vec<(String, String)> {
+        cr["status"]["storagePoolStatuses"]
+            .as_array()
+            .expect("storagePoolStatuses")
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap_or_default().to_owned(),
+                    p["phase"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let ready = |name: &str| (name.to_owned(), "Ready".to_owned());
+    assert_eq!(phases(&available), [ready("fast"), ready("local")]);
+
+    // A pvcTemplate pool: a claim and a mounter on the node, Ready once the mounter is.
+    let node = dir.join("node.json");
+    std::fs::write(
+        &node,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}).to_string(),
+    )
+    .expect("writing the Node");
+    kubectl(&kubeconfig, &["apply", "-f", &node.display().to_string()]).await;
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch", "hostpathprovisioner", "hostpath-provisioner", "--type=json", "-p",
+            r#"[{"op":"add","path":"/spec/storagePools/-","value":{"name":"claimed","path":"/var/claimed","pvcTemplate":{"storageClassName":"ceph","accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"5Gi"}}}}}]"#,
+        ],
+    )
+    .await;
+    let mounter = eventually("the pool's mounter on node-a", || {
+        kubectl_json(
+            &kubeconfig,
+            &["deployment", "hpp-pool-claimed-node-a", "-n", "ferrovirt"],
+        )
+    })
+    .await;
+    let container = &mounter["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], image);
     assert_eq!(
-        pools,
-        [
-            ("fast".to_owned(), "Ready".to_owned()),
-            ("local".to_owned(), "Ready".to_owned())
-        ]
+        container["args"],
+        json!([
+            "hpp-pool-mounter",
+            "--source",
+            "/source",
+            "--target",
+            "/var/claimed",
+            "--host-root",
+            "/host"
+        ])
     );
+    let claim = kubectl_json(
+        &kubeconfig,
+        &["pvc", "hpp-pool-claimed-node-a", "-n", "ferrovirt"],
+    )
+    .await
+    .expect("the pool's claim on node-a");
+    assert_eq!(claim["spec"]["storageClassName"], "ceph");
+    let mounting = eventually("the pool Mounting", || async {
+        let cr = kubectl_json(
+            &kubeconfig,
+            &["hostpathprovisioner", "hostpath-provisioner"],
+        )
+        .await?;
+        let mounting = ("claimed".to_owned(), "Mounting".to_owned());
+        phases(&cr).contains(&mounting).then_some(cr)
+    })
+    .await;
+    assert!(condition_true(&mounting, "Progressing"), "{mounting:#}");
+    report_ready(
+        &kubeconfig,
+        "ferrovirt",
+        "deployment",
+        "hpp-pool-claimed-node-a",
+    )
+    .await;
+    let served = eventually("the pool Ready and served", || async {
+        let cr = kubectl_json(
+            &kubeconfig,
+            &["hostpathprovisioner", "hostpath-provisioner"],
+        )
+        .await?;
+        (condition_true(&cr, "Available") && phases(&cr).contains(&ready("claimed"))).then_some(cr)
+    })
+    .await;
+    assert_eq!(
+        phases(&served),
+        [ready("claimed"), ready("fast"), ready("local")]
+    );
+    let daemonset = kubectl_json(
+        &kubeconfig,
+        &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"],
+    )
+    .await
+    .expect("the DaemonSet");
+    let args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("--pool=claimed=/var/claimed"), "{args}");
 
     kubectl(
         &kubeconfig,
@@ -558,6 +642,24 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         kubectl_json(&kubeconfig, &["clusterrole", "ferrovirt-csi-driver"])
             .await
             .is_none()
+    );
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["deployment", "hpp-pool-claimed-node-a", "-n", "ferrovirt"]
+        )
+        .await
+        .is_none(),
+        "the mounter is removed"
+    );
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["pvc", "hpp-pool-claimed-node-a", "-n", "ferrovirt"]
+        )
+        .await
+        .is_some(),
+        "the claim holding the pool's volumes is kept"
     );
     server.stop();
 }

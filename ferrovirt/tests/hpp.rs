@@ -355,3 +355,76 @@ fn a_pvc_template_pool_is_a_claim_mounted_at_its_path() {
     ]);
     wait_for("the pool unmounted", &platform, || !mounted(&big));
 }
+
+/// Unmounts `path` (lazily) on drop, so a failed test leaves no mount behind.
+struct MountGuard(PathBuf);
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// `ferrovirt hpp-pool-mounter` as a `pvcTemplate` pool's Deployment runs it on a cluster
+/// node: the claim mounted at `--source` is bind-mounted over the pool's path under the
+/// host's root, what is written there lands on the claim, and SIGTERM unmounts it; a target
+/// that is not absolute is refused by name.
+#[test]
+fn the_pool_mounter_mounts_the_claim_over_the_pools_path_until_stopped() {
+    let dir = TempDir::new("pool-mounter");
+    let source = dir.path().join("claim");
+    let host = dir.path().join("host");
+    std::fs::create_dir_all(&source).expect("the claim");
+    std::fs::write(source.join("marker"), "claim").expect("a file on the claim");
+    let pool = host.join("var/pool");
+    let _guard = MountGuard(pool.clone());
+    let mut mounter = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .arg("hpp-pool-mounter")
+        .arg("--source")
+        .arg(&source)
+        .args(["--target", "/var/pool", "--host-root"])
+        .arg(&host)
+        .spawn()
+        .expect("starting the mounter");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pool.join("marker").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the claim never showed at the pool's path"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(pool.join("volume"), "data").expect("writing into the pool");
+    assert_eq!(
+        std::fs::read_to_string(source.join("volume")).expect("on the claim"),
+        "data"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&mounter),
+        rustix::process::Signal::TERM,
+    )
+    .expect("SIGTERM");
+    let status = mounter.wait().expect("the mounter ends");
+    assert!(status.success(), "{status}");
+    assert!(
+        !pool.join("marker").exists(),
+        "the pool's path is unmounted when the mounter stops"
+    );
+    assert!(source.join("volume").exists(), "the claim keeps its data");
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args(["hpp-pool-mounter", "--target", "var/pool", "--host-root"])
+        .arg(&host)
+        .output()
+        .expect("running the mounter");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--target var/pool: not an absolute path"),
+        "{stderr}"
+    );
+}

@@ -7,11 +7,14 @@
 //! DaemonSet runs ready on every node, then Available with each path pool Ready. On
 //! `ferrovirt up` the pools go to the running driver instead ([`super::run`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use api::hostpath::{HostPathProvisioner, StoragePoolStatus};
+use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_phase};
 use ferrovirt_hostpath::Pool;
 use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -19,6 +22,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::plan::pools_of;
+use super::pool_mounters;
 use super::status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, ready_pool, status_for};
 use super::{FINALIZER, VERSION};
 use crate::install::manifests::{MANAGED_BY_LABEL, Manifests};
@@ -117,11 +121,17 @@ fn is_pool_volume(volume: &Value) -> bool {
         .is_some_and(|n| n.starts_with(POOL_VOLUME))
 }
 
-/// What one live CR's status says, given whether the driver runs ready everywhere, and
-/// the pools it reports Ready (all its path pools, once healthy).
+/// How far each `pvcTemplate` pool is mounted: by name, its nodes and how many of their
+/// mounters are ready.
+pub type Mounted = BTreeMap<String, (usize, usize)>;
+
+/// What one live CR's status says, given whether the driver runs ready everywhere and how
+/// far its `pvcTemplate` pools are mounted, and the pools it reports (its path pools Ready
+/// once healthy, its templated pools as far as they are mounted).
 pub fn outcome_of(
     cr: &HostPathProvisioner,
     driver_ready: bool,
+    mounted: &Mounted,
 ) -> (Outcome, Vec<StoragePoolStatus>) {
     let pools = match pools_of(cr) {
         Ok(pools) => pools,
@@ -133,22 +143,54 @@ pub fn outcome_of(
             return (failed, Vec::new());
         }
     };
-    if !pools.templated.is_empty() {
-        let names: Vec<&str> = pools.templated.iter().map(|p| p.name.as_str()).collect();
+    if let Some(message) = pools.templated.iter().find_map(pool_mounters::refusal) {
         let failed = Outcome::Failed {
             reason: POOL_NOT_READY,
-            message: format!(
-                "storage pools {} use a pvcTemplate, which is not served on a cluster yet",
-                names.join(", ")
-            ),
+            message,
         };
         return (failed, Vec::new());
     }
+    let templated: Vec<StoragePoolStatus> = pools
+        .templated
+        .iter()
+        .map(|pool| {
+            let (desired, ready) = mounted.get(&pool.name).copied().unwrap_or_default();
+            pool_mounters::pool_status(pool, desired, ready)
+        })
+        .collect();
     if !driver_ready {
-        return (Outcome::Deploying, Vec::new());
+        return (Outcome::Deploying, templated);
     }
-    let ready = pools.wanted.iter().map(|p| ready_pool(&p.name)).collect();
-    (Outcome::Healthy, ready)
+    let all_mounted = templated.iter().all(|p| p.phase == pool_phase::READY);
+    let statuses = pools
+        .wanted
+        .iter()
+        .map(|p| ready_pool(&p.name))
+        .chain(templated)
+        .collect();
+    let outcome = if all_mounted {
+        Outcome::Healthy
+    } else {
+        Outcome::Deploying
+    };
+    (outcome, statuses)
+}
+
+/// The `pvcTemplate` pools of `crs` that a cluster can serve (oldest CR first, a name
+/// once).
+fn templated_pools(crs: &[HostPathProvisioner]) -> Vec<StoragePool> {
+    let mut pools: Vec<StoragePool> = Vec::new();
+    for pool in crs
+        .iter()
+        .filter_map(|cr| pools_of(cr).ok())
+        .flat_map(|p| p.templated)
+        .filter(|p| pool_mounters::refusal(p).is_none())
+    {
+        if !pools.iter().any(|p| p.name == pool.name) {
+            pools.push(pool);
+        }
+    }
+    pools
 }
 
 /// Runs the operator for every HostPathProvisioner CR, deploying `image` into `namespace`.
@@ -157,11 +199,17 @@ pub async fn run(client: Client, namespace: String, image: String) {
     let crs: Api<HostPathProvisioner> = Api::all(client.clone());
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
         Api::namespaced(client.clone(), &namespace);
+    let mounters: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
-        watcher(crs, watcher::Config::default())
-            .default_backoff()
-            .map(|_| ()),
-        watcher(daemonsets, managed).default_backoff().map(|_| ()),
+        futures_util::stream::select(
+            watcher(crs, watcher::Config::default())
+                .default_backoff()
+                .map(|_| ()),
+            watcher(daemonsets, managed.clone())
+                .default_backoff()
+                .map(|_| ()),
+        ),
+        watcher(mounters, managed).default_backoff().map(|_| ()),
     );
     changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile(&client, &namespace, &image).await {
@@ -181,6 +229,7 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
     let mut objects = STRATEGY.render(namespace, image);
     if live.is_empty() {
         if deleting.iter().any(|cr| finalizer::has(cr, FINALIZER)) {
+            remove_mounters_but(client, namespace, &[]).await?;
             deployer::remove_all(client, &objects).await?;
             tracing::info!(%namespace, "removed the hostpath provisioner");
         }
@@ -188,7 +237,20 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         for cr in &live {
             finalizer::set(&api, cr, FINALIZER, true).await?;
         }
-        let pools = cluster_pools(&live);
+        let templated = templated_pools(&live);
+        let mounted = mount_templated(client, namespace, image, &templated).await?;
+        let mut pools = cluster_pools(&live);
+        pools.extend(
+            templated
+                .iter()
+                .filter(|p| mounted.get(&p.name).is_some_and(|(d, r)| *d > 0 && d == r))
+                .filter(|p| !pools.iter().any(|served| served.name == p.name))
+                .map(|p| Pool {
+                    name: p.name.clone(),
+                    path: p.path.clone().into(),
+                })
+                .collect::<Vec<_>>(),
+        );
         serve_pools(&mut objects, &pools);
         deployer::ensure_all(client, MANAGER, &objects).await?;
         let driver = workloads::observe(
@@ -201,7 +263,7 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         .await?;
         let driver_ready = driver.iter().all(|w| w.ready);
         for cr in &live {
-            write_status(&api, cr, driver_ready).await?;
+            write_status(&api, cr, driver_ready, &mounted).await?;
         }
     }
     for cr in &deleting {
@@ -210,12 +272,80 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
     Ok(())
 }
 
+/// Puts the claims and mounters of `templated` on every node, removes the mounters of
+/// pools no longer wanted, and says how far each pool is mounted.
+async fn mount_templated(
+    client: &Client,
+    namespace: &str,
+    image: &str,
+    templated: &[StoragePool],
+) -> Result<Mounted, kube::Error> {
+    let nodes: Vec<String> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    let objects = pool_mounters::desired(templated, &nodes, namespace, image, MANAGER);
+    deployer::ensure_all(client, MANAGER, &objects).await?;
+    let names: Vec<String> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    remove_mounters_but(client, namespace, &names).await?;
+    let mut mounted = Mounted::new();
+    for pool in templated {
+        let names: Vec<String> = nodes
+            .iter()
+            .map(|node| pool_mounters::object_name(&pool.name, node))
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let observed = workloads::observe(
+            client,
+            namespace,
+            &refs,
+            workloads::DeploymentRule::AnyReplica,
+            &[],
+        )
+        .await?;
+        let ready = observed.iter().filter(|w| w.ready).count();
+        mounted.insert(pool.name.clone(), (nodes.len(), ready));
+    }
+    Ok(mounted)
+}
+
+/// Deletes the pool mounters of `namespace` but `keep` (their claims stay: they hold the
+/// pools' volumes).
+async fn remove_mounters_but(
+    client: &Client,
+    namespace: &str,
+    keep: &[String],
+) -> Result<(), kube::Error> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGER},{}", pool_mounters::POOL_LABEL);
+    for deployment in deployments
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let name = deployment.name_any();
+        if !keep.contains(&name) {
+            tracing::info!(%name, "removing a storage pool's mounter");
+            crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+        }
+    }
+    Ok(())
+}
+
 async fn write_status(
     api: &Api<HostPathProvisioner>,
     cr: &HostPathProvisioner,
     driver_ready: bool,
+    mounted: &Mounted,
 ) -> Result<(), kube::Error> {
-    let (outcome, ready) = outcome_of(cr, driver_ready);
+    let (outcome, ready) = outcome_of(cr, driver_ready, mounted);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = status_for(cr.status.as_ref(), &ready, &outcome, VERSION, &now);
     if cr.status.as_ref() != Some(&status) {
@@ -305,21 +435,44 @@ mod tests {
     }
 
     #[test]
-    fn template_pools_are_reported_as_not_served_on_a_cluster() {
+    fn template_pools_are_progressing_until_mounted_on_every_node() {
         let templated = cr(
             "t",
-            json!({"storagePools": [{"name": "pvc", "path": "/p",
+            json!({"storagePools": [{"name": "a", "path": "/a"}, {"name": "pvc", "path": "/p",
                 "pvcTemplate": {"resources": {"requests": {"storage": "1Gi"}}}}]}),
         );
-        match outcome_of(&templated, true).0 {
+        let halfway = Mounted::from([("pvc".to_owned(), (2, 1))]);
+        let (outcome, pools) = outcome_of(&templated, true, &halfway);
+        assert_eq!(outcome, Outcome::Deploying);
+        let phases: Vec<(&str, &str)> = pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.phase.as_str()))
+            .collect();
+        assert_eq!(phases, [("a", "Ready"), ("pvc", "Mounting")]);
+        let everywhere = Mounted::from([("pvc".to_owned(), (2, 2))]);
+        let (outcome, pools) = outcome_of(&templated, true, &everywhere);
+        assert_eq!(outcome, Outcome::Healthy);
+        assert!(pools.iter().all(|p| p.phase == "Ready"), "{pools:?}");
+        let block = cr(
+            "b",
+            json!({"storagePools": [{"name": "raw", "path": "/r", "pvcTemplate": {
+                "volumeMode": "Block", "resources": {"requests": {"storage": "1Gi"}}}}]}),
+        );
+        match outcome_of(&block, true, &Mounted::new()).0 {
             Outcome::Failed { reason, message } => {
                 assert_eq!(reason, POOL_NOT_READY);
-                assert!(message.contains("pvc"), "{message}");
+                assert!(message.contains("\"raw\""), "{message}");
             }
             other => panic!("{other:?}"),
         }
         let plain = cr("p", json!({"storagePools": [{"name": "a", "path": "/a"}]}));
-        assert_eq!(outcome_of(&plain, false).0, Outcome::Deploying);
-        assert_eq!(outcome_of(&plain, true).0, Outcome::Healthy);
+        assert_eq!(
+            outcome_of(&plain, false, &Mounted::new()).0,
+            Outcome::Deploying
+        );
+        assert_eq!(
+            outcome_of(&plain, true, &Mounted::new()).0,
+            Outcome::Healthy
+        );
     }
 }

@@ -10,6 +10,7 @@
 pub mod claims;
 pub mod cluster;
 pub mod plan;
+pub mod pool_mounters;
 pub mod status;
 pub mod sync;
 pub mod templated;

@@ -1,0 +1,242 @@
+//! `pvcTemplate` pools on a cluster, served as upstream's operator serves them: for each such
+//! pool and each node, a claim made from the template and a Deployment pinned to the node
+//! whose `ferrovirt hpp-pool-mounter` bind-mounts the claim (mounted by the kubelet at
+//! `/source`) over the pool's path on the host, reached through the host's root mounted with
+//! bidirectional propagation. The driver's DaemonSet serves the pool at that path once every
+//! node's mounter is ready, so no volume is made under a mount point still to come. Claims are
+//! kept when a pool goes (they hold its volumes' data); the Deployments are removed, and each
+//! mounter unmounts as it stops. Filesystem claims only: a block claim would need a
+//! filesystem made on it first, which the mounter does not do.
+
+use api::hostpath::{StoragePool, StoragePoolStatus, pool_phase};
+use serde_json::{Value, json};
+
+use crate::install::manifests::MANAGED_BY_LABEL;
+
+/// Upstream's label naming the pool a claim or Deployment belongs to.
+pub const POOL_LABEL: &str = "kubevirt.io.hostpath-provisioner/storagePool";
+/// Where the mounter finds the claim, and the host's root.
+const SOURCE: &str = "/source";
+const HOST_ROOT: &str = "/host";
+/// The account the mounters run as: the CSI driver's (`deploy/csi-driver/rbac.yaml`), as
+/// upstream's run as its driver's; they call no API.
+const SERVICE_ACCOUNT: &str = "ferrovirt-csi-driver";
+
+/// The name of the claim and the Deployment of `pool` on `node`, as upstream names the
+/// Deployment.
+pub fn object_name(pool: &str, node: &str) -> String {
+    format!("hpp-pool-{pool}-{node}")
+}
+
+/// Why `pool` cannot be served on a cluster, if it cannot.
+pub fn refusal(pool: &StoragePool) -> Option<String> {
+    let block = pool
+        .pvc_template
+        .as_ref()
+        .and_then(|t| t.volume_mode.as_deref())
+        == Some("Block");
+    block.then(|| {
+        format!(
+            "storage pool {:?}: a pvcTemplate with volumeMode Block is not served on a cluster \
+             yet (use Filesystem)",
+            pool.name
+        )
+    })
+}
+
+/// The claim and the mounter Deployment of each of `pools` on each of `nodes`, in
+/// `namespace`, the mounters running `image`; claims first.
+pub fn desired(
+    pools: &[StoragePool],
+    nodes: &[String],
+    namespace: &str,
+    image: &str,
+    manager: &str,
+) -> Vec<Value> {
+    let pairs = || {
+        pools
+            .iter()
+            .flat_map(|pool| nodes.iter().map(move |node| (pool, node.as_str())))
+    };
+    let claims = pairs().map(|(pool, node)| claim(pool, node, namespace, manager));
+    let mounters = pairs().map(|(pool, node)| mounter(pool, node, namespace, image, manager));
+    claims.chain(mounters).collect()
+}
+
+fn labels(pool: &StoragePool, manager: &str) -> Value {
+    json!({POOL_LABEL: pool.name, MANAGED_BY_LABEL: manager})
+}
+
+fn claim(pool: &StoragePool, node: &str, namespace: &str, manager: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": object_name(&pool.name, node),
+            "namespace": namespace,
+            "labels": labels(pool, manager),
+        },
+        "spec": pool.pvc_template.clone().unwrap_or_default(),
+    })
+}
+
+fn mounter(pool: &StoragePool, node: &str, namespace: &str, image: &str, manager: &str) -> Value {
+    let name = object_name(&pool.name, node);
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(pool, manager)},
+        "spec": {
+            "replicas": 1,
+            // The old mounter must unmount before a new one mounts.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"hpp-pool": pool.name, "hpp-pool-node": node}},
+            "template": {
+                "metadata": {"labels": {"hpp-pool": pool.name, "hpp-pool-node": node}},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{
+                            "key": "kubernetes.io/hostname", "operator": "In", "values": [node],
+                        }]}],
+                    }}},
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": "mounter",
+                        "image": image,
+                        "args": ["hpp-pool-mounter", "--source", SOURCE, "--target", pool.path,
+                                 "--host-root", HOST_ROOT],
+                        "securityContext": {"privileged": true},
+                        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                        "volumeMounts": [
+                            {"name": "data", "mountPath": SOURCE},
+                            {"name": "host-root", "mountPath": HOST_ROOT,
+                             "mountPropagation": "Bidirectional"},
+                        ],
+                    }],
+                    "volumes": [
+                        {"name": "data", "persistentVolumeClaim": {"claimName": name}},
+                        {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}},
+                    ],
+                },
+            },
+        },
+    })
+}
+
+/// The status of templated `pool` given how many of its node mounters are ready.
+pub fn pool_status(pool: &StoragePool, desired: usize, ready: usize) -> StoragePoolStatus {
+    let phase = if desired > 0 && ready == desired {
+        pool_phase::READY
+    } else {
+        pool_phase::MOUNTING
+    };
+    let count = |n: usize| Some(i32::try_from(n).unwrap_or(i32::MAX));
+    StoragePoolStatus {
+        name: pool.name.clone(),
+        phase: phase.to_owned(),
+        desired_ready: count(desired),
+        current_ready: count(ready),
+        claim_statuses: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(name: &str, mode: Option<&str>) -> StoragePool {
+        serde_json::from_value(json!({
+            "name": name, "path": format!("/var/{name}"),
+            "pvcTemplate": {"volumeMode": mode, "storageClassName": "ceph",
+                            "resources": {"requests": {"storage": "10Gi"}}},
+        }))
+        .expect("a pool")
+    }
+
+    #[test]
+    fn each_pool_gets_a_claim_and_a_pinned_mounter_on_each_node() {
+        let nodes = ["n1".to_owned(), "n2".to_owned()];
+        let objects = desired(
+            &[pool("fast", None)],
+            &nodes,
+            "hpp",
+            "img:1",
+            "hpp-operator",
+        );
+        let kinds: Vec<(&str, &str)> = objects
+            .iter()
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap_or_default(),
+                    o["metadata"]["name"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("PersistentVolumeClaim", "hpp-pool-fast-n1"),
+                ("PersistentVolumeClaim", "hpp-pool-fast-n2"),
+                ("Deployment", "hpp-pool-fast-n1"),
+                ("Deployment", "hpp-pool-fast-n2"),
+            ]
+        );
+        let claim = &objects[0];
+        assert_eq!(claim["spec"]["storageClassName"], "ceph");
+        assert_eq!(claim["metadata"]["labels"][POOL_LABEL], "fast");
+        let mounter = &objects[3];
+        let spec = &mounter["spec"]["template"]["spec"];
+        assert_eq!(
+            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [0]["matchExpressions"][0]["values"],
+            json!(["n2"])
+        );
+        let container = &spec["containers"][0];
+        assert_eq!(container["image"], "img:1");
+        assert_eq!(
+            container["args"],
+            json!([
+                "hpp-pool-mounter",
+                "--source",
+                "/source",
+                "--target",
+                "/var/fast",
+                "--host-root",
+                "/host"
+            ])
+        );
+        assert_eq!(
+            spec["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "hpp-pool-fast-n2"
+        );
+        assert_eq!(
+            container["volumeMounts"][1]["mountPropagation"],
+            "Bidirectional"
+        );
+    }
+
+    #[test]
+    fn a_block_template_is_refused_by_name() {
+        assert_eq!(refusal(&pool("fs", Some("Filesystem"))), None);
+        assert_eq!(refusal(&pool("fs", None)), None);
+        let refused = refusal(&pool("raw", Some("Block"))).expect("refused");
+        assert!(
+            refused.contains("\"raw\"") && refused.contains("Block"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_pool_is_ready_once_every_node_mounted_it() {
+        let p = pool("fast", None);
+        assert_eq!(pool_status(&p, 2, 1).phase, "Mounting");
+        assert_eq!(pool_status(&p, 0, 0).phase, "Mounting");
+        let ready = pool_status(&p, 2, 2);
+        assert_eq!(ready.phase, "Ready");
+        assert_eq!(
+            (ready.desired_ready, ready.current_ready),
+            (Some(2), Some(2))
+        );
+    }
+}
