@@ -10,8 +10,9 @@ use serde_json::Value;
 use super::manifests::object_key;
 
 /// Puts each of `objects` in place as `manager`. Their `caBundle`s are the components' to
-/// fill in, so APIServices and webhook configurations are only created when missing;
-/// everything else is applied, so a hand edit of a field the manifests set is put back.
+/// fill in, so APIServices and webhook configurations are only created when missing, as are
+/// claims, whose spec cannot change once bound; everything else is applied, so a hand edit
+/// of a field the manifests set is put back.
 pub async fn ensure_all(
     client: &Client,
     manager: &str,
@@ -30,7 +31,10 @@ async fn ensure(client: &Client, manager: &str, object: &Value) -> Result<(), ku
         serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
     if matches!(
         kind.as_str(),
-        "APIService" | "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"
+        "APIService"
+            | "MutatingWebhookConfiguration"
+            | "ValidatingWebhookConfiguration"
+            | "PersistentVolumeClaim"
     ) {
         return match api.create(&PostParams::default(), &dynamic).await {
             Ok(_) => Ok(()),
