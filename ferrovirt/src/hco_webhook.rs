@@ -19,8 +19,9 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use standalone::apiserver::Refusal;
 
+use crate::ca_bundles::{self, Holder, publish_validating_ca};
 use crate::install_guards::{self, Cluster};
-use crate::webhook::{answer_with, publish_validating_ca, read_review, respond};
+use crate::webhook::{answer_with, read_review, respond};
 
 /// HCO's path for the HyperConverged.
 pub const HYPERCONVERGED_PATH: &str = "/validate-hco-kubevirt-io-v1beta1-hyperconverged";
@@ -60,6 +61,11 @@ pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
             args.configuration
         );
     }
+    ca_bundles::keep(
+        client.clone(),
+        ca.cert_pem().to_owned(),
+        vec![Holder::Validating(args.configuration.clone())],
+    );
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;

@@ -229,7 +229,14 @@ async fn serving_tls(
         format!("{service}.{namespace}.svc"),
     ];
     let cert = ca.issue_server(&names[2], &names)?;
-    webhook::publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
+    crate::ca_bundles::publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
+    crate::ca_bundles::keep(
+        client.clone(),
+        ca.cert_pem().to_owned(),
+        vec![crate::ca_bundles::Holder::Mutating(
+            args.configuration.clone(),
+        )],
+    );
     let identity =
         uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
     Ok(uploadproxy::tls::server_config(&identity, None)?)

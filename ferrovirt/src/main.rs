@@ -1,6 +1,7 @@
 //! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
 
 mod bridge_marker;
+mod ca_bundles;
 mod cdi_operator;
 mod cli_download;
 mod clone_auth;

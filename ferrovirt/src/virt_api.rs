@@ -27,6 +27,7 @@ use tower::ServiceExt;
 use uploadproxy::tls::{ClientCerts, Peer};
 use virt::subresources::to_handler::ToHandler;
 
+use crate::ca_bundles::{self, Holder};
 use crate::front_proxy::{self, FrontProxy, RemoteUser};
 use crate::{virt_certs, webhook};
 
@@ -258,15 +259,20 @@ fn plain(code: StatusCode, text: &'static str) -> Response<Body> {
     response
 }
 
-/// Writes `ca_pem` as the caBundle of the group's APIServices and of the webhooks.
+/// Writes `ca_pem` as the caBundle of the group's APIServices and of the webhooks, and keeps
+/// it there.
 async fn publish_ca_bundle(client: &Client, ca_pem: &str, webhooks: &str) -> anyhow::Result<()> {
+    let mut holders = Vec::new();
     for version in virt::subresources::VERSIONS {
         let name = format!("{version}.{}", virt::subresources::GROUP);
-        if !webhook::publish_apiservice_ca(client, &name, ca_pem).await? {
+        if !ca_bundles::publish_apiservice_ca(client, &name, ca_pem).await? {
             anyhow::bail!("APIService {name} is missing: apply deploy/virt/virt-api.yaml");
         }
+        holders.push(Holder::ApiService(name));
     }
-    webhook::publish_webhook_ca(client, webhooks, ca_pem).await?;
+    ca_bundles::publish_webhook_ca(client, webhooks, ca_pem).await?;
+    holders.push(Holder::Mutating(webhooks.to_owned()));
+    ca_bundles::keep(client.clone(), ca_pem.to_owned(), holders);
     Ok(())
 }
 

@@ -27,19 +27,17 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes as SarAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use kube::api::{
-    ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use uploadproxy::UploadTokenIssuer;
 
+use crate::ca_bundles::{
+    self, Holder, publish_apiservice_ca, publish_validating_ca, publish_webhook_ca,
+};
 use crate::clone_auth::{self, CDI_GROUP, CloneSource, DeclaredSource};
 use crate::front_proxy::FrontProxy;
 use crate::upload_token_api::{self, UploadTokenApi};
@@ -165,25 +163,16 @@ async fn serving_tls(
     if !publish_apiservice_ca(client, &args.api_service, ca.cert_pem()).await? {
         tracing::info!(api_service = %args.api_service, "no APIService to keep");
     }
+    ca_bundles::keep(
+        client.clone(),
+        ca.cert_pem().to_owned(),
+        vec![
+            Holder::Mutating(args.configuration.clone()),
+            Holder::Validating(args.validating_configuration.clone()),
+            Holder::ApiService(args.api_service.clone()),
+        ],
+    );
     Ok(tls)
-}
-
-/// Writes `ca_pem` as the caBundle of APIService `name`; false when there is none.
-pub async fn publish_apiservice_ca(
-    client: &Client,
-    name: &str,
-    ca_pem: &str,
-) -> anyhow::Result<bool> {
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let gvk = kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    let services: Api<kube::api::DynamicObject> =
-        Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk(&gvk));
-    let patch = Patch::Merge(json!({"spec": {"caBundle": bundle}}));
-    match services.patch(name, &PatchParams::default(), &patch).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(err) => Err(err).with_context(|| format!("writing the caBundle of APIService {name}")),
-    }
 }
 
 /// A fresh CA named `ca_name`, and a serving configuration with a certificate from it for
@@ -416,80 +405,6 @@ fn gvr(resource: &Value) -> String {
 /// Upstream's answer to a request it cannot review: refused, code 400.
 fn bad_request(message: &str) -> Value {
     json!({"allowed": false, "status": {"message": message, "code": 400}})
-}
-
-/// Writes `ca_pem` as the caBundle of every webhook of ValidatingWebhookConfiguration
-/// `configuration`, when it exists and may be read: whether it was written.
-pub async fn publish_validating_ca(
-    client: &Client,
-    configuration: &str,
-    ca_pem: &str,
-) -> anyhow::Result<bool> {
-    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    // Without it (or without permission to read it) this server is CDI's webhook only.
-    let current = match configurations.get_opt(configuration).await {
-        Ok(Some(current)) => current,
-        Ok(None) => {
-            tracing::info!(%configuration, "no ValidatingWebhookConfiguration to keep");
-            return Ok(false);
-        }
-        Err(err) => {
-            tracing::warn!(%configuration, %err, "not keeping the ValidatingWebhookConfiguration");
-            return Ok(false);
-        }
-    };
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let webhooks: Vec<Value> = current
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut webhook| {
-            webhook.client_config.ca_bundle = Some(bundle.clone());
-            serde_json::to_value(webhook)
-        })
-        .collect::<Result<_, _>>()?;
-    configurations
-        .patch(
-            configuration,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"webhooks": webhooks})),
-        )
-        .await
-        .with_context(|| format!("writing the caBundle of {configuration}"))?;
-    Ok(true)
-}
-
-/// Writes `ca_pem` as the caBundle of every webhook of MutatingWebhookConfiguration
-/// `configuration`.
-pub async fn publish_webhook_ca(
-    client: &Client,
-    configuration: &str,
-    ca_pem: &str,
-) -> anyhow::Result<()> {
-    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let current = configurations
-        .get(configuration)
-        .await
-        .with_context(|| format!("reading MutatingWebhookConfiguration {configuration}"))?;
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let webhooks: Vec<Value> = current
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut webhook| {
-            webhook.client_config.ca_bundle = Some(bundle.clone());
-            serde_json::to_value(webhook)
-        })
-        .collect::<Result<_, _>>()?;
-    configurations
-        .patch(
-            configuration,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"webhooks": webhooks})),
-        )
-        .await
-        .with_context(|| format!("writing the caBundle of {configuration}"))?;
-    Ok(())
 }
 
 /// What an admission review decides: the JSON patch that admits the object (none when it

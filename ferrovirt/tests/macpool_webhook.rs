@@ -216,5 +216,31 @@ async fn the_webhook_gives_stored_vms_macs_a_wide_berth_and_refuses_taken_ones()
     let dry = ask(review("3", vm("dry", None), true)).await;
     assert_eq!(dry["allowed"], true, "{dry}");
     assert!(dry["patch"].is_null(), "{dry}");
+
+    // The configuration recreated without a CA (as its operator does after a deletion): the
+    // manager writes its CA back.
+    kubectl(
+        admin,
+        &["delete", "mutatingwebhookconfiguration", "kubemacpool-mutator"],
+        "",
+    )
+    .await;
+    kubectl(admin, &["apply", "-f", "-"], CLUSTER).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let configuration = configurations
+            .get("kubemacpool-mutator")
+            .await
+            .expect("the configuration");
+        let written = configuration.webhooks.unwrap_or_default()[0]
+            .client_config
+            .ca_bundle
+            .clone();
+        if written.is_some_and(|b| b.0 == bundle) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the CA was not written back");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     server.stop();
 }
