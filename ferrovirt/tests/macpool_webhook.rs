@@ -221,7 +221,11 @@ async fn the_webhook_gives_stored_vms_macs_a_wide_berth_and_refuses_taken_ones()
     // manager writes its CA back.
     kubectl(
         admin,
-        &["delete", "mutatingwebhookconfiguration", "kubemacpool-mutator"],
+        &[
+            "delete",
+            "mutatingwebhookconfiguration",
+            "kubemacpool-mutator",
+        ],
         "",
     )
     .await;
