@@ -2,13 +2,21 @@
 //! one node (see `operators::install::hpp::pool_mounters`). It bind-mounts the claim the
 //! kubelet mounted at `--source` over the pool's path on the host, reached under
 //! `--host-root` (the host's `/`, mounted with bidirectional propagation so that the mount
-//! shows on the host and in the CSI driver's pods), stays while the pool is served, and
-//! unmounts when it is stopped.
+//! shows on the host and in the CSI driver's pods), and stays while the pool is wanted. With
+//! `--check` it only says whether the pool is mounted: the Deployment's readiness probe.
+//!
+//! The claim gets a marker file naming the pool's path before it is mounted, so that a mount
+//! found at the path is known to be the pool's. The mount is left in place when the mounter
+//! stops: the driver keeps serving the pool's path across a mounter's restart, and a volume
+//! made there must land on the claim, never in the bare host directory beneath.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use ferrovirt_hostpath::mount;
+
+/// The marker in the claim's root; it holds the pool's path.
+const MARKER: &str = ".hpp-pool";
 
 #[derive(clap::Args)]
 pub struct PoolMounterArgs {
@@ -21,6 +29,9 @@ pub struct PoolMounterArgs {
     /// Where the host's root is mounted in this container.
     #[arg(long, default_value = "/host")]
     host_root: PathBuf,
+    /// Only check that the pool is mounted at its path (exit status 0) or not (1).
+    #[arg(long)]
+    check: bool,
 }
 
 /// `target` as seen under `host_root`; refused unless absolute and free of `..`.
@@ -37,28 +48,48 @@ fn on_host(host_root: &Path, target: &Path) -> anyhow::Result<PathBuf> {
     Ok(host_root.join(relative))
 }
 
+/// Whether the claim of the pool at `target` is what `dir` shows.
+fn shows_pool(dir: &Path, target: &Path) -> bool {
+    std::fs::read_to_string(dir.join(MARKER)).is_ok_and(|m| Path::new(m.trim()) == target)
+}
+
 pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
-    let target = on_host(&args.host_root, &args.target)?;
+    let on_host = on_host(&args.host_root, &args.target)?;
+    if args.check {
+        if !shows_pool(&on_host, &args.target) {
+            bail!(
+                "the pool's claim is not mounted at {}",
+                args.target.display()
+            );
+        }
+        return Ok(());
+    }
     if !args.source.is_dir() {
         bail!(
             "--source {}: not a directory (is the claim mounted there?)",
             args.source.display()
         );
     }
-    std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
-    // A mounter that was killed leaves its mount behind; its successor keeps it.
-    let mounted_before = mount::mount_at(&target)?.is_some();
-    if mounted_before {
-        tracing::info!(target = %target.display(), "the pool is mounted already");
+    let marker = args.source.join(MARKER);
+    std::fs::write(&marker, args.target.as_os_str().as_encoded_bytes())
+        .with_context(|| format!("writing {}", marker.display()))?;
+    std::fs::create_dir_all(&on_host).with_context(|| format!("creating {}", on_host.display()))?;
+    if mount::mount_at(&on_host)?.is_some() {
+        // A mount left by an earlier mounter of this pool is kept; anything else is not
+        // covered up.
+        if !shows_pool(&on_host, &args.target) {
+            bail!(
+                "{} is a mount point of something else than this pool's claim; not mounting over it",
+                args.target.display()
+            );
+        }
+        tracing::info!(target = %args.target.display(), "the pool is mounted already");
     } else {
-        mount::bind(&args.source, &target, false)?;
-        tracing::info!(source = %args.source.display(), target = %target.display(), "mounted the pool");
+        mount::bind(&args.source, &on_host, false)?;
+        tracing::info!(target = %args.target.display(), "mounted the pool's claim");
     }
     eprintln!("pool mounted at {}", args.target.display());
     crate::up::wait_for_stop_signal().await?;
-    let unmounted =
-        tokio::task::spawn_blocking(move || mount::unmount_if_mounted(&target)).await??;
-    tracing::info!(unmounted, "stopped");
     Ok(())
 }
 

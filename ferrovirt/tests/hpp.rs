@@ -371,58 +371,108 @@ impl Drop for MountGuard {
 
 /// `ferrovirt hpp-pool-mounter` as a `pvcTemplate` pool's Deployment runs it on a cluster
 /// node: the claim mounted at `--source` is bind-mounted over the pool's path under the
-/// host's root, what is written there lands on the claim, and SIGTERM unmounts it; a target
-/// that is not absolute is refused by name.
+/// host's root, `--check` (its readiness probe) says so, what is written there lands on the
+/// claim, and the mount outlives the mounter, which a successor keeps; a path already
+/// mounted from something else, and a target that is not absolute, are refused by name.
 #[test]
-fn the_pool_mounter_mounts_the_claim_over_the_pools_path_until_stopped() {
+fn the_pool_mounter_mounts_the_claim_over_the_pools_path_and_keeps_it() {
     let dir = TempDir::new("pool-mounter");
     let source = dir.path().join("claim");
     let host = dir.path().join("host");
     std::fs::create_dir_all(&source).expect("the claim");
-    std::fs::write(source.join("marker"), "claim").expect("a file on the claim");
+    std::fs::write(source.join("data"), "claim").expect("a file on the claim");
     let pool = host.join("var/pool");
     let _guard = MountGuard(pool.clone());
-    let mut mounter = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+    let mounter = |extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ferrovirt"));
+        command
+            .arg("hpp-pool-mounter")
+            .arg("--source")
+            .arg(&source)
+            .args(["--target", "/var/pool", "--host-root"])
+            .arg(&host)
+            .args(extra);
+        command
+    };
+    let check = || mounter(&["--check"]).output().expect("--check");
+    let not_yet = check();
+    assert!(!not_yet.status.success());
+    assert!(
+        String::from_utf8_lossy(&not_yet.stderr)
+            .contains("the pool's claim is not mounted at /var/pool"),
+        "{not_yet:?}"
+    );
+    let stop = |child: &mut std::process::Child| {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(child),
+            rustix::process::Signal::TERM,
+        )
+        .expect("SIGTERM");
+        let status = child.wait().expect("the mounter ends");
+        assert!(status.success(), "{status}");
+    };
+    let mut first = mounter(&[]).spawn().expect("starting the mounter");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().status.success() {
+        assert!(Instant::now() < deadline, "the pool never showed mounted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(pool.join("data")).expect("via the pool"),
+        "claim"
+    );
+    std::fs::write(pool.join("volume"), "data").expect("writing into the pool");
+    assert!(source.join("volume").exists(), "written on the claim");
+    stop(&mut first);
+    assert!(check().status.success(), "the mount outlives its mounter");
+    let mut second = mounter(&[]).spawn().expect("starting a successor");
+    std::thread::sleep(Duration::from_millis(300));
+    stop(&mut second);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let at_pool = mounts
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == Some(pool.to_str().unwrap_or_default()))
+        .count();
+    assert_eq!(
+        at_pool, 1,
+        "the successor kept the mount instead of stacking another"
+    );
+
+    // Something else mounted at a pool's path is not covered up.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).expect("another directory");
+    let elsewhere = host.join("var/elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("the path");
+    let _other_guard = MountGuard(elsewhere.clone());
+    let bound = Command::new("mount")
+        .arg("--bind")
+        .arg(&other)
+        .arg(&elsewhere)
+        .status()
+        .expect("mount");
+    assert!(bound.success());
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
         .arg("hpp-pool-mounter")
         .arg("--source")
         .arg(&source)
-        .args(["--target", "/var/pool", "--host-root"])
-        .arg(&host)
-        .spawn()
-        .expect("starting the mounter");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !pool.join("marker").exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the claim never showed at the pool's path"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::fs::write(pool.join("volume"), "data").expect("writing into the pool");
-    assert_eq!(
-        std::fs::read_to_string(source.join("volume")).expect("on the claim"),
-        "data"
-    );
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&mounter),
-        rustix::process::Signal::TERM,
-    )
-    .expect("SIGTERM");
-    let status = mounter.wait().expect("the mounter ends");
-    assert!(status.success(), "{status}");
-    assert!(
-        !pool.join("marker").exists(),
-        "the pool's path is unmounted when the mounter stops"
-    );
-    assert!(source.join("volume").exists(), "the claim keeps its data");
-
-    let refused = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
-        .args(["hpp-pool-mounter", "--target", "var/pool", "--host-root"])
+        .args(["--target", "/var/elsewhere", "--host-root"])
         .arg(&host)
         .output()
         .expect("running the mounter");
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("/var/elsewhere is a mount point of something else"),
+        "{stderr}"
+    );
+
+    let relative = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args(["hpp-pool-mounter", "--target", "var/pool", "--host-root"])
+        .arg(&host)
+        .output()
+        .expect("running the mounter");
+    assert!(!relative.status.success());
+    let stderr = String::from_utf8_lossy(&relative.stderr);
     assert!(
         stderr.contains("--target var/pool: not an absolute path"),
         "{stderr}"

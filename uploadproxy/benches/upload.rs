@@ -333,6 +333,12 @@ fn main() {
         .unwrap_or(5);
     // For profiling one case: `FV_BENCH_ONLY=ferrovirt` (or `direct`, `cdi`) runs only it.
     let only = std::env::var("FV_BENCH_ONLY").ok();
+    if let Some(case) = only.as_deref()
+        && !["direct", "ferrovirt", "cdi"].contains(&case)
+    {
+        eprintln!("FV_BENCH_ONLY={case}: expected direct, ferrovirt or cdi");
+        std::process::exit(2);
+    }
     let runs = |case: &str| only.as_deref().is_none_or(|o| o == case);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

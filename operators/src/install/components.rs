@@ -215,24 +215,33 @@ fn set_cluster_config(cluster: &SharedClusterConfig, all: &[Value]) {
     }
 }
 
+/// Sets `cluster` to the active KubeVirt CR's configuration as the API server has it now.
+pub async fn load_cluster_config(
+    client: &Client,
+    cluster: &SharedClusterConfig,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
+    let values: Vec<Value> = api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter_map(|kv| serde_json::to_value(kv).ok())
+        .collect();
+    set_cluster_config(cluster, &values);
+    Ok(())
+}
+
 /// Keeps `cluster` to the active KubeVirt CR's configuration, as virt-api's cluster config
 /// informer does on a cluster (where virt-operator, not this process, reports the CRs).
 pub async fn follow_cluster_config(client: Client, cluster: SharedClusterConfig) {
-    let api: Api<DynamicObject> = Api::all_with(client, &kubevirt_resource());
-    let changes = watcher(api.clone(), watcher::Config::default())
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
+    let changes = watcher(api, watcher::Config::default())
         .default_backoff()
         .map(|_| ());
     changes::run_on_changes(changes, RESYNC, || async {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => {
-                let values: Vec<Value> = list
-                    .items
-                    .iter()
-                    .filter_map(|kv| serde_json::to_value(kv).ok())
-                    .collect();
-                set_cluster_config(&cluster, &values);
-            }
-            Err(err) => tracing::warn!(%err, "reading the KubeVirt CRs"),
+        if let Err(err) = load_cluster_config(&client, &cluster).await {
+            tracing::warn!(%err, "reading the KubeVirt CRs");
         }
     })
     .await;

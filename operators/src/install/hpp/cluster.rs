@@ -13,7 +13,7 @@ use std::time::Duration;
 use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_phase};
 use ferrovirt_hostpath::Pool;
 use futures_util::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
@@ -115,6 +115,20 @@ pub fn serve_pools(objects: &mut [Value], pools: &[Pool]) {
     }
 }
 
+/// The pools the driver's DaemonSet `daemonset` serves now (its `--pool=NAME=PATH` flags).
+pub fn served_pool_names(daemonset: &DaemonSet) -> Vec<String> {
+    daemonset
+        .spec
+        .iter()
+        .flat_map(|s| s.template.spec.iter())
+        .flat_map(|s| s.containers.iter())
+        .filter(|c| c.name == DRIVER_CONTAINER)
+        .flat_map(|c| c.args.iter().flatten())
+        .filter_map(|a| a.strip_prefix("--pool="))
+        .filter_map(|a| a.split_once('=').map(|(name, _)| name.to_owned()))
+        .collect()
+}
+
 fn is_pool_volume(volume: &Value) -> bool {
     volume["name"]
         .as_str()
@@ -197,8 +211,7 @@ fn templated_pools(crs: &[HostPathProvisioner]) -> Vec<StoragePool> {
 pub async fn run(client: Client, namespace: String, image: String) {
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
     let crs: Api<HostPathProvisioner> = Api::all(client.clone());
-    let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
-        Api::namespaced(client.clone(), &namespace);
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
     let mounters: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
         futures_util::stream::select(
@@ -239,11 +252,22 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         }
         let templated = templated_pools(&live);
         let mounted = mount_templated(client, namespace, image, &templated).await?;
+        let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
+        let served_now = daemonsets
+            .get_opt(DAEMONSET)
+            .await?
+            .map(|d| served_pool_names(&d))
+            .unwrap_or_default();
         let mut pools = cluster_pools(&live);
         pools.extend(
             templated
                 .iter()
-                .filter(|p| mounted.get(&p.name).is_some_and(|(d, r)| *d > 0 && d == r))
+                // Served once mounted on every node, and from then on: a mounter restarting
+                // or a node joining must not restart every driver pod without the pool.
+                .filter(|p| {
+                    served_now.contains(&p.name)
+                        || mounted.get(&p.name).is_some_and(|(d, r)| *d > 0 && d == r)
+                })
                 .filter(|p| !pools.iter().any(|served| served.name == p.name))
                 .map(|p| Pool {
                     name: p.name.clone(),
@@ -280,13 +304,12 @@ async fn mount_templated(
     image: &str,
     templated: &[StoragePool],
 ) -> Result<Mounted, kube::Error> {
-    let nodes: Vec<String> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
+    let nodes = pool_mounters::schedulable_nodes(
+        &Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items,
+    );
     let objects = pool_mounters::desired(templated, &nodes, namespace, image, MANAGER);
     deployer::ensure_all(client, MANAGER, &objects).await?;
     let names: Vec<String> = objects
@@ -324,7 +347,7 @@ async fn remove_mounters_but(
     keep: &[String],
 ) -> Result<(), kube::Error> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let selector = format!("{MANAGED_BY_LABEL}={MANAGER},{}", pool_mounters::POOL_LABEL);
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGER},{}", super::claims::POOL_LABEL);
     for deployment in deployments
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -414,6 +437,8 @@ mod tests {
             pool_args,
             ["--pool=local=/var/hpvolumes", "--pool=fast=/mnt/fast"]
         );
+        let typed: DaemonSet = serde_json::from_value(daemonset.clone()).expect("a DaemonSet");
+        assert_eq!(served_pool_names(&typed), ["local", "fast"]);
         let mounted: Vec<&Value> = driver["volumeMounts"]
             .as_array()
             .expect("mounts")

@@ -1,20 +1,22 @@
 //! `pvcTemplate` pools on a cluster, served as upstream's operator serves them: for each such
-//! pool and each node, a claim made from the template and a Deployment pinned to the node
-//! whose `ferrovirt hpp-pool-mounter` bind-mounts the claim (mounted by the kubelet at
-//! `/source`) over the pool's path on the host, reached through the host's root mounted with
-//! bidirectional propagation. The driver's DaemonSet serves the pool at that path once every
-//! node's mounter is ready, so no volume is made under a mount point still to come. Claims are
-//! kept when a pool goes (they hold its volumes' data); the Deployments are removed, and each
-//! mounter unmounts as it stops. Filesystem claims only: a block claim would need a
-//! filesystem made on it first, which the mounter does not do.
+//! pool and each node pods may run on, a claim made from the template (named and labelled as
+//! on one machine, [`claims`]) and a Deployment pinned to the node whose
+//! `ferrovirt hpp-pool-mounter` bind-mounts the claim (mounted by the kubelet at `/source`)
+//! over the pool's path on the host, reached through the host's root mounted with
+//! bidirectional propagation; it is ready once the mount is in place. The driver's DaemonSet
+//! serves the pool at that path once every node's mounter is ready, so no volume is made
+//! under a mount point still to come, and keeps serving it from then on: the mount outlives
+//! its mounter's restarts. Claims are kept when a pool goes (they hold its volumes' data), and
+//! so is the mount on each host (upstream's cleanup Jobs are not done). Filesystem claims
+//! only: a block claim would need a filesystem made on it first, which the mounter does not
+//! do.
 
 use api::hostpath::{StoragePool, StoragePoolStatus, pool_phase};
+use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
+use super::claims::{self, POOL_LABEL, claim_name, name_within};
 use crate::install::manifests::MANAGED_BY_LABEL;
-
-/// Upstream's label naming the pool a claim or Deployment belongs to.
-pub const POOL_LABEL: &str = "kubevirt.io.hostpath-provisioner/storagePool";
 /// Where the mounter finds the claim, and the host's root.
 const SOURCE: &str = "/source";
 const HOST_ROOT: &str = "/host";
@@ -22,10 +24,31 @@ const HOST_ROOT: &str = "/host";
 /// upstream's run as its driver's; they call no API.
 const SERVICE_ACCOUNT: &str = "ferrovirt-csi-driver";
 
-/// The name of the claim and the Deployment of `pool` on `node`, as upstream names the
-/// Deployment.
+/// The label selecting one mounter's pod (its value the Deployment's name).
+const MOUNTER_LABEL: &str = "hpp-pool-mounter";
+
+/// The name of the claim and the Deployment of `pool` on `node`: `hpp-pool-POOL-NODE`, as
+/// upstream names the Deployment, kept within 63 characters.
 pub fn object_name(pool: &str, node: &str) -> String {
-    format!("hpp-pool-{pool}-{node}")
+    claim_name(pool, node)
+}
+
+/// The nodes a mounter can be scheduled on: not cordoned, and without a taint that keeps
+/// pods off (the mounters, like the driver's DaemonSet, tolerate none).
+pub fn schedulable_nodes(nodes: &[Node]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|node| {
+            let spec = node.spec.clone().unwrap_or_default();
+            let repelling = spec
+                .taints
+                .unwrap_or_default()
+                .into_iter()
+                .any(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"));
+            !spec.unschedulable.unwrap_or(false) && !repelling
+        })
+        .filter_map(|node| node.metadata.name.clone())
+        .collect()
 }
 
 /// Why `pool` cannot be served on a cluster, if it cannot.
@@ -64,7 +87,11 @@ pub fn desired(
 }
 
 fn labels(pool: &StoragePool, manager: &str) -> Value {
-    json!({POOL_LABEL: pool.name, MANAGED_BY_LABEL: manager})
+    json!({
+        POOL_LABEL: name_within(&pool.name, "hpp", 63),
+        claims::APP_LABEL: claims::APP,
+        MANAGED_BY_LABEL: manager,
+    })
 }
 
 fn claim(pool: &StoragePool, node: &str, namespace: &str, manager: &str) -> Value {
@@ -90,9 +117,9 @@ fn mounter(pool: &StoragePool, node: &str, namespace: &str, image: &str, manager
             "replicas": 1,
             // The old mounter must unmount before a new one mounts.
             "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {"hpp-pool": pool.name, "hpp-pool-node": node}},
+            "selector": {"matchLabels": {MOUNTER_LABEL: name}},
             "template": {
-                "metadata": {"labels": {"hpp-pool": pool.name, "hpp-pool-node": node}},
+                "metadata": {"labels": {MOUNTER_LABEL: name}},
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -107,6 +134,13 @@ fn mounter(pool: &StoragePool, node: &str, namespace: &str, image: &str, manager
                         "args": ["hpp-pool-mounter", "--source", SOURCE, "--target", pool.path,
                                  "--host-root", HOST_ROOT],
                         "securityContext": {"privileged": true},
+                        // Ready once the claim is mounted at the pool's path. The container's
+                        // first process is this binary, whatever its path in the image.
+                        "readinessProbe": {
+                            "exec": {"command": ["/proc/1/exe", "hpp-pool-mounter", "--check",
+                                                 "--target", pool.path, "--host-root", HOST_ROOT]},
+                            "periodSeconds": 10,
+                        },
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
                         "volumeMounts": [
                             {"name": "data", "mountPath": SOURCE},
@@ -184,7 +218,7 @@ mod tests {
         );
         let claim = &objects[0];
         assert_eq!(claim["spec"]["storageClassName"], "ceph");
-        assert_eq!(claim["metadata"]["labels"][POOL_LABEL], "fast");
+        assert_eq!(claim["metadata"]["labels"][POOL_LABEL], "fast-hpp");
         let mounter = &objects[3];
         let spec = &mounter["spec"]["template"]["spec"];
         assert_eq!(
@@ -214,6 +248,29 @@ mod tests {
             container["volumeMounts"][1]["mountPropagation"],
             "Bidirectional"
         );
+    }
+
+    #[test]
+    fn mounters_go_to_nodes_that_take_pods() {
+        let node = |name: &str, spec: Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))
+                .expect("a Node")
+        };
+        let nodes = [
+            node("worker", json!({})),
+            node("cordoned", json!({"unschedulable": true})),
+            node(
+                "control-plane",
+                json!({"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}),
+            ),
+            node(
+                "preferred",
+                json!({"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}),
+            ),
+        ];
+        assert_eq!(schedulable_nodes(&nodes), ["worker", "preferred"]);
+        let long = "n".repeat(80);
+        assert!(object_name("fast", &long).len() <= 63);
     }
 
     #[test]
