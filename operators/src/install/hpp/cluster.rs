@@ -2,10 +2,12 @@
 //! driver ([`STRATEGY`], the manifests of `deploy/csi-driver/` but the StorageClass, which
 //! is the user's to make) into the operator's namespace with its image, its DaemonSet
 //! serving the CRs' path pools (the legacy `pathConfig` as pool `legacy`), each a host
-//! directory of every node. Each CR holds upstream's finalizer; deleting the last removes
-//! the driver. The status is upstream's: the operator SDK conditions, `Deploying` until the
-//! DaemonSet runs ready on every node, then Available with each path pool Ready. On
-//! `ferrovirt up` the pools go to the running driver instead ([`super::run`]).
+//! directory of every node, and their `pvcTemplate` pools once mounted on every node
+//! ([`pool_mounters`]). Each CR holds upstream's finalizer; deleting the last removes the
+//! driver and the pools' mounters. The status is upstream's: the operator SDK conditions,
+//! `Deploying` until the DaemonSet runs ready on every node and every templated pool is
+//! mounted, then Available with each pool Ready. On `ferrovirt up` the pools go to the
+//! running driver instead ([`super::run`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
