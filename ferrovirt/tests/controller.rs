@@ -477,6 +477,11 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     .await;
     let driver = &daemonset["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(driver["image"], image);
+    assert_eq!(
+        daemonset["spec"]["template"]["spec"]["nodeSelector"],
+        json!({"kubernetes.io/os": "linux"}),
+        "the CR's workload placement"
+    );
     let args: Vec<&str> = driver["args"]
         .as_array()
         .expect("args")
@@ -530,7 +535,9 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     let node = dir.join("node.json");
     std::fs::write(
         &node,
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}).to_string(),
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "node-a", "labels": {"kubernetes.io/os": "linux"}}})
+        .to_string(),
     )
     .expect("writing the Node");
     kubectl(&kubeconfig, &["apply", "-f", &node.display().to_string()]).await;

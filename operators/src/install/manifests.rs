@@ -38,6 +38,27 @@ impl Manifests {
     }
 }
 
+/// Places the Deployments and DaemonSets `names` among `objects` where `placement` (a
+/// NodePlacement: `nodeSelector`, `affinity`, `tolerations`) asks, as each operator places
+/// its components by its CR's infra or workloads placement; a field the placement leaves out
+/// stays as the manifest has it.
+pub fn place(objects: &mut [Value], names: &[&str], placement: &Value) {
+    let placed = |object: &&mut Value| {
+        matches!(object["kind"].as_str(), Some("Deployment" | "DaemonSet"))
+            && object["metadata"]["name"]
+                .as_str()
+                .is_some_and(|name| names.contains(&name))
+    };
+    for object in objects.iter_mut().filter(placed) {
+        let spec = &mut object["spec"]["template"]["spec"];
+        for field in ["nodeSelector", "affinity", "tolerations"] {
+            if let Some(value) = placement.get(field).filter(|v| !v.is_null()) {
+                spec[field] = value.clone();
+            }
+        }
+    }
+}
+
 /// The objects of one compiled-in file. A unit test renders every set, so a failure here
 /// is a build of broken manifests.
 fn parse(file: &str, text: &str) -> Vec<Value> {
@@ -131,6 +152,28 @@ mod tests {
         let reader = find(&objects, "RoleBinding", "kubevirt-apiserver-auth-reader");
         assert_eq!(reader["metadata"]["namespace"], "kube-system");
         assert_eq!(reader["subjects"][0]["namespace"], "virt-ns");
+    }
+
+    #[test]
+    fn placement_reaches_the_named_workloads_only() {
+        let mut objects = STRATEGY.render("kubevirt", DEFAULT_IMAGE);
+        let placement = json!({"nodeSelector": {"role": "infra"},
+                               "tolerations": [{"key": "infra", "operator": "Exists"}]});
+        place(&mut objects, &["virt-api", "virt-controller"], &placement);
+        let spec =
+            |kind: &str, name: &str| find(&objects, kind, name)["spec"]["template"]["spec"].clone();
+        assert_eq!(
+            spec("Deployment", "virt-api")["nodeSelector"],
+            json!({"role": "infra"})
+        );
+        assert_eq!(
+            spec("Deployment", "virt-controller")["tolerations"][0]["key"],
+            "infra"
+        );
+        assert_ne!(
+            spec("DaemonSet", "virt-handler")["nodeSelector"],
+            json!({"role": "infra"})
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::components::{self, cdi_resource};
-use super::manifests::{MANAGED_BY_LABEL, Manifests};
+use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use super::single_cr::{self, CrAction};
 use super::{changes, deployer, workloads};
 use crate::kube::finalizer;
@@ -113,7 +113,15 @@ async fn deploy(
     image: &str,
 ) -> Result<(), kube::Error> {
     finalizer::set(api, cdi, FINALIZER, true).await?;
-    deployer::ensure_all(client, MANAGER, &STRATEGY.render(namespace, image)).await?;
+    let mut objects = STRATEGY.render(namespace, image);
+    // CDI's infra placement is inline in `spec.infra`, beside its replica counts.
+    let infra = [
+        "ferrovirt-controller",
+        "ferrovirt-webhook",
+        "cdi-uploadproxy",
+    ];
+    place(&mut objects, &infra, &cdi.data["spec"]["infra"]);
+    deployer::ensure_all(client, MANAGER, &objects).await?;
     sync_cdi_config(client, &cdi.data["spec"]["config"]).await?;
     let workloads = workloads::observe(
         client,

@@ -219,7 +219,8 @@ pub fn cdi(hc: &Value) -> Value {
         .get("nodePlacement")
         .filter(|p| !p.is_null())
     {
-        cdi_spec.insert("infra".into(), json!({"nodePlacement": placement}));
+        // CDI's infra holds the placement inline, beside its replica counts.
+        cdi_spec.insert("infra".into(), placement.clone());
     }
     if let Some(placement) = hc_spec["workloads"]
         .get("nodePlacement")
@@ -352,7 +353,13 @@ mod tests {
             "storageImport": {"insecureRegistries": ["registry.local:5000"]},
             "filesystemOverhead": {"global": "0.1"},
             "workloads": {"nodePlacement": {"nodeSelector": {"disk": "fast"}}},
+            "infra": {"nodePlacement": {"nodeSelector": {"role": "infra"}}},
         })));
+        assert_eq!(
+            cdi["spec"]["infra"],
+            json!({"nodeSelector": {"role": "infra"}}),
+            "inline, as CDI's schema has it"
+        );
         let config = &cdi["spec"]["config"];
         assert_eq!(config["insecureRegistries"], json!(["registry.local:5000"]));
         assert_eq!(config["filesystemOverhead"]["global"], "0.1");

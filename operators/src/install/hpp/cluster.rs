@@ -27,7 +27,7 @@ use super::plan::pools_of;
 use super::pool_mounters;
 use super::status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, ready_pool, status_for};
 use super::{FINALIZER, VERSION};
-use crate::install::manifests::{MANAGED_BY_LABEL, Manifests};
+use crate::install::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use crate::install::{changes, deployer, workloads};
 use crate::kube::{finalizer, patch_status};
 
@@ -253,7 +253,10 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
             finalizer::set(&api, cr, FINALIZER, true).await?;
         }
         let templated = templated_pools(&live);
-        let mounted = mount_templated(client, namespace, image, &templated).await?;
+        // The oldest CR's workload placement decides where the driver (and so the pools) run.
+        let workload = live[0].spec.workload.clone().unwrap_or_default();
+        let selector = workload.node_selector.clone().unwrap_or_default();
+        let mounted = mount_templated(client, namespace, image, &templated, &selector).await?;
         let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
         let served_now = daemonsets
             .get_opt(DAEMONSET)
@@ -278,6 +281,8 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
                 .collect::<Vec<_>>(),
         );
         serve_pools(&mut objects, &pools);
+        let workload = serde_json::to_value(&workload).unwrap_or_default();
+        place(&mut objects, &[DAEMONSET], &workload);
         deployer::ensure_all(client, MANAGER, &objects).await?;
         let driver = workloads::observe(
             client,
@@ -305,12 +310,14 @@ async fn mount_templated(
     namespace: &str,
     image: &str,
     templated: &[StoragePool],
+    node_selector: &BTreeMap<String, String>,
 ) -> Result<Mounted, kube::Error> {
     let nodes = pool_mounters::schedulable_nodes(
         &Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await?
             .items,
+        node_selector,
     );
     let objects = pool_mounters::desired(templated, &nodes, namespace, image, MANAGER);
     deployer::ensure_all(client, MANAGER, &objects).await?;

@@ -11,6 +11,8 @@
 //! only: a block claim would need a filesystem made on it first, which the mounter does not
 //! do.
 
+use std::collections::BTreeMap;
+
 use api::hostpath::{StoragePool, StoragePoolStatus, pool_phase};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
@@ -33,11 +35,18 @@ pub fn object_name(pool: &str, node: &str) -> String {
     claim_name(pool, node)
 }
 
-/// The nodes a mounter can be scheduled on: not cordoned, and without a taint that keeps
-/// pods off (the mounters, like the driver's DaemonSet, tolerate none).
-pub fn schedulable_nodes(nodes: &[Node]) -> Vec<String> {
+/// The nodes a mounter goes to: those the driver's `node_selector` (the CR's workload
+/// placement) picks that are not cordoned and have no taint that keeps pods off (the
+/// mounters, like the driver's DaemonSet, tolerate none).
+pub fn schedulable_nodes(nodes: &[Node], node_selector: &BTreeMap<String, String>) -> Vec<String> {
     nodes
         .iter()
+        .filter(|node| {
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            node_selector
+                .iter()
+                .all(|(key, value)| labels.get(key) == Some(value))
+        })
         .filter(|node| {
             let spec = node.spec.clone().unwrap_or_default();
             let repelling = spec
@@ -268,7 +277,19 @@ mod tests {
                 json!({"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}),
             ),
         ];
-        assert_eq!(schedulable_nodes(&nodes), ["worker", "preferred"]);
+        assert_eq!(
+            schedulable_nodes(&nodes, &BTreeMap::new()),
+            ["worker", "preferred"]
+        );
+        let labelled: Node =
+            serde_json::from_value(json!({"metadata": {"name": "ssd", "labels": {"disk": "ssd"}}}))
+                .expect("a Node");
+        let selector = BTreeMap::from([("disk".to_owned(), "ssd".to_owned())]);
+        assert_eq!(
+            schedulable_nodes(&[nodes[0].clone(), labelled], &selector),
+            ["ssd"],
+            "only where the driver runs"
+        );
         let long = "n".repeat(80);
         assert!(object_name("fast", &long).len() <= 63);
     }

@@ -19,7 +19,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
 use super::components::{self, kubevirt_resource};
-use super::manifests::{MANAGED_BY_LABEL, Manifests};
+use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use super::single_cr::{self, CrAction};
 use super::{changes, deployer, workloads};
 use crate::kube::finalizer;
@@ -125,7 +125,19 @@ async fn deploy(
 ) -> Result<(), kube::Error> {
     let namespace = kv.namespace().unwrap_or_default();
     finalizer::set(api, kv, FINALIZER, true).await?;
-    deployer::ensure_all(client, MANAGER, &STRATEGY.render(&namespace, image)).await?;
+    let mut objects = STRATEGY.render(&namespace, image);
+    let spec = &kv.data["spec"];
+    place(
+        &mut objects,
+        &status::DEPLOYMENTS,
+        &spec["infra"]["nodePlacement"],
+    );
+    place(
+        &mut objects,
+        &status::DAEMONSETS,
+        &spec["workloads"]["nodePlacement"],
+    );
+    deployer::ensure_all(client, MANAGER, &objects).await?;
     let workloads = workloads::observe(
         client,
         &namespace,
