@@ -146,24 +146,8 @@ pub async fn publish_validating_ca(
             return Ok(false);
         }
     };
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let webhooks: Vec<Value> = current
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut webhook| {
-            webhook.client_config.ca_bundle = Some(bundle.clone());
-            serde_json::to_value(webhook)
-        })
-        .collect::<Result<_, _>>()?;
-    configurations
-        .patch(
-            configuration,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"webhooks": webhooks})),
-        )
-        .await
-        .with_context(|| format!("writing the caBundle of {configuration}"))?;
+    let webhooks = current.webhooks.unwrap_or_default();
+    write_webhooks_ca(&configurations, configuration, webhooks, ca_pem).await?;
     Ok(true)
 }
 
@@ -179,24 +163,39 @@ pub async fn publish_webhook_ca(
         .get(configuration)
         .await
         .with_context(|| format!("reading MutatingWebhookConfiguration {configuration}"))?;
-    let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-    let webhooks: Vec<Value> = current
-        .webhooks
-        .unwrap_or_default()
+    let webhooks = current.webhooks.unwrap_or_default();
+    write_webhooks_ca(&configurations, configuration, webhooks, ca_pem).await?;
+    Ok(())
+}
+
+/// Patches `webhooks` (those of `configuration` in `api`) back with `ca_pem` as the caBundle
+/// of each.
+async fn write_webhooks_ca<K, W>(
+    api: &Api<K>,
+    configuration: &str,
+    webhooks: Vec<W>,
+    ca_pem: &str,
+) -> anyhow::Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    W: serde::Serialize,
+{
+    let bundle = serde_json::to_value(k8s_openapi::ByteString(ca_pem.as_bytes().to_vec()))?;
+    let webhooks = webhooks
         .into_iter()
-        .map(|mut webhook| {
-            webhook.client_config.ca_bundle = Some(bundle.clone());
-            serde_json::to_value(webhook)
+        .map(|webhook| {
+            let mut webhook = serde_json::to_value(webhook)?;
+            webhook["clientConfig"]["caBundle"] = bundle.clone();
+            Ok(webhook)
         })
-        .collect::<Result<_, _>>()?;
-    configurations
-        .patch(
-            configuration,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"webhooks": webhooks})),
-        )
-        .await
-        .with_context(|| format!("writing the caBundle of {configuration}"))?;
+        .collect::<Result<Vec<Value>, serde_json::Error>>()?;
+    api.patch(
+        configuration,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"webhooks": webhooks})),
+    )
+    .await
+    .with_context(|| format!("writing the caBundle of {configuration}"))?;
     Ok(())
 }
 

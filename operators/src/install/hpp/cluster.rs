@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_phase};
-use ferrovirt_hostpath::Pool;
+use ferrovirt_hostpath::{Pool, parse_pool_flag};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Node;
@@ -127,7 +127,7 @@ pub fn served_pool_names(daemonset: &DaemonSet) -> Vec<String> {
         .filter(|c| c.name == DRIVER_CONTAINER)
         .flat_map(|c| c.args.iter().flatten())
         .filter_map(|a| a.strip_prefix("--pool="))
-        .filter_map(|a| a.split_once('=').map(|(name, _)| name.to_owned()))
+        .filter_map(|a| parse_pool_flag(a).ok().map(|pool| pool.name))
         .collect()
 }
 
