@@ -1463,6 +1463,18 @@ async fn the_controller_and_the_upload_proxy_share_the_upload_cas_of_the_cluster
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("PVC team/disk not found"), "{text}");
 
+    // The CDI CR's workload placement goes to the worker pods (read under the controller's
+    // own RBAC).
+    let cdi = dir.join("cdi.yaml");
+    std::fs::write(
+        &cdi,
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: CDI\nmetadata:\n  name: cdi\nspec:\n  \
+         workload:\n    nodeSelector:\n      disk: ssd\n    tolerations:\n    - key: storage\n      \
+         operator: Exists\n      effect: NoSchedule\n",
+    )
+    .expect("writing the CDI CR");
+    kubectl(&kubeconfig, &["apply", "-f", &cdi.display().to_string()]).await;
+
     // A claim that asks for an upload gets a server whose certificate the cluster's CA
     // signed; the proxy waits for it to be ready.
     kubectl(&kubeconfig, &["create", "namespace", "team"]).await;
@@ -1495,5 +1507,14 @@ async fn the_controller_and_the_upload_proxy_share_the_upload_cas_of_the_cluster
     let (status, text) = upload(token).await;
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("not ready"), "{text}");
+    let pod = kubectl_json(&kubeconfig, &["pod", "cdi-upload-disk", "-n", "team"])
+        .await
+        .expect("the upload server's pod");
+    assert_eq!(
+        pod["spec"]["nodeSelector"],
+        json!({"disk": "ssd"}),
+        "{pod:#}"
+    );
+    assert_eq!(pod["spec"]["tolerations"][0]["key"], "storage", "{pod:#}");
     server.stop();
 }

@@ -6,6 +6,7 @@
 use api::cdi::datavolume::{
     DataVolumeSource, DataVolumeSourcePvc, DataVolumeSourceSnapshot, SOURCE_REF_KIND_DATA_SOURCE,
 };
+use api::cdi::operator::CDI;
 use api::cdi::{CDIConfig, DataSource, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -20,7 +21,7 @@ use super::keys::ANN_METRICS_ADDRESS;
 use super::plan::{self, Blocked, CloneSource, Observed};
 use super::pod;
 use super::pvc;
-use super::settings::{CDI_CONFIG, ClusterSettings};
+use super::settings::{CDI_CONFIG, ClusterSettings, workload_placement};
 use super::status;
 use super::transfer::Transfer;
 use crate::kube::volume_snapshot_resource;
@@ -291,10 +292,14 @@ async fn cluster_settings(
     let config = Api::<CDIConfig>::all(ctx.client.clone())
         .get_opt(CDI_CONFIG)
         .await?;
+    let cdis = Api::<CDI>::all(ctx.client.clone())
+        .list(&Default::default())
+        .await?;
     Ok(ClusterSettings {
         class,
         profile,
         config,
+        workload: workload_placement(&cdis.items),
     })
 }
 

@@ -560,7 +560,7 @@ fn claim_to_make(
 
 /// The settings of the worker pods of `claim`.
 fn worker_settings<'a>(
-    obs: &Observed,
+    obs: &'a Observed,
     config: &'a ControllerConfig,
     claim: &PersistentVolumeClaim,
     insecure_tls: bool,
@@ -571,6 +571,7 @@ fn worker_settings<'a>(
         filesystem_overhead: if block { 0.0 } else { obs.settings.overhead() },
         preallocation: obs.settings.preallocation(&obs.dv),
         insecure_tls,
+        placement: &obs.settings.workload,
     }
 }
 

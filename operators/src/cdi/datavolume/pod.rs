@@ -14,6 +14,7 @@ use api::cdi::pod_contract::env::{
     CloneSourceEnv, ImporterEnv, Lookup, SourceCredentials, UploadServerEnv, VolumeEnv,
     clone_source,
 };
+use api::common::NodePlacement;
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, ContainerPort, ContainerState, HTTPGetAction,
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe,
@@ -111,6 +112,19 @@ pub struct WorkerSettings<'a> {
     pub preallocation: bool,
     /// Whether the source's TLS certificate is not verified (insecure registries).
     pub insecure_tls: bool,
+    /// Where worker pods may run: the active CDI CR's `spec.workload`, as CDI places its
+    /// importer, upload and clone pods.
+    pub placement: &'a NodePlacement,
+}
+
+/// A worker pod's spec with the cluster's workload placement.
+fn placed(spec: PodSpec, placement: &NodePlacement) -> PodSpec {
+    PodSpec {
+        node_selector: placement.node_selector.clone(),
+        affinity: placement.affinity.clone(),
+        tolerations: placement.tolerations.clone(),
+        ..spec
+    }
 }
 
 /// What a worker pod filling `pvc` for `dv` is told about the volume.
@@ -311,13 +325,16 @@ pub fn importer_pod(
     container.env = Some(vars);
     Pod {
         metadata: worker_meta(importer_pod_name(&pvc.name_any()), dv, pvc, "importer"),
-        spec: Some(PodSpec {
-            containers: vec![container],
-            volumes: Some(volumes),
-            restart_policy: Some("OnFailure".to_string()),
-            priority_class_name: dv.spec.priority_class_name.clone(),
-            ..Default::default()
-        }),
+        spec: Some(placed(
+            PodSpec {
+                containers: vec![container],
+                volumes: Some(volumes),
+                restart_policy: Some("OnFailure".to_string()),
+                priority_class_name: dv.spec.priority_class_name.clone(),
+                ..Default::default()
+            },
+            settings.placement,
+        )),
         status: None,
     }
 }
@@ -411,13 +428,16 @@ pub fn upload_pod(
     });
     Pod {
         metadata: meta,
-        spec: Some(PodSpec {
-            containers: vec![container],
-            volumes: Some(volumes),
-            restart_policy: Some("OnFailure".to_string()),
-            priority_class_name: dv.spec.priority_class_name.clone(),
-            ..Default::default()
-        }),
+        spec: Some(placed(
+            PodSpec {
+                containers: vec![container],
+                volumes: Some(volumes),
+                restart_policy: Some("OnFailure".to_string()),
+                priority_class_name: dv.spec.priority_class_name.clone(),
+                ..Default::default()
+            },
+            settings.placement,
+        )),
         status: None,
     }
 }
@@ -533,13 +553,16 @@ pub fn clone_source_pod(
     }];
     Pod {
         metadata: meta,
-        spec: Some(PodSpec {
-            containers: vec![container],
-            volumes: Some(volumes),
-            restart_policy: Some("OnFailure".to_string()),
-            priority_class_name: dv.spec.priority_class_name.clone(),
-            ..Default::default()
-        }),
+        spec: Some(placed(
+            PodSpec {
+                containers: vec![container],
+                volumes: Some(volumes),
+                restart_policy: Some("OnFailure".to_string()),
+                priority_class_name: dv.spec.priority_class_name.clone(),
+                ..Default::default()
+            },
+            settings.placement,
+        )),
         status: None,
     }
 }
@@ -826,12 +849,19 @@ mod tests {
         }
     }
 
+    const ANYWHERE: NodePlacement = NodePlacement {
+        node_selector: None,
+        affinity: None,
+        tolerations: None,
+    };
+
     fn settings(config: &ControllerConfig) -> WorkerSettings<'_> {
         WorkerSettings {
             config,
             filesystem_overhead: 0.06,
             preallocation: false,
             insecure_tls: false,
+            placement: &ANYWHERE,
         }
     }
 
@@ -960,6 +990,45 @@ mod tests {
         assert_eq!(value(&env, "FILESYSTEM_OVERHEAD"), "0");
         assert_eq!(value(&env, "IMPORTER_SOURCE"), "none");
         assert!(!env.contains_key("IMPORTER_CHECKSUM"));
+    }
+
+    #[test]
+    fn every_worker_pod_runs_where_the_cdi_crs_workload_placement_says() {
+        let config = ControllerConfig::default();
+        let placement: NodePlacement = serde_json::from_value(serde_json::json!({
+            "nodeSelector": {"disk": "ssd"},
+            "tolerations": [{"key": "storage", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}},
+        }))
+        .expect("a placement");
+        let placed_settings = WorkerSettings {
+            placement: &placement,
+            ..settings(&config)
+        };
+        let connection = CloneConnection {
+            upload_url: "https://cdi-upload-disk.ns.svc/v1beta1/upload".into(),
+            server_address: None,
+            client_cert_pem: String::new(),
+            client_key_pem: String::new(),
+            server_ca_pem: String::new(),
+        };
+        let target = pvc("Filesystem");
+        let pods = [
+            importer_pod(&dv(), &target, &ImportSource::default(), &placed_settings),
+            upload_pod(&dv(), &target, &placed_settings, UPLOAD_CLIENT_NAME),
+            clone_source_pod(&dv(), &target, &pvc("Block"), &connection, &placed_settings),
+        ];
+        for pod in pods {
+            let spec = pod.spec.expect("a pod spec");
+            assert_eq!(spec.node_selector, placement.node_selector);
+            assert_eq!(spec.tolerations, placement.tolerations);
+            assert_eq!(spec.affinity, placement.affinity);
+            assert!(!spec.containers.is_empty(), "the placement keeps the rest");
+        }
+        let unplaced = importer_pod(&dv(), &target, &ImportSource::default(), &settings(&config));
+        let spec = unplaced.spec.expect("a pod spec");
+        assert!(spec.node_selector.is_none() && spec.tolerations.is_none());
     }
 
     #[test]

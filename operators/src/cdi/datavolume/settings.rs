@@ -2,8 +2,10 @@
 //! StorageProfile and CDIConfig) and what it says: filesystem overhead, preallocation,
 //! insecure registries, waiting for the first consumer.
 
+use api::cdi::operator::CDI;
 use api::cdi::operator::DEFAULT_FILESYSTEM_OVERHEAD;
 use api::cdi::{CDIConfig, DataVolume, StorageProfile};
+use api::common::NodePlacement;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 
@@ -22,6 +24,8 @@ pub struct ClusterSettings {
     pub profile: Option<StorageProfile>,
     /// The cluster's CDIConfig.
     pub config: Option<CDIConfig>,
+    /// Where worker pods run: the active CDI CR's `spec.workload` (anywhere without one).
+    pub workload: NodePlacement,
 }
 
 impl ClusterSettings {
@@ -97,4 +101,59 @@ pub fn is_insecure_registry(config: Option<&CDIConfig>, endpoint: &str) -> bool 
     config
         .and_then(|c| c.spec.insecure_registries.as_ref())
         .is_some_and(|r| r.iter().any(|h| h == host))
+}
+
+/// The workload placement of the active CDI CR among `crs`: CDI's operator marks every CR
+/// but the first with phase `Error`, and CDI's controllers read the one left. With none (a
+/// single machine without a CDI CR) worker pods run anywhere.
+pub fn workload_placement(crs: &[CDI]) -> NodePlacement {
+    let phase = |cr: &CDI| cr.status.as_ref().and_then(|s| s.phase.clone());
+    let active: Vec<&CDI> = match crs {
+        [only] => vec![only],
+        _ => crs
+            .iter()
+            .filter(|cr| phase(cr).as_deref() != Some("Error"))
+            .collect(),
+    };
+    match active.as_slice() {
+        [cr] => cr.spec.workload.clone().unwrap_or_default(),
+        _ => NodePlacement::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cdi(name: &str, phase: Option<&str>, selector: &str) -> CDI {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI",
+            "metadata": {"name": name},
+            "spec": {"workload": {"nodeSelector": {"pick": selector}}},
+            "status": {"phase": phase},
+        }))
+        .expect("a CDI")
+    }
+
+    fn picked(crs: &[CDI]) -> Option<String> {
+        workload_placement(crs).node_selector?.get("pick").cloned()
+    }
+
+    #[test]
+    fn worker_pods_follow_the_active_cdi_crs_workload() {
+        assert_eq!(picked(&[]), None, "no CR: anywhere");
+        let only = [cdi("cdi", Some("Error"), "a")];
+        assert_eq!(picked(&only).as_deref(), Some("a"), "a lone CR is the CDI");
+        let second = [
+            cdi("cdi", Some("Deployed"), "a"),
+            cdi("other", Some("Error"), "b"),
+        ];
+        assert_eq!(picked(&second).as_deref(), Some("a"));
+        let undecided = [cdi("cdi", Some("Deployed"), "a"), cdi("other", None, "b")];
+        assert_eq!(
+            picked(&undecided),
+            None,
+            "two active CRs: neither is the CDI"
+        );
+    }
 }

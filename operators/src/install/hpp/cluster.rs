@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use api::common::NodePlacement;
 use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_phase};
 use ferrovirt_hostpath::{Pool, parse_pool_flag};
 use futures_util::StreamExt;
@@ -255,8 +256,7 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         let templated = templated_pools(&live);
         // The oldest CR's workload placement decides where the driver (and so the pools) run.
         let workload = live[0].spec.workload.clone().unwrap_or_default();
-        let selector = workload.node_selector.clone().unwrap_or_default();
-        let mounted = mount_templated(client, namespace, image, &templated, &selector).await?;
+        let mounted = mount_templated(client, namespace, image, &templated, &workload).await?;
         let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
         let served_now = daemonsets
             .get_opt(DAEMONSET)
@@ -310,16 +310,22 @@ async fn mount_templated(
     namespace: &str,
     image: &str,
     templated: &[StoragePool],
-    node_selector: &BTreeMap<String, String>,
+    placement: &NodePlacement,
 ) -> Result<Mounted, kube::Error> {
     let nodes = pool_mounters::schedulable_nodes(
         &Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await?
             .items,
-        node_selector,
+        placement,
     );
-    let objects = pool_mounters::desired(templated, &nodes, namespace, image, MANAGER);
+    let spec = pool_mounters::MounterSpec {
+        namespace,
+        image,
+        manager: MANAGER,
+        tolerations: placement.tolerations.as_deref().unwrap_or_default(),
+    };
+    let objects = pool_mounters::desired(templated, &nodes, &spec);
     deployer::ensure_all(client, MANAGER, &objects).await?;
     let names: Vec<String> = objects
         .iter()

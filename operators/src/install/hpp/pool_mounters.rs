@@ -11,10 +11,9 @@
 //! only: a block claim would need a filesystem made on it first, which the mounter does not
 //! do.
 
-use std::collections::BTreeMap;
-
+use api::common::NodePlacement;
 use api::hostpath::{StoragePool, StoragePoolStatus, pool_phase};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use serde_json::{Value, json};
 
 use super::claims::{self, POOL_LABEL, claim_name, name_within};
@@ -35,29 +34,50 @@ pub fn object_name(pool: &str, node: &str) -> String {
     claim_name(pool, node)
 }
 
-/// The nodes a mounter goes to: those the driver's `node_selector` (the CR's workload
-/// placement) picks that are not cordoned and have no taint that keeps pods off (the
-/// mounters, like the driver's DaemonSet, tolerate none).
-pub fn schedulable_nodes(nodes: &[Node], node_selector: &BTreeMap<String, String>) -> Vec<String> {
+/// The nodes a mounter goes to: those the CR's workload `placement` picks for the driver
+/// (its node selector) that are not cordoned and whose taints that keep pods off
+/// (`NoSchedule`, `NoExecute`) the placement's tolerations all tolerate, as the scheduler
+/// decides for the driver's DaemonSet.
+pub fn schedulable_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<String> {
+    let selector = placement.node_selector.clone().unwrap_or_default();
+    let tolerations = placement.tolerations.as_deref().unwrap_or_default();
     nodes
         .iter()
         .filter(|node| {
             let labels = node.metadata.labels.clone().unwrap_or_default();
-            node_selector
+            selector
                 .iter()
                 .all(|(key, value)| labels.get(key) == Some(value))
         })
         .filter(|node| {
             let spec = node.spec.clone().unwrap_or_default();
-            let repelling = spec
-                .taints
-                .unwrap_or_default()
-                .into_iter()
-                .any(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"));
-            !spec.unschedulable.unwrap_or(false) && !repelling
+            let repelled = spec.taints.unwrap_or_default().iter().any(|taint| {
+                matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+                    && !tolerations.iter().any(|t| tolerates(t, taint))
+            });
+            !spec.unschedulable.unwrap_or(false) && !repelled
         })
         .filter_map(|node| node.metadata.name.clone())
         .collect()
+}
+
+/// Whether `toleration` tolerates `taint`, by Kubernetes' rule: the effect matches or is
+/// left empty, the key matches or is left empty with `Exists`, and `Exists` takes any
+/// value where `Equal` (the default) needs the taint's.
+fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    let key = toleration.key.as_deref().unwrap_or_default();
+    let exists = toleration.operator.as_deref() == Some("Exists");
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    if key.is_empty() {
+        return exists;
+    }
+    key == taint.key
+        && (exists
+            || toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default())
 }
 
 /// Why `pool` cannot be served on a cluster, if it cannot.
@@ -76,22 +96,27 @@ pub fn refusal(pool: &StoragePool) -> Option<String> {
     })
 }
 
-/// The claim and the mounter Deployment of each of `pools` on each of `nodes`, in
-/// `namespace`, the mounters running `image`; claims first.
-pub fn desired(
-    pools: &[StoragePool],
-    nodes: &[String],
-    namespace: &str,
-    image: &str,
-    manager: &str,
-) -> Vec<Value> {
+/// Where the mounters run and what they are, beside the pools and nodes.
+pub struct MounterSpec<'a> {
+    pub namespace: &'a str,
+    /// The image whose binary mounts.
+    pub image: &'a str,
+    /// The manager label's value.
+    pub manager: &'a str,
+    /// The CR's workload tolerations, so a mounter goes wherever the driver goes.
+    pub tolerations: &'a [Toleration],
+}
+
+/// The claim and the mounter Deployment of each of `pools` on each of `nodes`; claims
+/// first.
+pub fn desired(pools: &[StoragePool], nodes: &[String], spec: &MounterSpec<'_>) -> Vec<Value> {
     let pairs = || {
         pools
             .iter()
             .flat_map(|pool| nodes.iter().map(move |node| (pool, node.as_str())))
     };
-    let claims = pairs().map(|(pool, node)| claim(pool, node, namespace, manager));
-    let mounters = pairs().map(|(pool, node)| mounter(pool, node, namespace, image, manager));
+    let claims = pairs().map(|(pool, node)| claim(pool, node, spec.namespace, spec.manager));
+    let mounters = pairs().map(|(pool, node)| mounter(pool, node, spec));
     claims.chain(mounters).collect()
 }
 
@@ -116,8 +141,9 @@ fn claim(pool: &StoragePool, node: &str, namespace: &str, manager: &str) -> Valu
     })
 }
 
-fn mounter(pool: &StoragePool, node: &str, namespace: &str, image: &str, manager: &str) -> Value {
+fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
     let name = object_name(&pool.name, node);
+    let (namespace, image, manager) = (spec.namespace, spec.image, spec.manager);
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -131,6 +157,7 @@ fn mounter(pool: &StoragePool, node: &str, namespace: &str, image: &str, manager
                 "metadata": {"labels": {MOUNTER_LABEL: name}},
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
+                    "tolerations": spec.tolerations,
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [{"matchExpressions": [{
                             "key": "kubernetes.io/hostname", "operator": "In", "values": [node],
@@ -186,6 +213,8 @@ pub fn pool_status(pool: &StoragePool, desired: usize, ready: usize) -> StorageP
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn pool(name: &str, mode: Option<&str>) -> StoragePool {
@@ -200,13 +229,17 @@ mod tests {
     #[test]
     fn each_pool_gets_a_claim_and_a_pinned_mounter_on_each_node() {
         let nodes = ["n1".to_owned(), "n2".to_owned()];
-        let objects = desired(
-            &[pool("fast", None)],
-            &nodes,
-            "hpp",
-            "img:1",
-            "hpp-operator",
-        );
+        let tolerations: Vec<Toleration> = serde_json::from_value(json!([
+            {"key": "storage", "operator": "Exists", "effect": "NoSchedule"},
+        ]))
+        .expect("tolerations");
+        let spec = MounterSpec {
+            namespace: "hpp",
+            image: "img:1",
+            manager: "hpp-operator",
+            tolerations: &tolerations,
+        };
+        let objects = desired(&[pool("fast", None)], &nodes, &spec);
         let kinds: Vec<(&str, &str)> = objects
             .iter()
             .map(|o| {
@@ -235,6 +268,7 @@ mod tests {
                 [0]["matchExpressions"][0]["values"],
             json!(["n2"])
         );
+        assert_eq!(spec["tolerations"][0]["key"], "storage", "{spec:#}");
         let container = &spec["containers"][0];
         assert_eq!(container["image"], "img:1");
         assert_eq!(
@@ -277,19 +311,60 @@ mod tests {
                 json!({"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}),
             ),
         ];
+        let anywhere = NodePlacement::default();
         assert_eq!(
-            schedulable_nodes(&nodes, &BTreeMap::new()),
+            schedulable_nodes(&nodes, &anywhere),
             ["worker", "preferred"]
         );
         let labelled: Node =
             serde_json::from_value(json!({"metadata": {"name": "ssd", "labels": {"disk": "ssd"}}}))
                 .expect("a Node");
-        let selector = BTreeMap::from([("disk".to_owned(), "ssd".to_owned())]);
+        let on_ssd = NodePlacement {
+            node_selector: Some(BTreeMap::from([("disk".to_owned(), "ssd".to_owned())])),
+            ..Default::default()
+        };
         assert_eq!(
-            schedulable_nodes(&[nodes[0].clone(), labelled], &selector),
+            schedulable_nodes(&[nodes[0].clone(), labelled], &on_ssd),
             ["ssd"],
             "only where the driver runs"
         );
+        let tolerating = |tolerations: Value| NodePlacement {
+            tolerations: Some(serde_json::from_value(tolerations).expect("tolerations")),
+            ..Default::default()
+        };
+        assert_eq!(
+            schedulable_nodes(
+                &nodes,
+                &tolerating(json!([{"key": "node-role.kubernetes.io/control-plane",
+                                    "operator": "Exists", "effect": "NoSchedule"}]))
+            ),
+            ["worker", "control-plane", "preferred"],
+            "a taint the workload tolerates does not keep the mounter off"
+        );
+        assert_eq!(
+            schedulable_nodes(&nodes, &tolerating(json!([{"operator": "Exists"}]))),
+            ["worker", "control-plane", "preferred"],
+            "an empty key with Exists tolerates every taint"
+        );
+        for (toleration, why) in [
+            (
+                json!({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                    "effect": "NoExecute"}),
+                "another effect",
+            ),
+            (
+                json!({"key": "node-role.kubernetes.io/control-plane", "value": "yes"}),
+                "Equal with another value",
+            ),
+            (json!({"key": "other", "operator": "Exists"}), "another key"),
+            (json!({}), "an empty key without Exists"),
+        ] {
+            assert_eq!(
+                schedulable_nodes(&nodes, &tolerating(json!([toleration]))),
+                ["worker", "preferred"],
+                "{why} does not tolerate the taint"
+            );
+        }
         let long = "n".repeat(80);
         assert!(object_name("fast", &long).len() <= 63);
     }
