@@ -11,6 +11,7 @@ pub mod cdi;
 pub mod cnao;
 pub mod common;
 pub mod crds;
+pub mod go_duration;
 pub mod hco;
 pub mod hostpath;
 pub mod kubevirt;

@@ -1,6 +1,6 @@
 //! The validating webhooks that read other objects, registered in-process with the
 //! embedded API server of `ferrovirt up`: virt-operator's and cdi-operator's uninstall
-//! guards and HCO's webhook (the checks of [`install_guards`], which `ferrovirt
+//! guards, virt-operator's review of KubeVirt CR updates and HCO's webhook (the checks of [`install_guards`], which `ferrovirt
 //! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, and SSP's
 //! template validator.
 
@@ -8,7 +8,9 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use standalone::apiserver::{ApiServer, Operation, Refusal, Validation, ValidationRequest};
 
-use crate::install_guards::{self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_WEBHOOK, passed_on};
+use crate::install_guards::{
+    self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_UPDATE_WEBHOOK, KUBEVIRT_WEBHOOK, passed_on,
+};
 
 const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
 
@@ -114,6 +116,13 @@ pub fn register(server: &ApiServer) {
             "kubevirts",
             &[Delete],
             |r, kv| no_warnings(in_process(install_guards::kubevirt_uninstall(r, kv))),
+        ),
+        validation(
+            KUBEVIRT_UPDATE_WEBHOOK,
+            "kubevirt.io",
+            "kubevirts",
+            &[Update],
+            |r, kv| install_guards::kubevirt_update(kv, r.old.unwrap_or(&Value::Null)),
         ),
         validation(
             CDI_WEBHOOK,

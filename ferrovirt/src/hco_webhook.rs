@@ -1,7 +1,8 @@
 //! `ferrovirt hco-webhook`: HCO's webhook on a cluster (`hyperconverged-cluster-webhook`
 //! in `deploy/hco-operator/`), serving the checks of [`install_guards`] as AdmissionReviews:
-//! the HyperConverged's create, update and delete at HCO's path, and the uninstall guards
-//! of the KubeVirt and CDI CRs, which upstream virt-operator and cdi-apiserver serve. It
+//! the HyperConverged's create, update and delete at HCO's path, the uninstall guards of the
+//! KubeVirt and CDI CRs and the review of KubeVirt CR updates, which upstream virt-operator
+//! and cdi-apiserver serve. It
 //! makes a CA at start and writes it into the ValidatingWebhookConfiguration it serves.
 
 use std::collections::HashMap;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
@@ -27,6 +28,8 @@ use crate::webhook::{answer_with, read_review, respond};
 pub const HYPERCONVERGED_PATH: &str = "/validate-hco-kubevirt-io-v1beta1-hyperconverged";
 /// virt-operator's path for a KubeVirt CR's deletion.
 pub const KUBEVIRT_DELETE_PATH: &str = "/kubevirt-validate-delete";
+/// virt-operator's path for a KubeVirt CR's update.
+pub const KUBEVIRT_UPDATE_PATH: &str = "/kubevirt-validate-update";
 /// The path for a CDI CR's deletion.
 pub const CDI_DELETE_PATH: &str = "/cdi-validate-delete";
 
@@ -81,7 +84,12 @@ pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
 
 async fn handle(cluster: &KubeCluster, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = request.uri().path().to_owned();
-    let known = [HYPERCONVERGED_PATH, KUBEVIRT_DELETE_PATH, CDI_DELETE_PATH];
+    let known = [
+        HYPERCONVERGED_PATH,
+        KUBEVIRT_DELETE_PATH,
+        KUBEVIRT_UPDATE_PATH,
+        CDI_DELETE_PATH,
+    ];
     if !known.contains(&path.as_str()) || request.method() != hyper::Method::POST {
         return respond(StatusCode::NOT_FOUND, &json!({"error": "not found"}));
     }
@@ -111,6 +119,7 @@ async fn review_request(
             install_guards::hyperconverged_delete(cluster, namespace, old).await?;
             Ok(Vec::new())
         }
+        (KUBEVIRT_UPDATE_PATH, "UPDATE") => install_guards::kubevirt_update(object, old),
         (KUBEVIRT_DELETE_PATH, "DELETE") => {
             install_guards::kubevirt_uninstall(cluster, old).await?;
             Ok(Vec::new())
@@ -258,18 +267,91 @@ impl Cluster for KubeCluster {
         };
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let body: DynamicObject = serde_json::from_value(object.clone())
-            .map_err(|e| refused(kube::Error::SerdeError(e)))?;
         let params = PostParams {
             dry_run: true,
             ..Default::default()
         };
-        // kube's client does not hand back the response's Warning headers: an admitted
-        // dry run adds none here.
-        self.api(&resource, namespaced, namespace)
-            .replace(name, &params, &body)
+        // Sent as a raw request: kube's typed calls drop the response's Warning headers,
+        // which carry the operands' admission warnings.
+        let url =
+            <DynamicObject as kube::Resource>::url_path(&resource, namespaced.then_some(namespace));
+        let body = serde_json::to_vec(object).map_err(|e| refused(kube::Error::SerdeError(e)))?;
+        let request = kube::core::Request::new(url)
+            .replace(name, &params, body)
+            .map_err(|e| refused(kube::Error::BuildRequest(e)))?;
+        let response = self
+            .client
+            .send(request.map(kube::client::Body::from))
             .await
             .map_err(refused)?;
-        Ok(Vec::new())
+        let warnings = admission_warnings(response.headers());
+        let status = response.status();
+        if status.is_success() {
+            return Ok(warnings);
+        }
+        let text = response
+            .into_body()
+            .collect()
+            .await
+            .map(|body| String::from_utf8_lossy(&body.to_bytes()).into_owned())
+            .unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|status| status["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        Err(Refusal {
+            code: status.as_u16(),
+            message,
+        })
+    }
+}
+
+/// The texts of `Warning: 299 - "text"` headers (RFC 7234's warn-text, as kube-apiserver
+/// writes admission warnings), unquoted.
+fn admission_warnings(headers: &hyper::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(hyper::header::WARNING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| {
+            let quoted = value.splitn(3, ' ').nth(2)?.trim();
+            let text = quoted.strip_prefix('"')?;
+            // The text ends at the first unescaped quote; a date may follow it.
+            let mut unquoted = String::new();
+            let mut chars = text.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => unquoted.push(chars.next()?),
+                    '"' => return Some(unquoted),
+                    c => unquoted.push(c),
+                }
+            }
+            None
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_headers_are_read_as_kube_apiserver_writes_them() {
+        let mut headers = hyper::HeaderMap::new();
+        for value in [
+            r#"299 - "feature gate X is deprecated""#,
+            r#"299 - "a \"quoted\" word" "Thu, 26 Nov 2026 10:00:00 GMT""#,
+            "299 - unquoted",
+            r#"299 - "unterminated"#,
+        ] {
+            headers.append(
+                hyper::header::WARNING,
+                value.parse().expect("a header value"),
+            );
+        }
+        assert_eq!(
+            admission_warnings(&headers),
+            ["feature gate X is deprecated", r#"a "quoted" word"#]
+        );
     }
 }

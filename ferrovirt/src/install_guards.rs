@@ -1,5 +1,6 @@
-//! The install webhooks' checks that read the cluster: virt-operator's and cdi-operator's
-//! uninstall guards (`BlockUninstallIfWorkloadsExist`) and HCO's webhook (its own checks;
+//! The install webhooks' checks: virt-operator's and cdi-operator's uninstall guards
+//! (`BlockUninstallIfWorkloadsExist`), virt-operator's review of KubeVirt CR updates, and
+//! HCO's webhook (its own checks;
 //! on update a dry-run update of each operand with the spec the new HC gives it; on delete
 //! the KubeVirt and CDI guards, their refusal passed on inside HCO's words). They run
 //! in-process on `ferrovirt up` ([`crate::embedded_webhooks`], over the embedded API
@@ -11,6 +12,8 @@ use standalone::apiserver::{ApiError, Refusal, ValidationRequest};
 
 /// virt-operator's uninstall webhook, as its refusals are attributed.
 pub const KUBEVIRT_WEBHOOK: &str = "kubevirt-validator.kubevirt.io";
+/// virt-operator's webhook for a KubeVirt CR's updates.
+pub const KUBEVIRT_UPDATE_WEBHOOK: &str = "kubevirt-update-validator.kubevirt.io";
 /// cdi-apiserver's webhook for the CDI CR.
 pub const CDI_WEBHOOK: &str = "cdi-validate.cdi.kubevirt.io";
 /// HCO's webhook.
@@ -109,6 +112,16 @@ pub async fn kubevirt_uninstall(cluster: &impl Cluster, kubevirt: &Value) -> Res
         }
     }
     Ok(())
+}
+
+/// virt-operator's check of an update to a KubeVirt CR (`old` the stored one): its
+/// warnings, or its refusal (422 Invalid, the causes joined as KubeVirt joins them).
+pub fn kubevirt_update(kubevirt: &Value, old: &Value) -> Result<Vec<String>, Refusal> {
+    let review = api::kubevirt::update_review::review_update(kubevirt, old);
+    match review.refusal() {
+        Some(message) => Err(Refusal { code: 422, message }),
+        None => Ok(review.warnings),
+    }
 }
 
 /// CDI's check of a CDI CR's deletion.

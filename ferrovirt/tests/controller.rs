@@ -1032,7 +1032,7 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
             .iter()
             .filter_map(|w| w["clientConfig"]["caBundle"].as_str())
             .collect();
-        (bundles.len() == 3).then(|| bundles[0].to_owned())
+        (bundles.len() == 4).then(|| bundles[0].to_owned())
     })
     .await;
     use base64::Engine as _;
@@ -1238,6 +1238,86 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
     assert_eq!(answer["allowed"], true, "{answer:#}");
     let answer = ask("/cdi-validate-delete", cdi_review("9")).await;
     assert_eq!(answer["allowed"], true, "{answer:#}");
+
+    // virt-operator's review of KubeVirt CR updates, with its words and warnings.
+    const KUBEVIRTS: (&str, &str, &str) = ("kubevirt.io", "v1", "kubevirts");
+    let mut no_infra = kubevirt.clone();
+    no_infra["spec"]["infra"] = json!({"replicas": 0});
+    let answer = ask(
+        "/kubevirt-validate-update",
+        admission_review(
+            "10",
+            "UPDATE",
+            KUBEVIRTS,
+            HCO_NS,
+            no_infra,
+            kubevirt.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert_eq!(answer["status"]["code"], 422, "{answer:#}");
+    assert_eq!(
+        answer["status"]["message"],
+        "infra replica count can't be 0"
+    );
+    let mut graduated = kubevirt.clone();
+    graduated["spec"]["configuration"]["developerConfiguration"]["featureGates"] =
+        json!(["LiveMigration"]);
+    let answer = ask(
+        "/kubevirt-validate-update",
+        admission_review(
+            "11",
+            "UPDATE",
+            KUBEVIRTS,
+            HCO_NS,
+            graduated,
+            kubevirt.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(answer["allowed"], true, "{answer:#}");
+    assert!(
+        answer["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("feature gate LiveMigration is deprecated")),
+        "{answer:#}"
+    );
+
+    // The operands' own admission warnings reach the HC's review: with all four operands
+    // there, a warning the API server sends back from the dry run of the KubeVirt CR (here
+    // from a check registered in-process, as `ferrovirt up` registers its webhooks) is
+    // passed on by the webhook.
+    for operand in [
+        json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI",
+               "metadata": {"name": "cdi-kubevirt-hyperconverged"}, "spec": {}}),
+        json!({"apiVersion": "networkaddonsoperator.network.kubevirt.io/v1", "kind": "NetworkAddonsConfig",
+               "metadata": {"name": "cluster"}, "spec": {}}),
+        json!({"apiVersion": "ssp.kubevirt.io/v1beta2", "kind": "SSP",
+               "metadata": {"name": "ssp-kubevirt-hyperconverged", "namespace": HCO_NS},
+               "spec": {"commonTemplates": {"namespace": "openshift"}}}),
+    ] {
+        let file = dir.join("operand.json");
+        std::fs::write(&file, operand.to_string()).expect("writing an operand");
+        kubectl(&kubeconfig, &["apply", "-f", &file.display().to_string()]).await;
+    }
+    const OPERAND_WARNING: &str = "spec.configuration: a warning from the KubeVirt CR's webhook";
+    server.register_validation(standalone::apiserver::Validation {
+        name: "kubevirt-update-validator.kubevirt.io".into(),
+        group: "kubevirt.io".into(),
+        plural: "kubevirts".into(),
+        operations: vec![standalone::apiserver::Operation::Update],
+        check: Box::new(|_| Ok(vec![OPERAND_WARNING.to_owned()])),
+    });
+    let mut changed = hc.clone();
+    changed["spec"]["featureGates"]["downwardMetrics"] = json!(true);
+    let answer = ask(
+        HC_PATH,
+        admission_review("12", "UPDATE", HC, HCO_NS, changed, hc.clone()),
+    )
+    .await;
+    assert_eq!(answer["allowed"], true, "{answer:#}");
+    assert_eq!(answer["warnings"], json!([OPERAND_WARNING]), "{answer:#}");
     server.stop();
 }
 

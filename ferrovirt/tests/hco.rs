@@ -211,6 +211,52 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         },
     );
 
+    // virt-operator's review of KubeVirt CR updates: a refusal in its words, a warning for
+    // a graduated gate.
+    let kubevirt_patch = |patch: &str| {
+        platform.kubectl(
+            &[
+                "patch",
+                "kubevirt",
+                KUBEVIRT,
+                "-n",
+                NAMESPACE,
+                "--type=merge",
+                "-p",
+                patch,
+            ],
+            None,
+        )
+    };
+    let refused = kubevirt_patch(r#"{"spec":{"infra":{"replicas":0}}}"#);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains(
+            "admission webhook \"kubevirt-update-validator.kubevirt.io\" denied the request: infra replica count can't be 0"
+        ),
+        "{stderr}"
+    );
+    let warned = kubevirt_patch(
+        r#"{"spec":{"configuration":{"developerConfiguration":{"featureGates":["CPUManager","LiveMigration"]}}}}"#,
+    );
+    let stderr = String::from_utf8_lossy(&warned.stderr);
+    assert!(warned.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Warning: feature gate LiveMigration is deprecated (feature state is \"General Availability\")"),
+        "{stderr}"
+    );
+    wait_for(
+        &platform,
+        "HCO's feature gates put back",
+        &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        |kv| {
+            !kubevirt_feature_gates(kv)
+                .iter()
+                .any(|g| g == "LiveMigration")
+        },
+    );
+
     // The HC's videoConfig gate decides whether virt-api admits a video device.
     set_video_gate(&platform, false);
     let refused = platform.kubectl(&["apply", "-f", "-"], Some(&vm_with_video("video")));

@@ -9,10 +9,6 @@
 
 use std::time::Duration;
 
-use jiff::SignedDuration;
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::Value;
 
 /// The namespace HCO runs in, the only one a HyperConverged may be created in.
@@ -50,12 +46,6 @@ pub enum HyperConvergedError {
     #[error("invalid {0} node placement affinity: {1}")]
     Affinity(&'static str, String),
 }
-
-/// Go's `time.ParseDuration` syntax (jiff's parser also takes "48 hours" or "PT48H").
-static GO_DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    let number = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)";
-    Regex::new(&format!(r"^[-+]?(0|({number}(ns|us|µs|μs|ms|s|m|h))+)$")).expect("a valid pattern")
-});
 
 /// HCO's shortest certificate duration or renewal window.
 const MINIMAL_CERT_DURATION: Duration = Duration::from_secs(10 * 60);
@@ -143,14 +133,9 @@ fn cert_duration(
 ) -> Result<Duration, HyperConvergedError> {
     let default = super::default_cert_duration(part, field);
     let text = cert_config[part][field].as_str().unwrap_or(default);
-    let malformed = || HyperConvergedError::CertDurationMalformed(key, text.to_owned());
-    // Go's time.ParseDuration syntax only (jiff's parser also takes "48 hours" or "PT48H").
-    if !GO_DURATION.is_match(text) {
-        return Err(malformed());
-    }
-    let duration = text.parse::<SignedDuration>().map_err(|_| malformed())?;
-    // A negative duration is too small; Duration cannot hold it.
-    Ok(Duration::try_from(duration).unwrap_or_default())
+    // A negative duration is too small: it reads as zero.
+    crate::go_duration::parse(text)
+        .ok_or_else(|| HyperConvergedError::CertDurationMalformed(key, text.to_owned()))
 }
 
 fn check_cert_config(cert_config: &Value) -> Result<(), HyperConvergedError> {

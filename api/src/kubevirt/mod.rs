@@ -3,8 +3,10 @@
 
 pub mod cluster_config;
 pub mod default;
+pub mod feature_gates;
 #[allow(clippy::module_inception)]
 pub mod kubevirt;
+pub mod update_review;
 pub mod validate;
 pub mod vm;
 pub mod vmi;

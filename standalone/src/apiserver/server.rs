@@ -208,11 +208,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for StopAwareIo<T> {
     }
 }
 
-/// Admission warnings as kube-apiserver sends them: `Warning: 299 - "text"` headers, which
-/// kubectl prints as `Warning: text`.
+/// Admission warnings as kube-apiserver sends them: `Warning: 299 - "text"` headers, the
+/// text a quoted-string (quotes and backslashes escaped), which kubectl prints as
+/// `Warning: text`.
 fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
     for warning in warnings {
-        let text = warning.replace(['"', '\\'], "'").replace(['\n', '\r'], " ");
+        let text = warning
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace(['\n', '\r'], " ");
         if let Ok(value) = header::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
             response.headers_mut().append(header::WARNING, value);
         }

@@ -1,0 +1,507 @@
+//! virt-operator's review of an update to a KubeVirt CR (`kubevirt-update-validator`,
+//! `pkg/virt-operator/webhooks`): the checks that need nothing but the old and new object,
+//! with its words, and the warnings it gives whatever the verdict.
+//!
+//! Not done: the placement check, which dry-run-creates a Deployment and a DaemonSet with
+//! the new `infra` and `workloads` placement; the API server's schema check of those fields
+//! stands in for it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::feature_gates;
+
+/// How many causes the refusal's message lists before it counts the rest, as KubeVirt's.
+const LISTED_CAUSES: usize = 10;
+
+/// The review of an update: its warnings, and the causes of a refusal (none: admitted).
+#[derive(Debug, Default, PartialEq)]
+pub struct Review {
+    pub warnings: Vec<String>,
+    pub causes: Vec<String>,
+}
+
+impl Review {
+    /// The refusal's message, as KubeVirt joins the causes, if there is one.
+    pub fn refusal(&self) -> Option<String> {
+        if self.causes.is_empty() {
+            return None;
+        }
+        let mut message = self.causes[..self.causes.len().min(LISTED_CAUSES)].join(", ");
+        if self.causes.len() > LISTED_CAUSES {
+            message.push_str(&format!(
+                ", and {} more validation errors",
+                self.causes.len() - LISTED_CAUSES
+            ));
+        }
+        Some(message)
+    }
+}
+
+/// Reviews the KubeVirt CR `new` replacing `old`.
+pub fn review_update(new: &Value, old: &Value) -> Review {
+    let (spec, old_spec) = (&new["spec"], &old["spec"]);
+    let config = &spec["configuration"];
+    let old_config = &old_spec["configuration"];
+    let mut causes = Vec::new();
+    causes.extend(customize_components(&spec["customizeComponents"]));
+    causes.extend(certificates(
+        &spec["certificateRotateStrategy"]["selfSigned"],
+    ));
+    causes.extend(headroom(&config["additionalGuestMemoryOverheadRatio"]));
+    if config["tlsConfiguration"] != old_config["tlsConfiguration"] {
+        causes.extend(tls(&config["tlsConfiguration"]));
+    }
+    if config["seccompConfiguration"] != old_config["seccompConfiguration"] {
+        causes.extend(seccomp(&config["seccompConfiguration"]));
+    }
+    if spec["infra"]["replicas"].as_u64() == Some(0) {
+        causes.push("infra replica count can't be 0".into());
+    }
+    let gates_changed = gates_changed(old_config, config);
+    if gates_changed {
+        causes.extend(gates_both_ways(&config["developerConfiguration"]));
+    }
+    Review {
+        warnings: warnings(config, gates_changed),
+        causes,
+    }
+}
+
+/// Whether the update sets a developer configuration whose gate lists differ from before
+/// (removing the whole configuration changes nothing to warn about).
+fn gates_changed(old: &Value, new: &Value) -> bool {
+    let (old, new) = (
+        &old["developerConfiguration"],
+        &new["developerConfiguration"],
+    );
+    if new.is_null() {
+        return false;
+    }
+    let list = |dev: &Value, field: &str| dev[field].as_array().cloned().unwrap_or_default();
+    old.is_null()
+        || list(old, "featureGates") != list(new, "featureGates")
+        || list(old, "disabledFeatureGates") != list(new, "disabledFeatureGates")
+}
+
+fn warnings(config: &Value, gates_changed: bool) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if gates_changed {
+        let gates = config["developerConfiguration"]["featureGates"].as_array();
+        warnings.extend(
+            gates
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter_map(feature_gates::warning),
+        );
+    }
+    let mdev = &config["mediatedDevicesConfiguration"];
+    let deprecated = |path: &str| format!("{path} is deprecated, use mediatedDeviceTypes");
+    if !mdev["mediatedDevicesTypes"].is_null() {
+        warnings.push(deprecated(
+            "spec.configuration.mediatedDevicesConfiguration.mediatedDevicesTypes",
+        ));
+    }
+    let per_node = mdev["nodeMediatedDeviceTypes"].as_array();
+    for (i, node) in per_node.into_iter().flatten().enumerate() {
+        if !node["mediatedDevicesTypes"].is_null() {
+            warnings.push(deprecated(&format!(
+                "spec.configuration.mediatedDevicesConfiguration.nodeMediatedDeviceTypes[{i}].mediatedDevicesTypes"
+            )));
+        }
+    }
+    if !config["architectureConfiguration"]["ppc64le"].is_null() {
+        warnings.push(
+            "spec.configuration.architectureConfiguration.ppc64le is deprecated and no longer supported."
+                .into(),
+        );
+    }
+    warnings
+}
+
+fn customize_components(customization: &Value) -> Vec<String> {
+    let patches = customization["patches"].as_array();
+    patches
+        .into_iter()
+        .flatten()
+        .filter_map(|patch| patch["patch"].as_str())
+        .filter(|text| serde_json::from_str::<Value>(text).is_err())
+        .map(|text| format!("patch {text:?} is not valid JSON"))
+        .collect()
+}
+
+/// A Go duration of the self-signed configuration (`metav1.Duration`), if set.
+fn duration(value: &Value, path: &str) -> Result<Option<Duration>, String> {
+    let Some(text) = value.as_str() else {
+        return Ok(None);
+    };
+    crate::go_duration::parse(text)
+        .map(Some)
+        .ok_or_else(|| format!("{path}: invalid duration {text:?}"))
+}
+
+/// The certificate lifetimes: the deprecated intervals and the `ca`/`server` blocks are not
+/// mixed, renewal comes before expiry, and no certificate outlives its CA. Unset values are
+/// virt-operator's defaults (a CA of 7 days, certificates of 1 day, renewed at 20% left).
+fn certificates(self_signed: &Value) -> Vec<String> {
+    if self_signed.is_null() {
+        return Vec::new();
+    }
+    let mut causes = Vec::new();
+    let deprecated = [
+        "caRotateInterval",
+        "certRotateInterval",
+        "caOverlapInterval",
+    ]
+    .iter()
+    .any(|f| !self_signed[*f].is_null());
+    let current = !self_signed["ca"].is_null() || !self_signed["server"].is_null();
+    if deprecated && current {
+        causes.push("caRotateInterval, certRotateInterval and caOverlapInterval are deprecated and conflict with CertConfig defined rotation parameters".into());
+    }
+    let field = |deprecated: &str, block: &str, name: &str| {
+        let path = "spec.certificateRotateStrategy.selfSigned";
+        match duration(&self_signed[deprecated], &format!("{path}.{deprecated}"))? {
+            Some(d) => Ok(Some(d)),
+            None => duration(&self_signed[block][name], &format!("{path}.{block}.{name}")),
+        }
+    };
+    let lifetimes = (|| -> Result<_, String> {
+        const DAY: Duration = Duration::from_secs(24 * 3600);
+        let ca = field("caRotateInterval", "ca", "duration")?.unwrap_or(7 * DAY);
+        let ca_renew = field("caOverlapInterval", "ca", "renewBefore")?.unwrap_or(ca / 5);
+        let cert = field("certRotateInterval", "server", "duration")?.unwrap_or(DAY);
+        let cert_renew = duration(
+            &self_signed["server"]["renewBefore"],
+            "spec.certificateRotateStrategy.selfSigned.server.renewBefore",
+        )?
+        .unwrap_or(cert / 5);
+        Ok((ca, ca_renew, cert, cert_renew))
+    })();
+    let (ca, ca_renew, cert, cert_renew) = match lifetimes {
+        Ok(lifetimes) => lifetimes,
+        Err(cause) => {
+            causes.push(cause);
+            return causes;
+        }
+    };
+    if ca < ca_renew {
+        causes.push("CA RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.ca.duration < spec.certificateRotationStrategy.selfSigned.ca.renewBefore)".into());
+    }
+    if cert < cert_renew {
+        causes.push("Cert RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.server.duration < spec.certificateRotationStrategy.selfSigned.server.renewBefore)".into());
+    }
+    if cert > ca {
+        causes.push("Certificate duration cannot exceed CA (spec.certificateRotationStrategy.selfSigned.server.duration > spec.certificateRotationStrategy.selfSigned.ca.duration)".into());
+    }
+    causes
+}
+
+/// `additionalGuestMemoryOverheadRatio`: a number of at least 1.
+fn headroom(ratio: &Value) -> Vec<String> {
+    let Some(text) = ratio.as_str() else {
+        return Vec::new();
+    };
+    match text.trim().parse::<f64>() {
+        Err(err) => vec![format!(
+            "ratio provided, {text}, cannot be parsed into float: strconv.ParseFloat: parsing {text:?}: {}",
+            if err.to_string().contains("invalid") {
+                "invalid syntax"
+            } else {
+                "value out of range"
+            }
+        )],
+        Ok(ratio) if ratio < 1.0 => {
+            vec![format!(
+                "ratio provided, {text}, cannot be smaller than 1.0"
+            )]
+        }
+        Ok(_) => Vec::new(),
+    }
+}
+
+/// The cipher suites Go's TLS stack knows by name (secure and insecure), the only ones
+/// KubeVirt's components can be configured with.
+const GO_CIPHER_SUITES: [&str; 25] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+];
+
+/// `tlsConfiguration`: no ciphers with TLS 1.3 (or no minimum), and only known ones.
+fn tls(config: &Value) -> Vec<String> {
+    if config.is_null() {
+        return Vec::new();
+    }
+    let ciphers: Vec<&str> = config["ciphers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let min = config["minTLSVersion"].as_str().unwrap_or_default();
+    if min.is_empty() || min == "VersionTLS13" {
+        return if ciphers.is_empty() {
+            Vec::new()
+        } else {
+            vec!["You cannot specify ciphers when spec.configuration.tlsConfiguration.minTLSVersion is empty or VersionTLS13".into()]
+        };
+    }
+    ciphers
+        .into_iter()
+        .filter(|cipher| !GO_CIPHER_SUITES.contains(cipher))
+        .map(|cipher| format!("{cipher} is not a valid cipher"))
+        .collect()
+}
+
+/// `seccompConfiguration.virtualMachineInstanceProfile`: a custom profile, and one kind of
+/// it.
+fn seccomp(config: &Value) -> Vec<String> {
+    let profile = &config["virtualMachineInstanceProfile"];
+    if profile.is_null() {
+        return Vec::new();
+    }
+    let path =
+        "spec.configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile";
+    let custom = &profile["customProfile"];
+    if custom.is_null() {
+        return vec![format!("{path} needs to be set")];
+    }
+    let localhost = !custom["localhostProfile"].is_null();
+    let runtime_default = custom["runtimeDefaultProfile"].as_bool() == Some(true);
+    if !(localhost && runtime_default) {
+        return Vec::new();
+    }
+    let (a, b) = (
+        format!("{path}.localhostProfile"),
+        format!("{path}.runtimeDefaultProfile"),
+    );
+    vec![
+        format!("{a} cannot be set when {b} is set"),
+        format!("{b} cannot be set when {a} is set"),
+    ]
+}
+
+/// A gate both enabled and disabled.
+fn gates_both_ways(developer: &Value) -> Vec<String> {
+    let names = |field: &str| -> Vec<String> {
+        developer[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.as_str().map(str::to_owned))
+            .collect()
+    };
+    let disabled = names("disabledFeatureGates");
+    names("featureGates")
+        .into_iter()
+        .filter(|gate| disabled.contains(gate))
+        .map(|gate| {
+            format!(
+                r#"feature gate "{gate}" exists on both "FeatureGates" and "DisabledFeatureGates""#
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kubevirt(spec: Value) -> Value {
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+               "metadata": {"name": "kubevirt", "namespace": "kubevirt"}, "spec": spec})
+    }
+
+    fn update(spec: Value) -> Review {
+        review_update(&kubevirt(spec), &kubevirt(json!({})))
+    }
+
+    #[test]
+    fn an_ordinary_update_passes_without_warnings() {
+        let review = update(json!({
+            "certificateRotateStrategy": {"selfSigned": {"ca": {"duration": "48h"},
+                                                         "server": {"duration": "24h"}}},
+            "configuration": {"developerConfiguration": {"featureGates": ["Snapshot"]},
+                              "additionalGuestMemoryOverheadRatio": "1.5",
+                              "tlsConfiguration": {"minTLSVersion": "VersionTLS12",
+                                                   "ciphers": ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]}},
+            "infra": {"replicas": 2},
+        }));
+        assert_eq!(review, Review::default());
+        assert_eq!(review.refusal(), None);
+    }
+
+    #[test]
+    fn certificate_lifetimes_are_checked_with_virt_operators_defaults() {
+        let certs = |self_signed: Value| {
+            update(json!({"certificateRotateStrategy": {"selfSigned": self_signed}})).causes
+        };
+        assert_eq!(
+            certs(json!({"server": {"duration": "200h"}})),
+            [
+                "Certificate duration cannot exceed CA (spec.certificateRotationStrategy.selfSigned.server.duration > spec.certificateRotationStrategy.selfSigned.ca.duration)"
+            ],
+            "the CA's default is 7 days"
+        );
+        assert_eq!(
+            certs(
+                json!({"ca": {"duration": "10h", "renewBefore": "11h"}, "server": {"duration": "1h"}})
+            ),
+            [
+                "CA RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.ca.duration < spec.certificateRotationStrategy.selfSigned.ca.renewBefore)"
+            ]
+        );
+        assert_eq!(
+            certs(json!({"server": {"renewBefore": "25h"}})),
+            [
+                "Cert RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.server.duration < spec.certificateRotationStrategy.selfSigned.server.renewBefore)"
+            ]
+        );
+        assert_eq!(
+            certs(json!({"caRotateInterval": "48h", "ca": {"duration": "48h"}})),
+            [
+                "caRotateInterval, certRotateInterval and caOverlapInterval are deprecated and conflict with CertConfig defined rotation parameters"
+            ]
+        );
+        assert_eq!(
+            certs(json!({"ca": {"duration": "a week"}})),
+            ["spec.certificateRotateStrategy.selfSigned.ca.duration: invalid duration \"a week\""]
+        );
+    }
+
+    #[test]
+    fn configuration_values_are_checked() {
+        let causes = |configuration: Value| update(json!({"configuration": configuration})).causes;
+        assert_eq!(
+            causes(json!({"additionalGuestMemoryOverheadRatio": "0.5"})),
+            ["ratio provided, 0.5, cannot be smaller than 1.0"]
+        );
+        assert_eq!(
+            causes(json!({"additionalGuestMemoryOverheadRatio": "lots"})),
+            [
+                "ratio provided, lots, cannot be parsed into float: strconv.ParseFloat: parsing \"lots\": invalid syntax"
+            ]
+        );
+        assert_eq!(
+            causes(
+                json!({"tlsConfiguration": {"minTLSVersion": "VersionTLS13", "ciphers": ["TLS_AES_128_GCM_SHA256"]}})
+            ),
+            [
+                "You cannot specify ciphers when spec.configuration.tlsConfiguration.minTLSVersion is empty or VersionTLS13"
+            ]
+        );
+        assert_eq!(
+            causes(
+                json!({"tlsConfiguration": {"minTLSVersion": "VersionTLS12", "ciphers": ["ECDHE-RSA-AES128-GCM-SHA256"]}})
+            ),
+            ["ECDHE-RSA-AES128-GCM-SHA256 is not a valid cipher"],
+            "OpenSSL's names are not Go's"
+        );
+        assert_eq!(
+            causes(json!({"seccompConfiguration": {"virtualMachineInstanceProfile": {}}})),
+            [
+                "spec.configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile needs to be set"
+            ]
+        );
+        assert_eq!(
+            causes(json!({"seccompConfiguration": {"virtualMachineInstanceProfile": {"customProfile": {"localhostProfile": "p.json", "runtimeDefaultProfile": true}}}})).len(),
+            2
+        );
+        assert_eq!(
+            causes(
+                json!({"developerConfiguration": {"featureGates": ["CPUManager"], "disabledFeatureGates": ["CPUManager"]}})
+            ),
+            [
+                r#"feature gate "CPUManager" exists on both "FeatureGates" and "DisabledFeatureGates""#
+            ]
+        );
+        let patch = update(json!({"customizeComponents": {"patches": [
+            {"resourceName": "virt-api", "resourceType": "Deployment", "type": "strategic", "patch": "{not json"},
+            {"resourceName": "virt-api", "resourceType": "Deployment", "type": "strategic", "patch": "{}"},
+        ]}}));
+        assert_eq!(patch.causes, [r#"patch "{not json" is not valid JSON"#]);
+        assert_eq!(
+            update(json!({"infra": {"replicas": 0}})).causes,
+            ["infra replica count can't be 0"]
+        );
+    }
+
+    #[test]
+    fn unchanged_tls_and_seccomp_are_not_judged_again() {
+        let stored = kubevirt(json!({"configuration": {
+            "seccompConfiguration": {"virtualMachineInstanceProfile": {}},
+            "tlsConfiguration": {"minTLSVersion": "VersionTLS13", "ciphers": ["X"]},
+        }}));
+        assert_eq!(review_update(&stored, &stored), Review::default());
+    }
+
+    #[test]
+    fn gates_past_beta_warn_only_when_the_gates_change() {
+        let with_gates = |gates: Value| {
+            kubevirt(json!({"configuration": {"developerConfiguration": {"featureGates": gates}}}))
+        };
+        let old = with_gates(json!(["Snapshot", "LiveMigration"]));
+        let new = with_gates(json!(["Snapshot", "LiveMigration", "Macvtap"]));
+        let review = review_update(&new, &old);
+        assert!(review.causes.is_empty());
+        assert_eq!(review.warnings.len(), 2, "{:?}", review.warnings);
+        assert!(review.warnings[0].starts_with("feature gate LiveMigration is deprecated"));
+        assert!(review.warnings[1].starts_with("Macvtap network binding is discontinued"));
+        assert_eq!(review_update(&new, &new).warnings, Vec::<String>::new());
+    }
+
+    #[test]
+    fn deprecated_fields_warn() {
+        let review = update(json!({"configuration": {
+            "mediatedDevicesConfiguration": {"mediatedDevicesTypes": ["nvidia-222"],
+                                             "nodeMediatedDeviceTypes": [{"mediatedDeviceTypes": []}, {"mediatedDevicesTypes": ["x"]}]},
+            "architectureConfiguration": {"ppc64le": {}},
+        }}));
+        assert_eq!(
+            review.warnings,
+            [
+                "spec.configuration.mediatedDevicesConfiguration.mediatedDevicesTypes is deprecated, use mediatedDeviceTypes",
+                "spec.configuration.mediatedDevicesConfiguration.nodeMediatedDeviceTypes[1].mediatedDevicesTypes is deprecated, use mediatedDeviceTypes",
+                "spec.configuration.architectureConfiguration.ppc64le is deprecated and no longer supported.",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_refusal_counts_what_it_does_not_list() {
+        let review = Review {
+            warnings: Vec::new(),
+            causes: (0..12).map(|i| format!("c{i}")).collect(),
+        };
+        assert_eq!(
+            review.refusal().as_deref(),
+            Some("c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, and 2 more validation errors")
+        );
+    }
+}
