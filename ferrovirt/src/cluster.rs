@@ -70,6 +70,30 @@ pub async fn shared_secret(
     }
 }
 
+/// The CA kept in Secret `namespace/name` (`tls.crt`, `tls.key`, as CDI's and KubeVirt's
+/// operators keep theirs), made and stored there by whichever component starts first, so
+/// every replica and every component that trusts it agree, across restarts and rolling
+/// updates.
+pub async fn shared_ca(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<operators::certs::CertificateAuthority> {
+    use operators::certs::CertificateAuthority;
+    let data = shared_secret(client, namespace, name, || {
+        let ca = CertificateAuthority::generate(name)?;
+        Ok(BTreeMap::from([
+            ("tls.crt".to_owned(), ca.cert_pem().to_owned()),
+            ("tls.key".to_owned(), ca.key_pem()),
+        ]))
+    })
+    .await?;
+    let secret = format!("{namespace}/{name}");
+    let cert = secret_key(&data, &secret, "tls.crt")?;
+    let key = secret_key(&data, &secret, "tls.key")?;
+    CertificateAuthority::from_pem(name, cert, key).with_context(|| format!("reading {secret}"))
+}
+
 /// `key` of a Secret's data, or an error naming what is missing.
 pub fn secret_key<'a>(
     data: &'a BTreeMap<String, String>,

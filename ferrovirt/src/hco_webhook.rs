@@ -3,7 +3,8 @@
 //! the HyperConverged's create, update and delete at HCO's path, the uninstall guards of the
 //! KubeVirt and CDI CRs and the review of KubeVirt CR updates, which upstream virt-operator
 //! and cdi-apiserver serve. It
-//! makes a CA at start and writes it into the ValidatingWebhookConfiguration it serves.
+//! serves with a certificate from the CA of Secret `hco-webhook-ca` (made by the first
+//! replica to start) and keeps that CA in the ValidatingWebhookConfiguration it serves.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,6 +27,8 @@ use crate::webhook::{answer_with, read_review, respond};
 
 /// HCO's path for the HyperConverged.
 pub const HYPERCONVERGED_PATH: &str = "/validate-hco-kubevirt-io-v1beta1-hyperconverged";
+/// The Secret (in HCO's namespace) holding the CA of the webhook's serving certificate.
+const SERVING_CA: &str = "hco-webhook-ca";
 /// virt-operator's path for a KubeVirt CR's deletion.
 pub const KUBEVIRT_DELETE_PATH: &str = "/kubevirt-validate-delete";
 /// virt-operator's path for a KubeVirt CR's update.
@@ -54,8 +57,10 @@ pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
     let client = crate::cluster::component_client().await?;
     let (service, namespace) = (&args.service, &args.namespace);
     let no_client_certs = uploadproxy::tls::ClientCerts::None;
-    let (ca, tls) =
-        crate::webhook::service_tls("hco-webhook-ca", service, namespace, no_client_certs)?;
+    // One CA for every replica, kept in a Secret: a rolling update's pods all serve under
+    // the bundle in the configuration.
+    let ca = crate::cluster::shared_ca(&client, namespace, SERVING_CA).await?;
+    let tls = crate::webhook::service_tls(&ca, service, namespace, no_client_certs)?;
     // Serving without the CA in the configuration would fail every call the API server
     // makes (failurePolicy Fail): stop instead, naming it.
     if !publish_validating_ca(&client, &args.configuration, ca.cert_pem()).await? {

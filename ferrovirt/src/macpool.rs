@@ -221,8 +221,9 @@ async fn serving_tls(
     client: &Client,
     args: &MacPoolArgs,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let ca = operators::certs::CertificateAuthority::generate("kubemacpool-ca")?;
     let (service, namespace) = (&args.service, &args.namespace);
+    // One CA for every replica, kept in a Secret of the manager's namespace.
+    let ca = crate::cluster::shared_ca(client, namespace, "kubemacpool-ca").await?;
     let names = vec![
         service.clone(),
         format!("{service}.{namespace}"),

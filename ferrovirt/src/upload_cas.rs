@@ -5,7 +5,6 @@
 //! presents a client certificate) agree. On `ferrovirt up` the same CAs live in the data
 //! directory instead (`local_uploads.rs`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -13,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use operators::cdi::datavolume::pod::{CA_BUNDLE_KEY, UPLOAD_PROXY_CA_CONFIG_MAP};
-use operators::certs::{CertificateAuthority, UploadCertificates};
+use operators::certs::UploadCertificates;
 
 /// Signs the upload servers' serving certificates.
 pub const SERVER_SIGNER: &str = "cdi-uploadserver-signer";
@@ -22,34 +21,14 @@ pub const CLIENT_SIGNER: &str = "cdi-uploadserver-client-signer";
 /// Signs the upload proxy's serving certificate.
 pub const PROXY_SIGNER: &str = "cdi-uploadproxy-signer";
 
-/// The CA of Secret `namespace/name`, made and stored there the first time.
-pub async fn load_or_create(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> anyhow::Result<CertificateAuthority> {
-    let data = crate::cluster::shared_secret(client, namespace, name, || {
-        let ca = CertificateAuthority::generate(name)?;
-        Ok(BTreeMap::from([
-            ("tls.crt".to_owned(), ca.cert_pem().to_owned()),
-            ("tls.key".to_owned(), ca.key_pem()),
-        ]))
-    })
-    .await?;
-    let secret = format!("{namespace}/{name}");
-    let cert = crate::cluster::secret_key(&data, &secret, "tls.crt")?;
-    let key = crate::cluster::secret_key(&data, &secret, "tls.key")?;
-    Ok(CertificateAuthority::from_pem(name, cert, key)?)
-}
-
 /// What the DataVolume controller needs on a cluster to give upload servers and clone
 /// sources their certificates.
 pub async fn upload_certificates(
     client: &Client,
     namespace: &str,
 ) -> anyhow::Result<Arc<UploadCertificates>> {
-    let server_ca = load_or_create(client, namespace, SERVER_SIGNER).await?;
-    let client_ca = load_or_create(client, namespace, CLIENT_SIGNER).await?;
+    let server_ca = crate::cluster::shared_ca(client, namespace, SERVER_SIGNER).await?;
+    let client_ca = crate::cluster::shared_ca(client, namespace, CLIENT_SIGNER).await?;
     Ok(Arc::new(UploadCertificates {
         server_ca,
         client_ca_bundle: client_ca.cert_pem().to_owned(),

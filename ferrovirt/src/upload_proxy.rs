@@ -144,9 +144,9 @@ async fn from_cluster(
     let validator = crate::webhook::signing_key(&client, namespace)
         .await?
         .validator();
-    let server_ca = upload_cas::load_or_create(&client, namespace, SERVER_SIGNER).await?;
-    let client_ca = upload_cas::load_or_create(&client, namespace, CLIENT_SIGNER).await?;
-    let proxy_ca = upload_cas::load_or_create(&client, namespace, PROXY_SIGNER).await?;
+    let server_ca = crate::cluster::shared_ca(&client, namespace, SERVER_SIGNER).await?;
+    let client_ca = crate::cluster::shared_ca(&client, namespace, CLIENT_SIGNER).await?;
+    let proxy_ca = crate::cluster::shared_ca(&client, namespace, PROXY_SIGNER).await?;
     let client_cert =
         client_ca.issue_client(operators::cdi::datavolume::pod::UPLOAD_CLIENT_NAME)?;
     let client_identity = Identity::from_pem(

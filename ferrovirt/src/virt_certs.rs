@@ -1,13 +1,10 @@
 //! The certificates of virt-api and virt-handler on a cluster. They share one CA, kept in
-//! Secret `kubevirt-virt-ca` of their namespace and made by whichever starts first (virt-
-//! operator keeps it in KubeVirt; Ferrovirt has no operator yet): virt-handler serves with a
+//! Secret `kubevirt-virt-ca` of their namespace and made by whichever starts first (upstream's
+//! virt-operator makes it before it deploys them): virt-handler serves with a
 //! certificate from it and requires one from it of its clients, virt-api presents one and
 //! trusts no other, and virt-api's own serving certificate (for its APIService and
 //! webhooks) comes from it too.
 
-use std::collections::BTreeMap;
-
-use anyhow::Context;
 use operators::certs::CertificateAuthority;
 use uploadproxy::tls::Identity;
 
@@ -15,9 +12,6 @@ use crate::cluster;
 
 /// The Secret holding the CA.
 pub const CA_SECRET: &str = "kubevirt-virt-ca";
-const CA_NAME: &str = "kubevirt-virt-ca";
-const CERT_KEY: &str = "tls.crt";
-const KEY_KEY: &str = "tls.key";
 /// The common name of virt-api's client certificate towards virt-handler.
 pub const API_CLIENT_NAME: &str = "virt-api";
 
@@ -26,23 +20,12 @@ pub async fn shared_ca(
     client: &kube::Client,
     namespace: &str,
 ) -> anyhow::Result<CertificateAuthority> {
-    let data = cluster::shared_secret(client, namespace, CA_SECRET, || {
-        let ca = CertificateAuthority::generate(CA_NAME)?;
-        Ok(BTreeMap::from([
-            (CERT_KEY.to_owned(), ca.cert_pem().to_owned()),
-            (KEY_KEY.to_owned(), ca.key_pem()),
-        ]))
-    })
-    .await?;
-    let secret = format!("{namespace}/{CA_SECRET}");
-    let cert = cluster::secret_key(&data, &secret, CERT_KEY)?;
-    let key = cluster::secret_key(&data, &secret, KEY_KEY)?;
-    CertificateAuthority::from_pem(CA_NAME, cert, key).with_context(|| format!("reading {secret}"))
+    cluster::shared_ca(client, namespace, CA_SECRET).await
 }
 
 /// A serving identity from `ca` for `names`, the first also its common name.
 pub fn server_identity(ca: &CertificateAuthority, names: &[String]) -> anyhow::Result<Identity> {
-    let common_name = names.first().map(String::as_str).unwrap_or(CA_NAME);
+    let common_name = names.first().map(String::as_str).unwrap_or(CA_SECRET);
     let cert = ca.issue_server(common_name, names)?;
     Ok(Identity::from_pem(
         cert.cert_pem.as_bytes(),

@@ -6,8 +6,9 @@
 //!
 //! It keeps what it needs in the cluster, as CDI's operator does: the token signing key in
 //! Secret `cdi-api-signing-key` (where the controller reads the public half), and a serving
-//! certificate from a CA it makes at start, whose bundle it writes into its
-//! MutatingWebhookConfiguration. One replica: a second would write its own CA.
+//! certificate from the CA of Secret `ferrovirt-webhook-ca` (made by the first replica to
+//! start, so replicas and a rolling update's pods agree), whose bundle it writes into its
+//! MutatingWebhookConfiguration.
 //!
 //! It also serves SSP's virt-template-validator (`api::template_validator`): VirtualMachines
 //! at `/virtualmachine-validate`, checked against the validation rules of the VM or of the
@@ -49,6 +50,8 @@ const PRIVATE_KEY: &str = "id_rsa";
 const PUBLIC_KEY: &str = operators::CLONE_TOKEN_PUBLIC_KEY;
 /// The path the MutatingWebhookConfiguration calls.
 pub const MUTATE_PATH: &str = "/datavolume-mutate";
+/// The Secret (in the webhook's namespace) holding the CA of its serving certificate.
+const SERVING_CA: &str = "ferrovirt-webhook-ca";
 const MAX_REVIEW: usize = 3 * 1024 * 1024;
 
 #[derive(clap::Args)]
@@ -148,15 +151,17 @@ pub async fn signing_key(client: &Client, namespace: &str) -> anyhow::Result<Upl
     UploadTokenIssuer::from_pem(pem).context("reading the signing key")
 }
 
-/// A serving certificate for the Service from a fresh CA, whose bundle goes into every
-/// webhook of the configuration.
+/// A serving certificate for the Service from the CA of Secret [`SERVING_CA`] (shared by
+/// every replica, so a rolling update does not swap the bundle under the API server),
+/// whose bundle goes into every webhook of the configuration.
 async fn serving_tls(
     client: &Client,
     args: &WebhookArgs,
     client_certs: ClientCerts,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let (service, namespace) = (&args.service, &args.namespace);
-    let (ca, tls) = service_tls("ferrovirt-webhook-ca", service, namespace, client_certs)?;
+    let ca = crate::cluster::shared_ca(client, namespace, SERVING_CA).await?;
+    let tls = service_tls(&ca, service, namespace, client_certs)?;
     publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
     // Without the template validator's configuration this server is CDI's webhook only.
     publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
@@ -175,26 +180,24 @@ async fn serving_tls(
     Ok(tls)
 }
 
-/// A fresh CA named `ca_name`, and a serving configuration with a certificate from it for
-/// Service `service` of `namespace` (by each name the API server may call it).
+/// A serving configuration with a certificate from `ca` for Service `service` of
+/// `namespace` (by each name the API server may call it).
 pub fn service_tls(
-    ca_name: &str,
+    ca: &operators::certs::CertificateAuthority,
     service: &str,
     namespace: &str,
     client_certs: ClientCerts,
-) -> anyhow::Result<(
-    operators::certs::CertificateAuthority,
-    Arc<rustls::ServerConfig>,
-)> {
-    let ca = operators::certs::CertificateAuthority::generate(ca_name)?;
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let names = [
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}"),
         service.to_owned(),
     ];
-    let identity = crate::virt_certs::server_identity(&ca, &names)?;
-    let tls = uploadproxy::tls::server_config_with(&identity, client_certs)?;
-    Ok((ca, tls))
+    let identity = crate::virt_certs::server_identity(ca, &names)?;
+    Ok(uploadproxy::tls::server_config_with(
+        &identity,
+        client_certs,
+    )?)
 }
 
 struct Reviewer {

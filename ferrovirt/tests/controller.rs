@@ -1096,6 +1096,39 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
     .await;
     assert_eq!(answer["allowed"], true, "{answer:#}");
 
+    // A second replica (or a rolling update's new pod) serves under the same CA, from the
+    // Secret the first one made: the bundle in the configuration verifies it too.
+    let (_second, second_port) = spawn_server_as(
+        &kubeconfig,
+        &dir,
+        "kubevirt-hyperconverged:hyperconverged-cluster-webhook",
+        &["hco-webhook"],
+    );
+    let answer: serde_json::Value = eventually("the second replica answering", || async {
+        https
+            .post(format!("https://{SERVICE}:{second_port}{HC_PATH}"))
+            .json(&admission_review(
+                "2b",
+                "CREATE",
+                HC,
+                HCO_NS,
+                hc.clone(),
+                json!(null),
+            ))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+    let secret = kubectl_json(&kubeconfig, &["secret", "hco-webhook-ca", "-n", HCO_NS])
+        .await
+        .expect("the CA's Secret");
+    assert!(secret["data"]["tls.key"].is_string());
+
     // An update: its own checks first, then the operands it would change must exist.
     let mut bad_certs = hc.clone();
     bad_certs["spec"]["certConfig"]["ca"]["duration"] = json!("1h0m0s");
