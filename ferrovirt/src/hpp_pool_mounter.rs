@@ -4,6 +4,8 @@
 //! `--host-root` (the host's `/`, mounted with bidirectional propagation so that the mount
 //! shows on the host and in the CSI driver's pods), and stays while the pool is wanted. With
 //! `--check` it only says whether the pool is mounted: the Deployment's readiness probe.
+//! With `--unmount` it takes the pool's mount off the host once the pool is no longer wanted:
+//! the cleanup Job the operator runs on each node when a pool goes.
 //!
 //! The claim gets a marker file naming the pool's path before it is mounted, so that a mount
 //! found at the path is known to be the pool's. The mount is left in place when the mounter
@@ -30,8 +32,12 @@ pub struct PoolMounterArgs {
     #[arg(long, default_value = "/host")]
     host_root: PathBuf,
     /// Only check that the pool is mounted at its path (exit status 0) or not (1).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "unmount")]
     check: bool,
+    /// Unmount the pool's claim from its path (nothing to do if it is not mounted there; a
+    /// mount of anything else is left alone).
+    #[arg(long)]
+    unmount: bool,
 }
 
 /// `target` as seen under `host_root`; refused unless absolute and free of `..`.
@@ -64,15 +70,15 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if args.unmount {
+        return unmount(&on_host, &args.target);
+    }
     if !args.source.is_dir() {
         bail!(
             "--source {}: not a directory (is the claim mounted there?)",
             args.source.display()
         );
     }
-    let marker = args.source.join(MARKER);
-    std::fs::write(&marker, args.target.as_os_str().as_encoded_bytes())
-        .with_context(|| format!("writing {}", marker.display()))?;
     std::fs::create_dir_all(&on_host).with_context(|| format!("creating {}", on_host.display()))?;
     if mount::mount_at(&on_host)?.is_some() {
         // A mount left by an earlier mounter of this pool is kept; anything else is not
@@ -85,11 +91,35 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
         }
         tracing::info!(target = %args.target.display(), "the pool is mounted already");
     } else {
+        // Marked only now: a refused run must not rewrite the marker of a claim in use.
+        let marker = args.source.join(MARKER);
+        std::fs::write(&marker, args.target.as_os_str().as_encoded_bytes())
+            .with_context(|| format!("writing {}", marker.display()))?;
         mount::bind(&args.source, &on_host, false)?;
         tracing::info!(target = %args.target.display(), "mounted the pool's claim");
     }
     eprintln!("pool mounted at {}", args.target.display());
     crate::up::wait_for_stop_signal().await?;
+    Ok(())
+}
+
+/// Takes the pool's claim off `on_host` (the pool's path `target` on the host), leaving
+/// anything else mounted there in place.
+fn unmount(on_host: &Path, target: &Path) -> anyhow::Result<()> {
+    if mount::mount_at(on_host)?.is_none() {
+        eprintln!("nothing is mounted at {}", target.display());
+        return Ok(());
+    }
+    if !shows_pool(on_host, target) {
+        eprintln!(
+            "{} is a mount point of something else than this pool's claim; leaving it",
+            target.display()
+        );
+        return Ok(());
+    }
+    mount::unmount_if_mounted(on_host)?;
+    tracing::info!(target = %target.display(), "unmounted the pool's claim");
+    eprintln!("pool unmounted from {}", target.display());
     Ok(())
 }
 

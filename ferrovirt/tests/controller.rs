@@ -668,6 +668,29 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         .is_some(),
         "the claim holding the pool's volumes is kept"
     );
+    let cleanup = kubectl_json(
+        &kubeconfig,
+        &["job", "hpp-pool-claimed-node-a-cleanup", "-n", "ferrovirt"],
+    )
+    .await
+    .expect("the cleanup Job of the pool's node");
+    let pod = &cleanup["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!([
+            "hpp-pool-mounter",
+            "--unmount",
+            "--target",
+            "/var/claimed",
+            "--host-root",
+            "/host"
+        ])
+    );
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["values"],
+        json!(["node-a"])
+    );
     server.stop();
 }
 

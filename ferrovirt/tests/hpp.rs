@@ -466,6 +466,42 @@ fn the_pool_mounter_mounts_the_claim_over_the_pools_path_and_keeps_it() {
         "{stderr}"
     );
 
+    // The cleanup Job's run: a foreign mount is left, the pool's taken off, and a second
+    // run finds nothing to do.
+    let unmount = |target: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+            .args([
+                "hpp-pool-mounter",
+                "--unmount",
+                "--target",
+                target,
+                "--host-root",
+            ])
+            .arg(&host)
+            .output()
+            .expect("running the mounter");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let left = unmount("/var/elsewhere");
+    assert!(
+        left.contains("something else than this pool's claim; leaving it"),
+        "{left}"
+    );
+    assert!(std::fs::read_dir(&elsewhere).is_ok_and(|mut d| d.next().is_none()));
+    let mounts = || std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(mounts().contains(elsewhere.to_str().unwrap_or_default()));
+    let done = unmount("/var/pool");
+    assert!(done.contains("pool unmounted from /var/pool"), "{done}");
+    assert!(!check().status.success(), "the pool is no longer mounted");
+    assert!(
+        !pool.join("volume").exists(),
+        "the bare directory shows again"
+    );
+    assert!(source.join("volume").exists(), "the claim keeps its data");
+    let again = unmount("/var/pool");
+    assert!(again.contains("nothing is mounted at /var/pool"), "{again}");
+
     let relative = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
         .args(["hpp-pool-mounter", "--target", "var/pool", "--host-root"])
         .arg(&host)

@@ -35,6 +35,7 @@ async fn ensure(client: &Client, manager: &str, object: &Value) -> Result<(), ku
             | "MutatingWebhookConfiguration"
             | "ValidatingWebhookConfiguration"
             | "PersistentVolumeClaim"
+            | "Job"
     ) {
         return match api.create(&PostParams::default(), &dynamic).await {
             Ok(_) => Ok(()),

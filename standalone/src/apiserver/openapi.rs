@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::api::admissionregistration;
-use k8s_openapi::api::{apps, coordination, core, events, rbac, storage};
+use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::JsonSchema;
@@ -171,6 +171,7 @@ fn generate_builtin(group: &str, kind: &str) -> Option<BuiltinSchema> {
         }
         ("apps", "Deployment") => root_schema::<apps::v1::Deployment>(),
         ("apps", "DaemonSet") => root_schema::<apps::v1::DaemonSet>(),
+        ("batch", "Job") => root_schema::<batch::v1::Job>(),
         ("coordination.k8s.io", "Lease") => root_schema::<coordination::v1::Lease>(),
         ("rbac.authorization.k8s.io", "Role") => root_schema::<rbac::v1::Role>(),
         ("rbac.authorization.k8s.io", "RoleBinding") => root_schema::<rbac::v1::RoleBinding>(),

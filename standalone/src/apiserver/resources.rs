@@ -357,6 +357,8 @@ fn builtin_types() -> Vec<ResourceType> {
         b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", &["crd", "crds"], false, true, vec![]),
         b("apps", "v1", "Deployment", "deployments", &["deploy"], true, true, vec![]),
         b("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true, vec![]),
+        // Stored for the operators that make them (HPP's cleanup Jobs); nothing here runs them.
+        b("batch", "v1", "Job", "jobs", &[], true, true, vec![]),
         b("coordination.k8s.io", "v1", "Lease", "leases", &[], true, false, vec![]),
         b("rbac.authorization.k8s.io", "v1", "Role", "roles", &[], true, false, vec![]),
         b("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", &[], true, false, vec![]),

@@ -245,7 +245,7 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
     let mut objects = STRATEGY.render(namespace, image);
     if live.is_empty() {
         if deleting.iter().any(|cr| finalizer::has(cr, FINALIZER)) {
-            remove_mounters_but(client, namespace, &[]).await?;
+            remove_mounters_but(client, namespace, &[], &[]).await?;
             deployer::remove_all(client, &objects).await?;
             tracing::info!(%namespace, "removed the hostpath provisioner");
         }
@@ -332,7 +332,8 @@ async fn mount_templated(
         .filter(|o| o["kind"] == "Deployment")
         .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
         .collect();
-    remove_mounters_but(client, namespace, &names).await?;
+    let wanted_pools: Vec<String> = templated.iter().map(pool_mounters::pool_label).collect();
+    remove_mounters_but(client, namespace, &names, &wanted_pools).await?;
     let mut mounted = Mounted::new();
     for pool in templated {
         let names: Vec<String> = nodes
@@ -355,11 +356,15 @@ async fn mount_templated(
 }
 
 /// Deletes the pool mounters of `namespace` but `keep` (their claims stay: they hold the
-/// pools' volumes).
+/// pools' volumes). A mounter of a pool no longer wanted (its pool label not among
+/// `wanted_pools`) first gets its cleanup Job, which takes the mount off the node; one
+/// removed because its node no longer takes pods leaves the mount, which the driver on
+/// that node may still serve.
 async fn remove_mounters_but(
     client: &Client,
     namespace: &str,
     keep: &[String],
+    wanted_pools: &[String],
 ) -> Result<(), kube::Error> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let selector = format!("{MANAGED_BY_LABEL}={MANAGER},{}", super::claims::POOL_LABEL);
@@ -369,10 +374,19 @@ async fn remove_mounters_but(
         .items
     {
         let name = deployment.name_any();
-        if !keep.contains(&name) {
-            tracing::info!(%name, "removing a storage pool's mounter");
-            crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+        if keep.contains(&name) {
+            continue;
         }
+        let pool = deployment.labels().get(super::claims::POOL_LABEL).cloned();
+        if !pool.is_some_and(|p| wanted_pools.contains(&p)) {
+            let mounter = serde_json::to_value(&deployment).map_err(kube::Error::SerdeError)?;
+            if let Some(job) = pool_mounters::cleanup_job(&mounter) {
+                tracing::info!(%name, "unmounting a removed storage pool on its node");
+                deployer::ensure_all(client, MANAGER, &[job]).await?;
+            }
+        }
+        tracing::info!(%name, "removing a storage pool's mounter");
+        crate::kube::delete_ignoring_missing(&deployments, &name).await?;
     }
     Ok(())
 }

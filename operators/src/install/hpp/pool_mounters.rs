@@ -6,8 +6,9 @@
 //! bidirectional propagation; it is ready once the mount is in place. The driver's DaemonSet
 //! serves the pool at that path once every node's mounter is ready, so no volume is made
 //! under a mount point still to come, and keeps serving it from then on: the mount outlives
-//! its mounter's restarts. Claims are kept when a pool goes (they hold its volumes' data), and
-//! so is the mount on each host (upstream's cleanup Jobs are not done). Filesystem claims
+//! its mounter's restarts. Claims are kept when a pool goes (they hold its volumes' data); the
+//! mount on each host is taken off by a cleanup Job pinned to the node, as upstream's
+//! operator cleans up, whose `hpp-pool-mounter --unmount` leaves any other mount alone. Filesystem claims
 //! only: a block claim would need a filesystem made on it first, which the mounter does not
 //! do.
 
@@ -120,9 +121,14 @@ pub fn desired(pools: &[StoragePool], nodes: &[String], spec: &MounterSpec<'_>) 
     claims.chain(mounters).collect()
 }
 
+/// The value of the pool label on `pool`'s claims, mounters and cleanup Jobs.
+pub fn pool_label(pool: &StoragePool) -> String {
+    name_within(&pool.name, "hpp", 63)
+}
+
 fn labels(pool: &StoragePool, manager: &str) -> Value {
     json!({
-        POOL_LABEL: name_within(&pool.name, "hpp", 63),
+        POOL_LABEL: pool_label(pool),
         claims::APP_LABEL: claims::APP,
         MANAGED_BY_LABEL: manager,
     })
@@ -192,6 +198,65 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
             },
         },
     })
+}
+
+/// The Job that takes the pool of `mounter` (a mounter Deployment of [`desired`], whose
+/// pool is no longer wanted) off its node: the mounter's pod on the same node with the
+/// same tolerations, run once with `--unmount`. It runs under the namespace's default
+/// account (it calls no API), so that it can run after the driver's account is gone, and
+/// is removed a while after it ends.
+pub fn cleanup_job(mounter: &Value) -> Option<Value> {
+    let name = mounter["metadata"]["name"].as_str()?;
+    let pod = &mounter["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let after = |flag: &str| {
+        let at = args.iter().position(|a| *a == flag)?;
+        args.get(at + 1).copied()
+    };
+    let (target, host_root) = (after("--target")?, after("--host-root")?);
+    let host_mount = container["volumeMounts"]
+        .as_array()?
+        .iter()
+        .find(|m| m["mountPath"] == host_root)?;
+    let host_volume = pod["volumes"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == host_mount["name"])?;
+    Some(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name_within(name, "cleanup", 63),
+            "namespace": mounter["metadata"]["namespace"],
+            "labels": mounter["metadata"]["labels"],
+        },
+        "spec": {
+            "backoffLimit": 6,
+            "ttlSecondsAfterFinished": 600,
+            "template": {
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "automountServiceAccountToken": false,
+                    "affinity": pod["affinity"],
+                    "tolerations": pod["tolerations"],
+                    "containers": [{
+                        "name": "cleanup",
+                        "image": container["image"],
+                        "args": ["hpp-pool-mounter", "--unmount", "--target", target,
+                                 "--host-root", host_root],
+                        "securityContext": {"privileged": true},
+                        "volumeMounts": [host_mount],
+                    }],
+                    "volumes": [host_volume],
+                },
+            },
+        },
+    }))
 }
 
 /// The status of templated `pool` given how many of its node mounters are ready.
@@ -367,6 +432,54 @@ mod tests {
         }
         let long = "n".repeat(80);
         assert!(object_name("fast", &long).len() <= 63);
+    }
+
+    #[test]
+    fn a_gone_pools_mount_is_taken_off_by_a_job_on_its_node() {
+        let tolerations: Vec<Toleration> =
+            serde_json::from_value(json!([{"operator": "Exists"}])).expect("tolerations");
+        let spec = MounterSpec {
+            namespace: "hpp",
+            image: "img:1",
+            manager: "hpp-operator",
+            tolerations: &tolerations,
+        };
+        let objects = desired(&[pool("fast", None)], &["n1".to_owned()], &spec);
+        let mounter = &objects[1];
+        let job = cleanup_job(mounter).expect("a Job");
+        assert_eq!(job["kind"], "Job");
+        assert_eq!(job["metadata"]["name"], "hpp-pool-fast-n1-cleanup");
+        assert_eq!(job["metadata"]["namespace"], "hpp");
+        assert_eq!(job["metadata"]["labels"][POOL_LABEL], "fast-hpp");
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["affinity"],
+            mounter["spec"]["template"]["spec"]["affinity"]
+        );
+        assert_eq!(pod["tolerations"][0]["operator"], "Exists");
+        assert!(pod.get("serviceAccountName").is_none(), "{pod:#}");
+        let container = &pod["containers"][0];
+        assert_eq!(container["image"], "img:1");
+        assert_eq!(
+            container["args"],
+            json!([
+                "hpp-pool-mounter",
+                "--unmount",
+                "--target",
+                "/var/fast",
+                "--host-root",
+                "/host"
+            ])
+        );
+        assert_eq!(
+            container["volumeMounts"][0]["mountPropagation"],
+            "Bidirectional"
+        );
+        assert_eq!(
+            pod["volumes"],
+            json!([{"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}])
+        );
+        assert_eq!(cleanup_job(&json!({"metadata": {"name": "x"}})), None);
     }
 
     #[test]
