@@ -608,6 +608,16 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         phases(&served),
         [ready("claimed"), ready("fast"), ready("local")]
     );
+    let claimed = served["status"]["storagePoolStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "claimed")
+        .expect("the templated pool's status");
+    assert_eq!(
+        claimed["claimStatuses"][0]["name"], "hpp-pool-claimed-node-a",
+        "{claimed:#}"
+    );
     let daemonset = kubectl_json(
         &kubeconfig,
         &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"],

@@ -17,7 +17,7 @@ use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_ph
 use ferrovirt_hostpath::{Pool, parse_pool_flag};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -25,7 +25,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::plan::pools_of;
-use super::pool_mounters;
+use super::pool_mounters::{self, PoolMounting};
 use super::status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, ready_pool, status_for};
 use super::{FINALIZER, VERSION};
 use crate::install::manifests::{MANAGED_BY_LABEL, Manifests, place};
@@ -138,9 +138,8 @@ fn is_pool_volume(volume: &Value) -> bool {
         .is_some_and(|n| n.starts_with(POOL_VOLUME))
 }
 
-/// How far each `pvcTemplate` pool is mounted: by name, its nodes and how many of their
-/// mounters are ready.
-pub type Mounted = BTreeMap<String, (usize, usize)>;
+/// How far each `pvcTemplate` pool is mounted, by name.
+pub type Mounted = BTreeMap<String, PoolMounting>;
 
 /// What one live CR's status says, given whether the driver runs ready everywhere and how
 /// far its `pvcTemplate` pools are mounted, and the pools it reports (its path pools Ready
@@ -171,8 +170,8 @@ pub fn outcome_of(
         .templated
         .iter()
         .map(|pool| {
-            let (desired, ready) = mounted.get(&pool.name).copied().unwrap_or_default();
-            pool_mounters::pool_status(pool, desired, ready)
+            let mounting = mounted.get(&pool.name).cloned().unwrap_or_default();
+            pool_mounters::pool_status(pool, &mounting)
         })
         .collect();
     if !driver_ready {
@@ -271,7 +270,7 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
                 // or a node joining must not restart every driver pod without the pool.
                 .filter(|p| {
                     served_now.contains(&p.name)
-                        || mounted.get(&p.name).is_some_and(|(d, r)| *d > 0 && d == r)
+                        || mounted.get(&p.name).is_some_and(PoolMounting::everywhere)
                 })
                 .filter(|p| !pools.iter().any(|served| served.name == p.name))
                 .map(|p| Pool {
@@ -334,6 +333,7 @@ async fn mount_templated(
         .collect();
     let wanted_pools: Vec<String> = templated.iter().map(pool_mounters::pool_label).collect();
     remove_mounters_but(client, namespace, &names, &wanted_pools).await?;
+    let claims_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let mut mounted = Mounted::new();
     for pool in templated {
         let names: Vec<String> = nodes
@@ -350,7 +350,18 @@ async fn mount_templated(
         )
         .await?;
         let ready = observed.iter().filter(|w| w.ready).count();
-        mounted.insert(pool.name.clone(), (nodes.len(), ready));
+        let mut claims = Vec::new();
+        for name in &names {
+            if let Some(claim) = claims_api.get_opt(name).await? {
+                claims.push(super::claims::claim_status(&claim));
+            }
+        }
+        let mounting = PoolMounting {
+            desired: nodes.len(),
+            ready,
+            claims,
+        };
+        mounted.insert(pool.name.clone(), mounting);
     }
     Ok(mounted)
 }
@@ -495,7 +506,12 @@ mod tests {
             json!({"storagePools": [{"name": "a", "path": "/a"}, {"name": "pvc", "path": "/p",
                 "pvcTemplate": {"resources": {"requests": {"storage": "1Gi"}}}}]}),
         );
-        let halfway = Mounted::from([("pvc".to_owned(), (2, 1))]);
+        let mounting = |desired, ready| PoolMounting {
+            desired,
+            ready,
+            claims: Vec::new(),
+        };
+        let halfway = Mounted::from([("pvc".to_owned(), mounting(2, 1))]);
         let (outcome, pools) = outcome_of(&templated, true, &halfway);
         assert_eq!(outcome, Outcome::Deploying);
         let phases: Vec<(&str, &str)> = pools
@@ -503,7 +519,7 @@ mod tests {
             .map(|p| (p.name.as_str(), p.phase.as_str()))
             .collect();
         assert_eq!(phases, [("a", "Ready"), ("pvc", "Mounting")]);
-        let everywhere = Mounted::from([("pvc".to_owned(), (2, 2))]);
+        let everywhere = Mounted::from([("pvc".to_owned(), mounting(2, 2))]);
         let (outcome, pools) = outcome_of(&templated, true, &everywhere);
         assert_eq!(outcome, Outcome::Healthy);
         assert!(pools.iter().all(|p| p.phase == "Ready"), "{pools:?}");

@@ -13,7 +13,7 @@
 //! do.
 
 use api::common::NodePlacement;
-use api::hostpath::{StoragePool, StoragePoolStatus, pool_phase};
+use api::hostpath::{ClaimStatus, StoragePool, StoragePoolStatus, pool_phase};
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use serde_json::{Value, json};
 
@@ -259,9 +259,25 @@ pub fn cleanup_job(mounter: &Value) -> Option<Value> {
     }))
 }
 
-/// The status of templated `pool` given how many of its node mounters are ready.
-pub fn pool_status(pool: &StoragePool, desired: usize, ready: usize) -> StoragePoolStatus {
-    let phase = if desired > 0 && ready == desired {
+/// How far a templated pool is mounted: on how many nodes it should be, on how many its
+/// mounter is ready, and the statuses of its claims.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolMounting {
+    pub desired: usize,
+    pub ready: usize,
+    pub claims: Vec<ClaimStatus>,
+}
+
+impl PoolMounting {
+    /// Whether every node's mounter is ready.
+    pub fn everywhere(&self) -> bool {
+        self.desired > 0 && self.ready == self.desired
+    }
+}
+
+/// The status of templated `pool` as far as it is mounted.
+pub fn pool_status(pool: &StoragePool, mounting: &PoolMounting) -> StoragePoolStatus {
+    let phase = if mounting.everywhere() {
         pool_phase::READY
     } else {
         pool_phase::MOUNTING
@@ -270,9 +286,9 @@ pub fn pool_status(pool: &StoragePool, desired: usize, ready: usize) -> StorageP
     StoragePoolStatus {
         name: pool.name.clone(),
         phase: phase.to_owned(),
-        desired_ready: count(desired),
-        current_ready: count(ready),
-        claim_statuses: None,
+        desired_ready: count(mounting.desired),
+        current_ready: count(mounting.ready),
+        claim_statuses: (!mounting.claims.is_empty()).then(|| mounting.claims.clone()),
     }
 }
 
@@ -496,13 +512,31 @@ mod tests {
     #[test]
     fn a_pool_is_ready_once_every_node_mounted_it() {
         let p = pool("fast", None);
-        assert_eq!(pool_status(&p, 2, 1).phase, "Mounting");
-        assert_eq!(pool_status(&p, 0, 0).phase, "Mounting");
-        let ready = pool_status(&p, 2, 2);
+        let mounting = |desired, ready| PoolMounting {
+            desired,
+            ready,
+            claims: Vec::new(),
+        };
+        assert_eq!(pool_status(&p, &mounting(2, 1)).phase, "Mounting");
+        assert_eq!(pool_status(&p, &mounting(0, 0)).phase, "Mounting");
+        let ready = pool_status(&p, &mounting(2, 2));
         assert_eq!(ready.phase, "Ready");
         assert_eq!(
             (ready.desired_ready, ready.current_ready),
             (Some(2), Some(2))
+        );
+        assert_eq!(ready.claim_statuses, None);
+        let bound: ClaimStatus = serde_json::from_value(json!({
+            "name": "hpp-pool-fast-n1", "status": {"phase": "Bound"},
+        }))
+        .expect("a claim status");
+        let with_claims = PoolMounting {
+            claims: vec![bound.clone()],
+            ..mounting(2, 2)
+        };
+        assert_eq!(
+            pool_status(&p, &with_claims).claim_statuses,
+            Some(vec![bound])
         );
     }
 }
