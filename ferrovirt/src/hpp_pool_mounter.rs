@@ -7,7 +7,11 @@
 //! With `--unmount` it takes the pool's mount off the host once the pool is no longer wanted:
 //! the cleanup Job the operator runs on each node when a pool goes.
 //!
-//! The claim gets a marker file naming the pool's path before it is mounted, so that a mount
+//! A block claim (`--device`, the device the kubelet put in the container) gets an ext4
+//! filesystem first, as the CSI driver formats its volumes, and only when its first MiB is
+//! blank: a device that holds anything else is refused, never formatted over.
+//!
+//! The claim gets a marker file naming the pool's path when it is mounted, so that a mount
 //! found at the path is known to be the pool's. The mount is left in place when the mounter
 //! stops: the driver keeps serving the pool's path across a mounter's restart, and a volume
 //! made there must land on the claim, never in the bare host directory beneath.
@@ -22,9 +26,13 @@ const MARKER: &str = ".hpp-pool";
 
 #[derive(clap::Args)]
 pub struct PoolMounterArgs {
-    /// Where the pool's claim is mounted in this container.
+    /// Where the pool's claim is mounted in this container (a filesystem claim).
     #[arg(long, default_value = "/source")]
     source: PathBuf,
+    /// The device of the pool's claim in this container (a block claim), formatted ext4 if
+    /// blank, then mounted.
+    #[arg(long, conflicts_with_all = ["check", "unmount"])]
+    device: Option<PathBuf>,
     /// The pool's path on the host (absolute).
     #[arg(long)]
     target: PathBuf,
@@ -73,7 +81,7 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
     if args.unmount {
         return unmount(&on_host, &args.target);
     }
-    if !args.source.is_dir() {
+    if args.device.is_none() && !args.source.is_dir() {
         bail!(
             "--source {}: not a directory (is the claim mounted there?)",
             args.source.display()
@@ -91,16 +99,72 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
         }
         tracing::info!(target = %args.target.display(), "the pool is mounted already");
     } else {
-        // Marked only now: a refused run must not rewrite the marker of a claim in use.
-        let marker = args.source.join(MARKER);
-        std::fs::write(&marker, args.target.as_os_str().as_encoded_bytes())
-            .with_context(|| format!("writing {}", marker.display()))?;
-        mount::bind(&args.source, &on_host, false)?;
+        match &args.device {
+            Some(device) => mount_device(device, &on_host, &args.target)?,
+            None => {
+                // Marked only now: a refused run must not rewrite the marker of a claim in
+                // use.
+                mark(&args.source, &args.target)?;
+                mount::bind(&args.source, &on_host, false)?;
+            }
+        }
         tracing::info!(target = %args.target.display(), "mounted the pool's claim");
     }
     eprintln!("pool mounted at {}", args.target.display());
     crate::up::wait_for_stop_signal().await?;
     Ok(())
+}
+
+/// Writes the marker naming the pool's path `target` into the claim's root `root`.
+fn mark(root: &Path, target: &Path) -> anyhow::Result<()> {
+    let marker = root.join(MARKER);
+    std::fs::write(&marker, target.as_os_str().as_encoded_bytes())
+        .with_context(|| format!("writing {}", marker.display()))
+}
+
+/// How much of a block claim must be blank before it is formatted: partition tables, LVM
+/// labels and the superblocks of the usual filesystems (XFS, btrfs, ext) all lie within it.
+const BLANK_BEFORE_FORMAT: usize = 1 << 20;
+
+/// Mounts the ext4 filesystem of block claim `device` at `on_host` (the pool's path
+/// `target`), formatting the device first if it is blank, and marks it.
+fn mount_device(device: &Path, on_host: &Path, target: &Path) -> anyhow::Result<()> {
+    use ferrovirt_hostpath::filesystem;
+    if !filesystem::has_ext4(device)? {
+        let mut start = vec![0u8; BLANK_BEFORE_FORMAT];
+        let file =
+            std::fs::File::open(device).with_context(|| format!("opening {}", device.display()))?;
+        let read = read_up_to(&file, &mut start)
+            .with_context(|| format!("reading {}", device.display()))?;
+        if start[..read].iter().any(|b| *b != 0) {
+            bail!(
+                "{} holds data that is not an ext4 filesystem; not formatting it (wipe it, or \
+                 use a blank claim)",
+                device.display()
+            );
+        }
+        filesystem::ensure_ext4(device)?;
+        tracing::info!(device = %device.display(), "formatted the pool's block claim ext4");
+    }
+    mount::mount_ext4(device, on_host, &[], false)?;
+    if let Err(err) = mark(on_host, target) {
+        let _ = mount::unmount_if_mounted(on_host);
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Reads from the start of `file` into `buf` until it is full or the file ends.
+fn read_up_to(file: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], filled as u64)? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
 }
 
 /// Takes the pool's claim off `on_host` (the pool's path `target` on the host), leaving

@@ -514,3 +514,131 @@ fn the_pool_mounter_mounts_the_claim_over_the_pools_path_and_keeps_it() {
         "{stderr}"
     );
 }
+
+/// Detaches a loop device when the test ends.
+struct LoopGuard(String);
+
+impl Drop for LoopGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// A block claim's mounter (`--device`, as a Block `pvcTemplate`'s Deployment runs it): a
+/// blank device is formatted ext4 and mounted at the pool's path, a second mounter keeps its
+/// data (no second format), and a device that holds something else is refused, untouched.
+#[test]
+fn the_pool_mounter_formats_a_blank_block_claim_and_never_one_with_data() {
+    let dir = TempDir::new("pool-mounter-block");
+    let host = dir.path().join("host");
+    let pool = host.join("var/block");
+    std::fs::create_dir_all(&pool).expect("the pool's path");
+    let _mount = MountGuard(pool.clone());
+    let attach = |name: &str, fill: &[u8]| {
+        let image = dir.path().join(name);
+        let file = std::fs::File::create(&image).expect("an image");
+        file.set_len(64 << 20).expect("64 MiB");
+        std::fs::write(&image, fill).expect("its first bytes");
+        file.set_len(64 << 20).expect("64 MiB again");
+        let output = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output()
+            .expect("losetup");
+        assert!(output.status.success(), "{output:?}");
+        let device = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (device.clone(), LoopGuard(device))
+    };
+    let mounter = |device: &str, target: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+            .args(["hpp-pool-mounter", "--device", device, "--target", target])
+            .arg("--host-root")
+            .arg(&host)
+            .args(extra)
+            .spawn()
+            .expect("starting the mounter")
+    };
+    let check = |target: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+            .args([
+                "hpp-pool-mounter",
+                "--check",
+                "--target",
+                target,
+                "--host-root",
+            ])
+            .arg(&host)
+            .status()
+            .expect("--check")
+            .success()
+    };
+    let stop = |mut child: std::process::Child| {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .expect("SIGTERM");
+        assert!(child.wait().expect("the mounter ends").success());
+    };
+    let wait_mounted = |target: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !check(target) {
+            assert!(Instant::now() < deadline, "{target} never showed mounted");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    let (blank, _blank_guard) = attach("blank.img", &[]);
+    let first = mounter(&blank, "/var/block", &[]);
+    wait_mounted("/var/block");
+    std::fs::write(pool.join("volume"), "data").expect("writing into the pool");
+    stop(first);
+    let unmounted = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args([
+            "hpp-pool-mounter",
+            "--unmount",
+            "--target",
+            "/var/block",
+            "--host-root",
+        ])
+        .arg(&host)
+        .status()
+        .expect("--unmount");
+    assert!(unmounted.success());
+    assert!(!pool.join("volume").exists(), "unmounted");
+    let second = mounter(&blank, "/var/block", &[]);
+    wait_mounted("/var/block");
+    assert_eq!(
+        std::fs::read_to_string(pool.join("volume")).expect("the data again"),
+        "data",
+        "the filesystem was not made again"
+    );
+    stop(second);
+
+    // A device with anything on it but ext4 (here an XFS superblock's magic) is refused.
+    let (used, _used_guard) = attach("used.img", b"XFSB");
+    let elsewhere = host.join("var/used");
+    std::fs::create_dir_all(&elsewhere).expect("its path");
+    let _used_mount = MountGuard(elsewhere.clone());
+    let output = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args([
+            "hpp-pool-mounter",
+            "--device",
+            &used,
+            "--target",
+            "/var/used",
+            "--host-root",
+        ])
+        .arg(&host)
+        .output()
+        .expect("running the mounter");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("holds data that is not an ext4 filesystem; not formatting it"),
+        "{stderr}"
+    );
+    let start = std::fs::read(dir.path().join("used.img")).expect("the image");
+    assert_eq!(&start[..4], b"XFSB", "the device is untouched");
+    assert!(start[4..1 << 20].iter().all(|b| *b == 0));
+}

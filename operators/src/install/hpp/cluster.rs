@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::plan::pools_of;
 use super::pool_mounters::{self, PoolMounting};
-use super::status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, ready_pool, status_for};
+use super::status::{Outcome, RECONCILE_FAILED, ready_pool, status_for};
 use super::{FINALIZER, VERSION};
 use crate::install::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use crate::install::{changes, deployer, workloads};
@@ -159,13 +159,6 @@ pub fn outcome_of(
             return (failed, Vec::new());
         }
     };
-    if let Some(message) = pools.templated.iter().find_map(pool_mounters::refusal) {
-        let failed = Outcome::Failed {
-            reason: POOL_NOT_READY,
-            message,
-        };
-        return (failed, Vec::new());
-    }
     let templated: Vec<StoragePoolStatus> = pools
         .templated
         .iter()
@@ -200,7 +193,6 @@ fn templated_pools(crs: &[HostPathProvisioner]) -> Vec<StoragePool> {
         .iter()
         .filter_map(|cr| pools_of(cr).ok())
         .flat_map(|p| p.templated)
-        .filter(|p| pool_mounters::refusal(p).is_none())
     {
         if !pools.iter().any(|p| p.name == pool.name) {
             pools.push(pool);
@@ -523,18 +515,6 @@ mod tests {
         let (outcome, pools) = outcome_of(&templated, true, &everywhere);
         assert_eq!(outcome, Outcome::Healthy);
         assert!(pools.iter().all(|p| p.phase == "Ready"), "{pools:?}");
-        let block = cr(
-            "b",
-            json!({"storagePools": [{"name": "raw", "path": "/r", "pvcTemplate": {
-                "volumeMode": "Block", "resources": {"requests": {"storage": "1Gi"}}}}]}),
-        );
-        match outcome_of(&block, true, &Mounted::new()).0 {
-            Outcome::Failed { reason, message } => {
-                assert_eq!(reason, POOL_NOT_READY);
-                assert!(message.contains("\"raw\""), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
         let plain = cr("p", json!({"storagePools": [{"name": "a", "path": "/a"}]}));
         assert_eq!(
             outcome_of(&plain, false, &Mounted::new()).0,

@@ -8,9 +8,9 @@
 //! under a mount point still to come, and keeps serving it from then on: the mount outlives
 //! its mounter's restarts. Claims are kept when a pool goes (they hold its volumes' data); the
 //! mount on each host is taken off by a cleanup Job pinned to the node, as upstream's
-//! operator cleans up, whose `hpp-pool-mounter --unmount` leaves any other mount alone. Filesystem claims
-//! only: a block claim would need a filesystem made on it first, which the mounter does not
-//! do.
+//! operator cleans up, whose `hpp-pool-mounter --unmount` leaves any other mount alone. A
+//! `volumeMode: Block` claim reaches the mounter as a device (at `/dev/hpp-pool`), which it
+//! formats ext4 when blank (never when it holds anything else) and mounts at the pool's path.
 
 use api::common::NodePlacement;
 use api::hostpath::{ClaimStatus, StoragePool, StoragePoolStatus, pool_phase};
@@ -19,8 +19,10 @@ use serde_json::{Value, json};
 
 use super::claims::{self, POOL_LABEL, claim_name, name_within};
 use crate::install::manifests::MANAGED_BY_LABEL;
-/// Where the mounter finds the claim, and the host's root.
+/// Where the mounter finds the claim (a filesystem claim's mount, a block claim's device),
+/// and the host's root.
 const SOURCE: &str = "/source";
+const DEVICE: &str = "/dev/hpp-pool";
 const HOST_ROOT: &str = "/host";
 /// The account the mounters run as: the CSI driver's (`deploy/csi-driver/rbac.yaml`), as
 /// upstream's run as its driver's; they call no API.
@@ -81,22 +83,6 @@ fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
                 == taint.value.as_deref().unwrap_or_default())
 }
 
-/// Why `pool` cannot be served on a cluster, if it cannot.
-pub fn refusal(pool: &StoragePool) -> Option<String> {
-    let block = pool
-        .pvc_template
-        .as_ref()
-        .and_then(|t| t.volume_mode.as_deref())
-        == Some("Block");
-    block.then(|| {
-        format!(
-            "storage pool {:?}: a pvcTemplate with volumeMode Block is not served on a cluster \
-             yet (use Filesystem)",
-            pool.name
-        )
-    })
-}
-
 /// Where the mounters run and what they are, beside the pools and nodes.
 pub struct MounterSpec<'a> {
     pub namespace: &'a str,
@@ -147,10 +133,27 @@ fn claim(pool: &StoragePool, node: &str, namespace: &str, manager: &str) -> Valu
     })
 }
 
+fn is_block(pool: &StoragePool) -> bool {
+    let mode = pool
+        .pvc_template
+        .as_ref()
+        .and_then(|t| t.volume_mode.as_deref());
+    mode == Some("Block")
+}
+
 fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
     let name = object_name(&pool.name, node);
     let (namespace, image, manager) = (spec.namespace, spec.image, spec.manager);
-    json!({
+    let host_root = json!({"name": "host-root", "mountPath": HOST_ROOT,
+                           "mountPropagation": "Bidirectional"});
+    let (claim_flag, claim_path, mounts, devices) = if is_block(pool) {
+        let device = json!([{"name": "data", "devicePath": DEVICE}]);
+        ("--device", DEVICE, json!([host_root]), Some(device))
+    } else {
+        let mounts = json!([{"name": "data", "mountPath": SOURCE}, host_root]);
+        ("--source", SOURCE, mounts, None)
+    };
+    let mut deployment = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "labels": labels(pool, manager)},
@@ -173,8 +176,8 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
                     "containers": [{
                         "name": "mounter",
                         "image": image,
-                        "args": ["hpp-pool-mounter", "--source", SOURCE, "--target", pool.path,
-                                 "--host-root", HOST_ROOT],
+                        "args": ["hpp-pool-mounter", claim_flag, claim_path, "--target",
+                                 pool.path, "--host-root", HOST_ROOT],
                         "securityContext": {"privileged": true},
                         // Ready once the claim is mounted at the pool's path. The container's
                         // first process is this binary, whatever its path in the image.
@@ -184,11 +187,7 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
                             "periodSeconds": 10,
                         },
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
-                        "volumeMounts": [
-                            {"name": "data", "mountPath": SOURCE},
-                            {"name": "host-root", "mountPath": HOST_ROOT,
-                             "mountPropagation": "Bidirectional"},
-                        ],
+                        "volumeMounts": mounts,
                     }],
                     "volumes": [
                         {"name": "data", "persistentVolumeClaim": {"claimName": name}},
@@ -197,7 +196,11 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
                 },
             },
         },
-    })
+    });
+    if let Some(devices) = devices {
+        deployment["spec"]["template"]["spec"]["containers"][0]["volumeDevices"] = devices;
+    }
+    deployment
 }
 
 /// The Job that takes the pool of `mounter` (a mounter Deployment of [`desired`], whose
@@ -499,14 +502,41 @@ mod tests {
     }
 
     #[test]
-    fn a_block_template_is_refused_by_name() {
-        assert_eq!(refusal(&pool("fs", Some("Filesystem"))), None);
-        assert_eq!(refusal(&pool("fs", None)), None);
-        let refused = refusal(&pool("raw", Some("Block"))).expect("refused");
-        assert!(
-            refused.contains("\"raw\"") && refused.contains("Block"),
-            "{refused}"
+    fn a_block_claim_reaches_its_mounter_as_a_device() {
+        let spec = MounterSpec {
+            namespace: "hpp",
+            image: "img:1",
+            manager: "hpp-operator",
+            tolerations: &[],
+        };
+        let objects = desired(&[pool("raw", Some("Block"))], &["n1".to_owned()], &spec);
+        let container = &objects[1]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["args"],
+            json!([
+                "hpp-pool-mounter",
+                "--device",
+                "/dev/hpp-pool",
+                "--target",
+                "/var/raw",
+                "--host-root",
+                "/host"
+            ])
         );
+        assert_eq!(
+            container["volumeDevices"],
+            json!([{"name": "data", "devicePath": "/dev/hpp-pool"}])
+        );
+        let mounts = container["volumeMounts"].as_array().expect("mounts");
+        assert_eq!(mounts.len(), 1, "only the host's root: {mounts:?}");
+        let job = cleanup_job(&objects[1]).expect("its cleanup Job");
+        assert_eq!(
+            job["spec"]["template"]["spec"]["containers"][0]["args"][1],
+            "--unmount"
+        );
+        let filesystem = desired(&[pool("fs", Some("Filesystem"))], &["n1".to_owned()], &spec);
+        let container = &filesystem[1]["spec"]["template"]["spec"]["containers"][0];
+        assert!(container.get("volumeDevices").is_none(), "{container:#}");
     }
 
     #[test]
