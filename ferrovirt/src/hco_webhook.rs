@@ -317,7 +317,7 @@ fn admission_warnings(headers: &hyper::HeaderMap) -> Vec<String> {
     headers
         .get_all(hyper::header::WARNING)
         .iter()
-        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| std::str::from_utf8(value.as_bytes()).ok())
         .filter_map(|value| {
             let quoted = value.splitn(3, ' ').nth(2)?.trim();
             let text = quoted.strip_prefix('"')?;

@@ -11,8 +11,10 @@
 //! filesystem first, as the CSI driver formats its volumes, and only when its first MiB is
 //! blank: a device that holds anything else is refused, never formatted over.
 //!
-//! The claim gets a marker file naming the pool's path when it is mounted, so that a mount
-//! found at the path is known to be the pool's. The mount is left in place when the mounter
+//! The claim gets a marker file naming the pool's path and the claim (`--claim`) when it is
+//! mounted, so that a mount found at the path is known to be this claim's: a mount of another
+//! claim at the same path (a pool renamed, or removed and added again) is never taken for it,
+//! nor unmounted in its place. The mount is left in place when the mounter
 //! stops: the driver keeps serving the pool's path across a mounter's restart, and a volume
 //! made there must land on the claim, never in the bare host directory beneath.
 
@@ -39,6 +41,10 @@ pub struct PoolMounterArgs {
     /// Where the host's root is mounted in this container.
     #[arg(long, default_value = "/host")]
     host_root: PathBuf,
+    /// The name of the pool's claim, recorded in the marker and required of a mount found
+    /// at the path.
+    #[arg(long, default_value = "")]
+    claim: String,
     /// Only check that the pool is mounted at its path (exit status 0) or not (1).
     #[arg(long, conflicts_with = "unmount")]
     check: bool,
@@ -62,15 +68,20 @@ fn on_host(host_root: &Path, target: &Path) -> anyhow::Result<PathBuf> {
     Ok(host_root.join(relative))
 }
 
-/// Whether the claim of the pool at `target` is what `dir` shows.
-fn shows_pool(dir: &Path, target: &Path) -> bool {
-    std::fs::read_to_string(dir.join(MARKER)).is_ok_and(|m| Path::new(m.trim()) == target)
+/// What the marker of `claim`, the pool at `target`, says.
+fn marker_text(target: &Path, claim: &str) -> String {
+    format!("{}\n{claim}\n", target.display())
+}
+
+/// Whether `dir` shows `claim`, the claim of the pool at `target`.
+fn shows_pool(dir: &Path, target: &Path, claim: &str) -> bool {
+    std::fs::read_to_string(dir.join(MARKER)).is_ok_and(|m| m == marker_text(target, claim))
 }
 
 pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
     let on_host = on_host(&args.host_root, &args.target)?;
     if args.check {
-        if !shows_pool(&on_host, &args.target) {
+        if !shows_pool(&on_host, &args.target, &args.claim) {
             bail!(
                 "the pool's claim is not mounted at {}",
                 args.target.display()
@@ -79,7 +90,7 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.unmount {
-        return unmount(&on_host, &args.target);
+        return unmount(&on_host, &args.target, &args.claim);
     }
     if args.device.is_none() && !args.source.is_dir() {
         bail!(
@@ -91,7 +102,7 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
     if mount::mount_at(&on_host)?.is_some() {
         // A mount left by an earlier mounter of this pool is kept; anything else is not
         // covered up.
-        if !shows_pool(&on_host, &args.target) {
+        if !shows_pool(&on_host, &args.target, &args.claim) {
             bail!(
                 "{} is a mount point of something else than this pool's claim; not mounting over it",
                 args.target.display()
@@ -100,11 +111,11 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
         tracing::info!(target = %args.target.display(), "the pool is mounted already");
     } else {
         match &args.device {
-            Some(device) => mount_device(device, &on_host, &args.target)?,
+            Some(device) => mount_device(device, &on_host, &args.target, &args.claim)?,
             None => {
                 // Marked only now: a refused run must not rewrite the marker of a claim in
                 // use.
-                mark(&args.source, &args.target)?;
+                mark(&args.source, &args.target, &args.claim)?;
                 mount::bind(&args.source, &on_host, false)?;
             }
         }
@@ -115,10 +126,10 @@ pub async fn run(args: PoolMounterArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the marker naming the pool's path `target` into the claim's root `root`.
-fn mark(root: &Path, target: &Path) -> anyhow::Result<()> {
+/// Writes the marker of `claim`, the pool at `target`, into the claim's root `root`.
+fn mark(root: &Path, target: &Path, claim: &str) -> anyhow::Result<()> {
     let marker = root.join(MARKER);
-    std::fs::write(&marker, target.as_os_str().as_encoded_bytes())
+    std::fs::write(&marker, marker_text(target, claim))
         .with_context(|| format!("writing {}", marker.display()))
 }
 
@@ -128,7 +139,7 @@ const BLANK_BEFORE_FORMAT: usize = 1 << 20;
 
 /// Mounts the ext4 filesystem of block claim `device` at `on_host` (the pool's path
 /// `target`), formatting the device first if it is blank, and marks it.
-fn mount_device(device: &Path, on_host: &Path, target: &Path) -> anyhow::Result<()> {
+fn mount_device(device: &Path, on_host: &Path, target: &Path, claim: &str) -> anyhow::Result<()> {
     use ferrovirt_hostpath::filesystem;
     if !filesystem::has_ext4(device)? {
         let mut start = vec![0u8; BLANK_BEFORE_FORMAT];
@@ -147,7 +158,7 @@ fn mount_device(device: &Path, on_host: &Path, target: &Path) -> anyhow::Result<
         tracing::info!(device = %device.display(), "formatted the pool's block claim ext4");
     }
     mount::mount_ext4(device, on_host, &[], false)?;
-    if let Err(err) = mark(on_host, target) {
+    if let Err(err) = mark(on_host, target, claim) {
         let _ = mount::unmount_if_mounted(on_host);
         return Err(err);
     }
@@ -169,12 +180,12 @@ fn read_up_to(file: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Takes the pool's claim off `on_host` (the pool's path `target` on the host), leaving
 /// anything else mounted there in place.
-fn unmount(on_host: &Path, target: &Path) -> anyhow::Result<()> {
+fn unmount(on_host: &Path, target: &Path, claim: &str) -> anyhow::Result<()> {
     if mount::mount_at(on_host)?.is_none() {
         eprintln!("nothing is mounted at {}", target.display());
         return Ok(());
     }
-    if !shows_pool(on_host, target) {
+    if !shows_pool(on_host, target, claim) {
         eprintln!(
             "{} is a mount point of something else than this pool's claim; leaving it",
             target.display()

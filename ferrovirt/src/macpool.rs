@@ -224,12 +224,8 @@ async fn serving_tls(
     let (service, namespace) = (&args.service, &args.namespace);
     // One CA for every replica, kept in a Secret of the manager's namespace.
     let ca = crate::cluster::shared_ca(client, namespace, "kubemacpool-ca").await?;
-    let names = vec![
-        service.clone(),
-        format!("{service}.{namespace}"),
-        format!("{service}.{namespace}.svc"),
-    ];
-    let cert = ca.issue_server(&names[2], &names)?;
+    let tls =
+        crate::webhook::service_tls(&ca, service, namespace, uploadproxy::tls::ClientCerts::None)?;
     crate::ca_bundles::publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
     crate::ca_bundles::keep(
         client.clone(),
@@ -238,9 +234,7 @@ async fn serving_tls(
             args.configuration.clone(),
         )],
     );
-    let identity =
-        uploadproxy::tls::Identity::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())?;
-    Ok(uploadproxy::tls::server_config(&identity, None)?)
+    Ok(tls)
 }
 
 async fn handle(pool: &KubeMacPool, request: Request<Incoming>) -> Response<Full<Bytes>> {

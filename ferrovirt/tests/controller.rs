@@ -564,6 +564,8 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
             "hpp-pool-mounter",
             "--source",
             "/source",
+            "--claim",
+            "hpp-pool-claimed-node-a",
             "--target",
             "/var/claimed",
             "--host-root",
@@ -637,6 +639,70 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         ],
     )
     .await;
+    // The driver goes first; then each node's cleanup Job takes the pool's mount off, and
+    // the mounter (and the CR) stay until it has.
+    let cleanup = eventually("the cleanup Job of the pool's node", || async {
+        kubectl_json(
+            &kubeconfig,
+            &["job", "hpp-pool-claimed-node-a-cleanup", "-n", "ferrovirt"],
+        )
+        .await
+    })
+    .await;
+    let pod = &cleanup["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!([
+            "hpp-pool-mounter",
+            "--unmount",
+            "--claim",
+            "hpp-pool-claimed-node-a",
+            "--target",
+            "/var/claimed",
+            "--host-root",
+            "/host"
+        ])
+    );
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["values"],
+        json!(["node-a"])
+    );
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"]
+        )
+        .await
+        .is_none(),
+        "nothing serves the pool while it is unmounted"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["deployment", "hpp-pool-claimed-node-a", "-n", "ferrovirt"]
+        )
+        .await
+        .is_some(),
+        "the mounter holds the claim until the pool is unmounted"
+    );
+    // kube-controller-manager's part: the Job succeeded.
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "job",
+            "hpp-pool-claimed-node-a-cleanup",
+            "-n",
+            "ferrovirt",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"succeeded":1}}"#,
+        ],
+    )
+    .await;
     eventually("the CR gone", || async {
         kubectl_json(
             &kubeconfig,
@@ -678,28 +744,14 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         .is_some(),
         "the claim holding the pool's volumes is kept"
     );
-    let cleanup = kubectl_json(
-        &kubeconfig,
-        &["job", "hpp-pool-claimed-node-a-cleanup", "-n", "ferrovirt"],
-    )
-    .await
-    .expect("the cleanup Job of the pool's node");
-    let pod = &cleanup["spec"]["template"]["spec"];
-    assert_eq!(
-        pod["containers"][0]["args"],
-        json!([
-            "hpp-pool-mounter",
-            "--unmount",
-            "--target",
-            "/var/claimed",
-            "--host-root",
-            "/host"
-        ])
-    );
-    assert_eq!(
-        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-            [0]["matchExpressions"][0]["values"],
-        json!(["node-a"])
+    assert!(
+        kubectl_json(
+            &kubeconfig,
+            &["job", "hpp-pool-claimed-node-a-cleanup", "-n", "ferrovirt"]
+        )
+        .await
+        .is_none(),
+        "the finished cleanup Job is removed"
     );
     server.stop();
 }

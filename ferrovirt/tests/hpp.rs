@@ -488,9 +488,34 @@ fn the_pool_mounter_mounts_the_claim_over_the_pools_path_and_keeps_it() {
         left.contains("something else than this pool's claim; leaving it"),
         "{left}"
     );
-    assert!(std::fs::read_dir(&elsewhere).is_ok_and(|mut d| d.next().is_none()));
     let mounts = || std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     assert!(mounts().contains(elsewhere.to_str().unwrap_or_default()));
+    // Another claim at the same path (a pool renamed, or removed and added again) neither
+    // takes this mount for its own nor unmounts it.
+    let other_claim = mounter(&["--claim", "hpp-pool-renamed-node"])
+        .output()
+        .expect("running the mounter");
+    assert!(!other_claim.status.success());
+    assert!(
+        String::from_utf8_lossy(&other_claim.stderr).contains("is a mount point of something else"),
+        "{other_claim:?}"
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args([
+            "hpp-pool-mounter",
+            "--unmount",
+            "--claim",
+            "hpp-pool-renamed-node",
+        ])
+        .args(["--target", "/var/pool", "--host-root"])
+        .arg(&host)
+        .output()
+        .expect("running the mounter");
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        check().status.success(),
+        "another claim's cleanup left the pool mounted"
+    );
     let done = unmount("/var/pool");
     assert!(done.contains("pool unmounted from /var/pool"), "{done}");
     assert!(!check().status.success(), "the pool is no longer mounted");

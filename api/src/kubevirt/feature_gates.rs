@@ -1,8 +1,8 @@
-//! KubeVirt's feature gates past their beta, as virt-operator knows them
-//! (`pkg/virt-config/featuregate`, the release the HCO mapping of `operators::install::hco`
-//! pairs with): graduated, deprecated and discontinued gates, and the warning each gets when
-//! a KubeVirt CR sets it. Alpha and beta gates are not listed: setting them is not warned
-//! about.
+//! KubeVirt's feature gates past their beta, as virt-operator v1.7.0 knows them
+//! (`pkg/virt-config/featuregate/inactive.go`, the release the HCO mapping of
+//! `operators::install::hco` pairs with): graduated, deprecated and discontinued gates, and
+//! the warning each gets when a KubeVirt CR sets it. Alpha and beta gates are not listed:
+//! setting them is not warned about.
 
 /// KubeVirt's lifecycle states past beta, as its warnings name them.
 const GA: &str = "General Availability";
@@ -29,6 +29,9 @@ const GATES: &[(&str, &str, Option<&str>)] = &[
     ("VolumeMigration", GA, None),
     ("DisableCustomSELinuxPolicy", GA, None),
     ("AutoResourceLimitsGate", GA, None),
+    ("ClusterProfiler", GA, None),
+    ("VMPersistentState", GA, None),
+    ("InstancetypeReferencePolicy", GA, None),
     // Past their use.
     (
         "DockerSELinuxMCSWorkaround",
@@ -37,10 +40,11 @@ const GATES: &[(&str, &str, Option<&str>)] = &[
     ),
     (
         "ExperimentalVirtiofsSupport",
-        DISCONTINUED,
+        DEPRECATED,
         Some(
-            "Virtiofs ExperimentalVirtiofsSupport feature gate is discontinued since v1.7. \
-             Please use EnableVirtioFsConfigVolumes or EnableVirtioFsPVC feature gates instead",
+            "Virtiofs ExperimentalVirtiofsSupport feature gate is deprecated and will be removed \
+             in >= 1.6. Please use EnableVirtioFsConfigVolumes or EnableVirtioFsPVC feature \
+             gates instead",
         ),
     ),
     (

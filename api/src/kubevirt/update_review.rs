@@ -1,6 +1,6 @@
 //! virt-operator's review of an update to a KubeVirt CR (`kubevirt-update-validator`,
-//! `pkg/virt-operator/webhooks`): the checks that need nothing but the old and new object,
-//! with its words, and the warnings it gives whatever the verdict.
+//! `pkg/virt-operator/webhooks` of v1.7.0, the release HCO's mapping pairs with): the checks
+//! that need nothing but the old and new object, with its words, and the warnings it gives.
 //!
 //! Not done: the placement check, which dry-run-creates a Deployment and a DaemonSet with
 //! the new `infra` and `workloads` placement; the API server's schema check of those fields
@@ -12,9 +12,6 @@ use serde_json::Value;
 
 use super::feature_gates;
 
-/// How many causes the refusal's message lists before it counts the rest, as KubeVirt's.
-const LISTED_CAUSES: usize = 10;
-
 /// The review of an update: its warnings, and the causes of a refusal (none: admitted).
 #[derive(Debug, Default, PartialEq)]
 pub struct Review {
@@ -23,19 +20,9 @@ pub struct Review {
 }
 
 impl Review {
-    /// The refusal's message, as KubeVirt joins the causes, if there is one.
+    /// The refusal's message, every cause joined as KubeVirt joins them, if there is one.
     pub fn refusal(&self) -> Option<String> {
-        if self.causes.is_empty() {
-            return None;
-        }
-        let mut message = self.causes[..self.causes.len().min(LISTED_CAUSES)].join(", ");
-        if self.causes.len() > LISTED_CAUSES {
-            message.push_str(&format!(
-                ", and {} more validation errors",
-                self.causes.len() - LISTED_CAUSES
-            ));
-        }
-        Some(message)
+        (!self.causes.is_empty()).then(|| self.causes.join(", "))
     }
 }
 
@@ -60,29 +47,28 @@ pub fn review_update(new: &Value, old: &Value) -> Review {
         causes.push("infra replica count can't be 0".into());
     }
     let gates_changed = gates_changed(old_config, config);
-    if gates_changed {
-        causes.extend(gates_both_ways(&config["developerConfiguration"]));
-    }
     Review {
         warnings: warnings(config, gates_changed),
         causes,
     }
 }
 
-/// Whether the update sets a developer configuration whose gate lists differ from before
-/// (removing the whole configuration changes nothing to warn about).
+/// Whether the update sets a developer configuration whose feature gates differ from
+/// before (removing the whole configuration, or adding one without gates, changes nothing
+/// to warn about).
 fn gates_changed(old: &Value, new: &Value) -> bool {
     let (old, new) = (
         &old["developerConfiguration"],
         &new["developerConfiguration"],
     );
+    let gates = |dev: &Value| dev["featureGates"].as_array().cloned().unwrap_or_default();
     if new.is_null() {
         return false;
     }
-    let list = |dev: &Value, field: &str| dev[field].as_array().cloned().unwrap_or_default();
-    old.is_null()
-        || list(old, "featureGates") != list(new, "featureGates")
-        || list(old, "disabledFeatureGates") != list(new, "disabledFeatureGates")
+    if old.is_null() {
+        return !gates(new).is_empty();
+    }
+    gates(old) != gates(new)
 }
 
 fn warnings(config: &Value, gates_changed: bool) -> Vec<String> {
@@ -199,20 +185,26 @@ fn certificates(self_signed: &Value) -> Vec<String> {
     causes
 }
 
-/// `additionalGuestMemoryOverheadRatio`: a number of at least 1.
+/// `additionalGuestMemoryOverheadRatio`: a number of at least 1, read as Go's
+/// `strconv.ParseFloat` reads it (no surrounding blanks; too large is out of range).
 fn headroom(ratio: &Value) -> Vec<String> {
     let Some(text) = ratio.as_str() else {
         return Vec::new();
     };
-    match text.trim().parse::<f64>() {
-        Err(err) => vec![format!(
-            "ratio provided, {text}, cannot be parsed into float: strconv.ParseFloat: parsing {text:?}: {}",
-            if err.to_string().contains("invalid") {
-                "invalid syntax"
-            } else {
-                "value out of range"
-            }
-        )],
+    let unparsable = |why: &str| {
+        vec![format!(
+            "ratio provided, {text}, cannot be parsed into float: strconv.ParseFloat: parsing {text:?}: {why}"
+        )]
+    };
+    let named_infinity = text
+        .trim_start_matches(['+', '-'])
+        .eq_ignore_ascii_case("inf")
+        || text
+            .trim_start_matches(['+', '-'])
+            .eq_ignore_ascii_case("infinity");
+    match text.parse::<f64>() {
+        Err(_) => unparsable("invalid syntax"),
+        Ok(ratio) if ratio.is_infinite() && !named_infinity => unparsable("value out of range"),
         Ok(ratio) if ratio < 1.0 => {
             vec![format!(
                 "ratio provided, {text}, cannot be smaller than 1.0"
@@ -304,28 +296,6 @@ fn seccomp(config: &Value) -> Vec<String> {
         format!("{a} cannot be set when {b} is set"),
         format!("{b} cannot be set when {a} is set"),
     ]
-}
-
-/// A gate both enabled and disabled.
-fn gates_both_ways(developer: &Value) -> Vec<String> {
-    let names = |field: &str| -> Vec<String> {
-        developer[field]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g.as_str().map(str::to_owned))
-            .collect()
-    };
-    let disabled = names("disabledFeatureGates");
-    names("featureGates")
-        .into_iter()
-        .filter(|gate| disabled.contains(gate))
-        .map(|gate| {
-            format!(
-                r#"feature gate "{gate}" exists on both "FeatureGates" and "DisabledFeatureGates""#
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -434,12 +404,15 @@ mod tests {
             2
         );
         assert_eq!(
-            causes(
-                json!({"developerConfiguration": {"featureGates": ["CPUManager"], "disabledFeatureGates": ["CPUManager"]}})
-            ),
+            causes(json!({"additionalGuestMemoryOverheadRatio": "1e400"})),
             [
-                r#"feature gate "CPUManager" exists on both "FeatureGates" and "DisabledFeatureGates""#
+                "ratio provided, 1e400, cannot be parsed into float: strconv.ParseFloat: parsing \"1e400\": value out of range"
             ]
+        );
+        assert_eq!(
+            causes(json!({"additionalGuestMemoryOverheadRatio": " 2"})).len(),
+            1,
+            "Go does not trim"
         );
         let patch = update(json!({"customizeComponents": {"patches": [
             {"resourceName": "virt-api", "resourceType": "Deployment", "type": "strategic", "patch": "{not json"},
@@ -494,14 +467,27 @@ mod tests {
     }
 
     #[test]
-    fn a_long_refusal_counts_what_it_does_not_list() {
+    fn a_refusal_joins_every_cause() {
         let review = Review {
             warnings: Vec::new(),
             causes: (0..12).map(|i| format!("c{i}")).collect(),
         };
         assert_eq!(
             review.refusal().as_deref(),
-            Some("c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, and 2 more validation errors")
+            Some("c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11")
         );
+    }
+
+    #[test]
+    fn a_new_developer_configuration_warns_only_when_it_sets_gates() {
+        let old = kubevirt(json!({}));
+        let empty =
+            kubevirt(json!({"configuration": {"developerConfiguration": {"useEmulation": true}}}));
+        assert!(review_update(&empty, &old).warnings.is_empty());
+        let disabled = kubevirt(json!({"configuration": {"developerConfiguration": {
+            "featureGates": ["NUMA"], "disabledFeatureGates": ["Snapshot"]}}}));
+        let review = review_update(&disabled, &old);
+        assert_eq!(review.warnings.len(), 1, "{:?}", review.warnings);
+        assert!(review.causes.is_empty());
     }
 }

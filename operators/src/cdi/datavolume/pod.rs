@@ -117,13 +117,24 @@ pub struct WorkerSettings<'a> {
     pub placement: &'a NodePlacement,
 }
 
-/// A worker pod's spec with the cluster's workload placement.
-fn placed(spec: PodSpec, placement: &NodePlacement) -> PodSpec {
+/// The spec of a worker pod of `dv` running `container` with `volumes`: restarted on
+/// failure, with the DataVolume's priority class and the cluster's workload placement.
+fn worker_spec(
+    dv: &DataVolume,
+    container: Container,
+    volumes: Vec<Volume>,
+    settings: &WorkerSettings<'_>,
+) -> PodSpec {
+    let placement = settings.placement;
     PodSpec {
+        containers: vec![container],
+        volumes: Some(volumes),
+        restart_policy: Some("OnFailure".to_string()),
+        priority_class_name: dv.spec.priority_class_name.clone(),
         node_selector: placement.node_selector.clone(),
         affinity: placement.affinity.clone(),
         tolerations: placement.tolerations.clone(),
-        ..spec
+        ..Default::default()
     }
 }
 
@@ -325,16 +336,7 @@ pub fn importer_pod(
     container.env = Some(vars);
     Pod {
         metadata: worker_meta(importer_pod_name(&pvc.name_any()), dv, pvc, "importer"),
-        spec: Some(placed(
-            PodSpec {
-                containers: vec![container],
-                volumes: Some(volumes),
-                restart_policy: Some("OnFailure".to_string()),
-                priority_class_name: dv.spec.priority_class_name.clone(),
-                ..Default::default()
-            },
-            settings.placement,
-        )),
+        spec: Some(worker_spec(dv, container, volumes, settings)),
         status: None,
     }
 }
@@ -428,16 +430,7 @@ pub fn upload_pod(
     });
     Pod {
         metadata: meta,
-        spec: Some(placed(
-            PodSpec {
-                containers: vec![container],
-                volumes: Some(volumes),
-                restart_policy: Some("OnFailure".to_string()),
-                priority_class_name: dv.spec.priority_class_name.clone(),
-                ..Default::default()
-            },
-            settings.placement,
-        )),
+        spec: Some(worker_spec(dv, container, volumes, settings)),
         status: None,
     }
 }
@@ -553,16 +546,7 @@ pub fn clone_source_pod(
     }];
     Pod {
         metadata: meta,
-        spec: Some(placed(
-            PodSpec {
-                containers: vec![container],
-                volumes: Some(volumes),
-                restart_policy: Some("OnFailure".to_string()),
-                priority_class_name: dv.spec.priority_class_name.clone(),
-                ..Default::default()
-            },
-            settings.placement,
-        )),
+        spec: Some(worker_spec(dv, container, volumes, settings)),
         status: None,
     }
 }

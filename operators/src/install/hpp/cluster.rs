@@ -17,9 +17,10 @@ use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_ph
 use ferrovirt_hostpath::{Pool, parse_pool_flag};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::ListParams;
+use kube::api::{DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -207,6 +208,7 @@ pub async fn run(client: Client, namespace: String, image: String) {
     let crs: Api<HostPathProvisioner> = Api::all(client.clone());
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
     let mounters: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    let cleanups: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
         futures_util::stream::select(
             watcher(crs, watcher::Config::default())
@@ -216,7 +218,12 @@ pub async fn run(client: Client, namespace: String, image: String) {
                 .default_backoff()
                 .map(|_| ()),
         ),
-        watcher(mounters, managed).default_backoff().map(|_| ()),
+        futures_util::stream::select(
+            watcher(mounters, managed.clone())
+                .default_backoff()
+                .map(|_| ()),
+            watcher(cleanups, managed).default_backoff().map(|_| ()),
+        ),
     );
     changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile(&client, &namespace, &image).await {
@@ -236,8 +243,12 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
     let mut objects = STRATEGY.render(namespace, image);
     if live.is_empty() {
         if deleting.iter().any(|cr| finalizer::has(cr, FINALIZER)) {
-            remove_mounters_but(client, namespace, &[], &[]).await?;
+            // The driver first, so that nothing serves the pools when they are unmounted;
+            // the CRs stay until every pool's mount is off its node.
             deployer::remove_all(client, &objects).await?;
+            if retire_mounters(client, namespace, &[], &[], true).await? > 0 {
+                return Ok(());
+            }
             tracing::info!(%namespace, "removed the hostpath provisioner");
         }
     } else {
@@ -247,7 +258,8 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         let templated = templated_pools(&live);
         // The oldest CR's workload placement decides where the driver (and so the pools) run.
         let workload = live[0].spec.workload.clone().unwrap_or_default();
-        let mounted = mount_templated(client, namespace, image, &templated, &workload).await?;
+        let (mounted, mounters) =
+            mount_templated(client, namespace, image, &templated, &workload).await?;
         let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
         let served_now = daemonsets
             .get_opt(DAEMONSET)
@@ -287,6 +299,15 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
         for cr in &live {
             write_status(&api, cr, driver_ready, &mounted).await?;
         }
+        // A pool no longer wanted is unmounted once the driver, rolled out, serves it no more.
+        // Wanted means named by any live CR, valid or not: a CR with a mistake must not make
+        // its pools go.
+        let wanted: Vec<String> = live
+            .iter()
+            .flat_map(|cr| cr.spec.storage_pools.iter().flatten())
+            .map(pool_mounters::pool_label)
+            .collect();
+        retire_mounters(client, namespace, &mounters, &wanted, driver_ready).await?;
     }
     for cr in &deleting {
         finalizer::remove_from_latest(&api, cr, FINALIZER).await?;
@@ -294,15 +315,16 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
     Ok(())
 }
 
-/// Puts the claims and mounters of `templated` on every node, removes the mounters of
-/// pools no longer wanted, and says how far each pool is mounted.
+/// Puts the claims and mounters of `templated` on every node (cancelling any cleanup of
+/// theirs still pending), and says how far each pool is mounted and which mounters it
+/// wants.
 async fn mount_templated(
     client: &Client,
     namespace: &str,
     image: &str,
     templated: &[StoragePool],
     placement: &NodePlacement,
-) -> Result<Mounted, kube::Error> {
+) -> Result<(Mounted, Vec<String>), kube::Error> {
     let nodes = pool_mounters::schedulable_nodes(
         &Api::<Node>::all(client.clone())
             .list(&ListParams::default())
@@ -317,22 +339,21 @@ async fn mount_templated(
         tolerations: placement.tolerations.as_deref().unwrap_or_default(),
     };
     let objects = pool_mounters::desired(templated, &nodes, &spec);
-    deployer::ensure_all(client, MANAGER, &objects).await?;
     let names: Vec<String> = objects
         .iter()
         .filter(|o| o["kind"] == "Deployment")
         .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
         .collect();
-    let wanted_pools: Vec<String> = templated.iter().map(pool_mounters::pool_label).collect();
-    remove_mounters_but(client, namespace, &names, &wanted_pools).await?;
+    cancel_cleanups(client, namespace, &names).await?;
+    deployer::ensure_all(client, MANAGER, &objects).await?;
     let claims_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let mut mounted = Mounted::new();
     for pool in templated {
-        let names: Vec<String> = nodes
+        let pool_objects: Vec<String> = nodes
             .iter()
             .map(|node| pool_mounters::object_name(&pool.name, node))
             .collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let refs: Vec<&str> = pool_objects.iter().map(String::as_str).collect();
         let observed = workloads::observe(
             client,
             namespace,
@@ -343,7 +364,7 @@ async fn mount_templated(
         .await?;
         let ready = observed.iter().filter(|w| w.ready).count();
         let mut claims = Vec::new();
-        for name in &names {
+        for name in &pool_objects {
             if let Some(claim) = claims_api.get_opt(name).await? {
                 claims.push(super::claims::claim_status(&claim));
             }
@@ -355,22 +376,26 @@ async fn mount_templated(
         };
         mounted.insert(pool.name.clone(), mounting);
     }
-    Ok(mounted)
+    Ok((mounted, names))
 }
 
-/// Deletes the pool mounters of `namespace` but `keep` (their claims stay: they hold the
-/// pools' volumes). A mounter of a pool no longer wanted (its pool label not among
-/// `wanted_pools`) first gets its cleanup Job, which takes the mount off the node; one
-/// removed because its node no longer takes pods leaves the mount, which the driver on
-/// that node may still serve.
-async fn remove_mounters_but(
+/// Takes the pool mounters of `namespace` but `keep` away, and says how many are left. A
+/// mounter of a pool still wanted (its pool label among `wanted`) is on a node that no
+/// longer takes pods: it goes, its mount stays (the driver there may still serve it). One
+/// of a pool no longer wanted goes only once its cleanup Job has taken the mount off its
+/// node, and that Job runs only when `may_unmount` (nothing serves the pool any more); the
+/// mounter keeps the claim attached until then.
+async fn retire_mounters(
     client: &Client,
     namespace: &str,
     keep: &[String],
-    wanted_pools: &[String],
-) -> Result<(), kube::Error> {
+    wanted: &[String],
+    may_unmount: bool,
+) -> Result<usize, kube::Error> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
     let selector = format!("{MANAGED_BY_LABEL}={MANAGER},{}", super::claims::POOL_LABEL);
+    let mut left = 0;
     for deployment in deployments
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -381,15 +406,79 @@ async fn remove_mounters_but(
             continue;
         }
         let pool = deployment.labels().get(super::claims::POOL_LABEL).cloned();
-        if !pool.is_some_and(|p| wanted_pools.contains(&p)) {
-            let mounter = serde_json::to_value(&deployment).map_err(kube::Error::SerdeError)?;
-            if let Some(job) = pool_mounters::cleanup_job(&mounter) {
+        if pool.is_some_and(|p| wanted.contains(&p)) {
+            tracing::info!(%name, "removing a storage pool's mounter from a node that takes no pods");
+            crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+            continue;
+        }
+        let mounter = serde_json::to_value(&deployment).map_err(kube::Error::SerdeError)?;
+        let Some(job) = pool_mounters::cleanup_job(&mounter) else {
+            crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+            continue;
+        };
+        if !may_unmount {
+            left += 1;
+            continue;
+        }
+        let job_name = job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match jobs.get_opt(&job_name).await? {
+            None => {
                 tracing::info!(%name, "unmounting a removed storage pool on its node");
                 deployer::ensure_all(client, MANAGER, &[job]).await?;
+                left += 1;
             }
+            Some(done) if succeeded(&done) => {
+                tracing::info!(%name, "removing a storage pool's mounter, its pool unmounted");
+                crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+                delete_job(&jobs, &job_name).await?;
+            }
+            Some(_) => left += 1,
         }
-        tracing::info!(%name, "removing a storage pool's mounter");
-        crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+    }
+    Ok(left)
+}
+
+fn succeeded(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.succeeded)
+        .is_some_and(|n| n > 0)
+}
+
+/// Deletes Job `name` with its pods (a Job's own default would leave them).
+async fn delete_job(jobs: &Api<Job>, name: &str) -> Result<(), kube::Error> {
+    match jobs.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Deletes the cleanup Jobs of `mounters` (a pool wanted again): one still to run would
+/// unmount the pool under its new mounter.
+async fn cancel_cleanups(
+    client: &Client,
+    namespace: &str,
+    mounters: &[String],
+) -> Result<(), kube::Error> {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGER},{}", super::claims::POOL_LABEL);
+    for job in jobs
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let name = job.name_any();
+        if mounters
+            .iter()
+            .any(|m| pool_mounters::cleanup_job_name(m) == name)
+        {
+            tracing::info!(%name, "cancelling the cleanup of a storage pool wanted again");
+            delete_job(&jobs, &name).await?;
+        }
     }
     Ok(())
 }

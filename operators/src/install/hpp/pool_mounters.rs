@@ -39,8 +39,9 @@ pub fn object_name(pool: &str, node: &str) -> String {
 
 /// The nodes a mounter goes to: those the CR's workload `placement` picks for the driver
 /// (its node selector) that are not cordoned and whose taints that keep pods off
-/// (`NoSchedule`, `NoExecute`) the placement's tolerations all tolerate, as the scheduler
-/// decides for the driver's DaemonSet.
+/// (`NoSchedule`, `NoExecute`) the placement's tolerations all tolerate: where the scheduler
+/// would put a mounter's pod. (The driver's DaemonSet pods also run on cordoned and
+/// not-ready nodes, which get no mounter.)
 pub fn schedulable_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<String> {
     let selector = placement.node_selector.clone().unwrap_or_default();
     let tolerations = placement.tolerations.as_deref().unwrap_or_default();
@@ -176,14 +177,15 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
                     "containers": [{
                         "name": "mounter",
                         "image": image,
-                        "args": ["hpp-pool-mounter", claim_flag, claim_path, "--target",
-                                 pool.path, "--host-root", HOST_ROOT],
+                        "args": ["hpp-pool-mounter", claim_flag, claim_path, "--claim", name,
+                                 "--target", pool.path, "--host-root", HOST_ROOT],
                         "securityContext": {"privileged": true},
                         // Ready once the claim is mounted at the pool's path. The container's
                         // first process is this binary, whatever its path in the image.
                         "readinessProbe": {
                             "exec": {"command": ["/proc/1/exe", "hpp-pool-mounter", "--check",
-                                                 "--target", pool.path, "--host-root", HOST_ROOT]},
+                                                 "--claim", name, "--target", pool.path,
+                                                 "--host-root", HOST_ROOT]},
                             "periodSeconds": 10,
                         },
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
@@ -201,6 +203,11 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
         deployment["spec"]["template"]["spec"]["containers"][0]["volumeDevices"] = devices;
     }
     deployment
+}
+
+/// The name of the cleanup Job of mounter Deployment `mounter`.
+pub fn cleanup_job_name(mounter: &str) -> String {
+    name_within(mounter, "cleanup", 63)
 }
 
 /// The Job that takes the pool of `mounter` (a mounter Deployment of [`desired`], whose
@@ -221,7 +228,8 @@ pub fn cleanup_job(mounter: &Value) -> Option<Value> {
         let at = args.iter().position(|a| *a == flag)?;
         args.get(at + 1).copied()
     };
-    let (target, host_root) = (after("--target")?, after("--host-root")?);
+    let (claim, target) = (after("--claim")?, after("--target")?);
+    let host_root = after("--host-root")?;
     let host_mount = container["volumeMounts"]
         .as_array()?
         .iter()
@@ -234,7 +242,7 @@ pub fn cleanup_job(mounter: &Value) -> Option<Value> {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": name_within(name, "cleanup", 63),
+            "name": cleanup_job_name(name),
             "namespace": mounter["metadata"]["namespace"],
             "labels": mounter["metadata"]["labels"],
         },
@@ -250,8 +258,8 @@ pub fn cleanup_job(mounter: &Value) -> Option<Value> {
                     "containers": [{
                         "name": "cleanup",
                         "image": container["image"],
-                        "args": ["hpp-pool-mounter", "--unmount", "--target", target,
-                                 "--host-root", host_root],
+                        "args": ["hpp-pool-mounter", "--unmount", "--claim", claim,
+                                 "--target", target, "--host-root", host_root],
                         "securityContext": {"privileged": true},
                         "volumeMounts": [host_mount],
                     }],
@@ -361,6 +369,8 @@ mod tests {
                 "hpp-pool-mounter",
                 "--source",
                 "/source",
+                "--claim",
+                "hpp-pool-fast-n2",
                 "--target",
                 "/var/fast",
                 "--host-root",
@@ -484,6 +494,8 @@ mod tests {
             json!([
                 "hpp-pool-mounter",
                 "--unmount",
+                "--claim",
+                "hpp-pool-fast-n1",
                 "--target",
                 "/var/fast",
                 "--host-root",
@@ -517,6 +529,8 @@ mod tests {
                 "hpp-pool-mounter",
                 "--device",
                 "/dev/hpp-pool",
+                "--claim",
+                "hpp-pool-raw-n1",
                 "--target",
                 "/var/raw",
                 "--host-root",
