@@ -307,7 +307,9 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
             .flat_map(|cr| cr.spec.storage_pools.iter().flatten())
             .map(pool_mounters::pool_label)
             .collect();
-        retire_mounters(client, namespace, &mounters, &wanted, driver_ready).await?;
+        let driver_now = daemonsets.get_opt(DAEMONSET).await?;
+        let rolled_out = driver_now.as_ref().is_some_and(rolled_out);
+        retire_mounters(client, namespace, &mounters, &wanted, rolled_out).await?;
     }
     for cr in &deleting {
         finalizer::remove_from_latest(&api, cr, FINALIZER).await?;
@@ -439,6 +441,17 @@ async fn retire_mounters(
         }
     }
     Ok(left)
+}
+
+/// Whether every pod of `daemonset` runs its current spec and is ready: only then has a pool
+/// taken out of its flags stopped being served everywhere.
+fn rolled_out(daemonset: &DaemonSet) -> bool {
+    let generation = daemonset.metadata.generation.unwrap_or(0);
+    daemonset.status.as_ref().is_some_and(|s| {
+        s.observed_generation.unwrap_or(0) >= generation
+            && s.updated_number_scheduled.unwrap_or(0) == s.desired_number_scheduled
+            && s.number_ready == s.desired_number_scheduled
+    })
 }
 
 fn succeeded(job: &Job) -> bool {
@@ -578,6 +591,33 @@ mod tests {
         assert_eq!(host_paths, mounted);
         // The StorageClass is the user's, not the operator's.
         assert!(objects.iter().all(|o| o["kind"] != "StorageClass"));
+    }
+
+    #[test]
+    fn a_pool_leaves_the_driver_once_every_pod_runs_the_new_spec() {
+        let daemonset = |generation: i64, status: Value| -> DaemonSet {
+            serde_json::from_value(
+                json!({"metadata": {"generation": generation}, "status": status}),
+            )
+            .expect("a DaemonSet")
+        };
+        let all = json!({"observedGeneration": 2, "desiredNumberScheduled": 3,
+                         "updatedNumberScheduled": 3, "numberReady": 3,
+                         "currentNumberScheduled": 3, "numberMisscheduled": 0});
+        assert!(rolled_out(&daemonset(2, all.clone())));
+        assert!(
+            !rolled_out(&daemonset(3, all.clone())),
+            "the new spec not seen yet"
+        );
+        let mut old_pods = all.clone();
+        old_pods["updatedNumberScheduled"] = json!(2);
+        assert!(
+            !rolled_out(&daemonset(2, old_pods)),
+            "a pod still runs the old spec"
+        );
+        let mut unready = all;
+        unready["numberReady"] = json!(2);
+        assert!(!rolled_out(&daemonset(2, unready)));
     }
 
     #[test]
