@@ -37,6 +37,8 @@ pub const PERMISSIONS: &[Permission] = &[
     p("cdi.kubevirt.io", "datavolumes/status", &["patch"]),
     p("cdi.kubevirt.io", "datasources", &["get"]),
     p("cdi.kubevirt.io", "cdiconfigs", &["get"]),
+    // The active CDI CR's workload placement, for the worker pods.
+    p("cdi.kubevirt.io", "cdis", &["list"]),
     p("cdi.kubevirt.io", "storageprofiles", &["get"]),
     p(
         "",
