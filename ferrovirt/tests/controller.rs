@@ -457,6 +457,11 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     let image = "registry.example/ferrovirt/ferrovirt:test";
     let account = "ferrovirt:hostpath-provisioner-operator";
     let _operator = start_operator(&kubeconfig, &dir, "hpp-operator", account, image).await;
+    // An object of the operator's namespace, if it exists.
+    let in_ferrovirt = |kind: &'static str, name: &'static str| {
+        let kubeconfig = &kubeconfig;
+        async move { kubectl_json(kubeconfig, &[kind, name, "-n", "ferrovirt"]).await }
+    };
     let cr = dir.join("hpp-cr.yaml");
     std::fs::write(
         &cr,
@@ -468,11 +473,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     .expect("writing the CR");
     kubectl(&kubeconfig, &["apply", "-f", &cr.display().to_string()]).await;
     let daemonset = eventually("the driver's DaemonSet", || async {
-        kubectl_json(
-            &kubeconfig,
-            &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"],
-        )
-        .await
+        in_ferrovirt("daemonset", "ferrovirt-csi-driver").await
     })
     .await;
     let driver = &daemonset["spec"]["template"]["spec"]["containers"][0];
@@ -550,10 +551,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     )
     .await;
     let mounter = eventually("the pool's mounter on node-a", || {
-        kubectl_json(
-            &kubeconfig,
-            &["deployment", "hpp-pool-claimed-node-a", "-n", "ferrovirt"],
-        )
+        in_ferrovirt("deployment", "hpp-pool-claimed-node-a")
     })
     .await;
     let container = &mounter["spec"]["template"]["spec"]["containers"][0];
@@ -572,12 +570,9 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
             "/host"
         ])
     );
-    let claim = kubectl_json(
-        &kubeconfig,
-        &["pvc", "hpp-pool-claimed-node-a", "-n", "ferrovirt"],
-    )
-    .await
-    .expect("the pool's claim on node-a");
+    let claim = in_ferrovirt("pvc", "hpp-pool-claimed-node-a")
+        .await
+        .expect("the pool's claim on node-a");
     assert_eq!(claim["spec"]["storageClassName"], "ceph");
     let mounting = eventually("the pool Mounting", || async {
         let cr = kubectl_json(
@@ -620,12 +615,9 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         claimed["claimStatuses"][0]["name"], "hpp-pool-claimed-node-a",
         "{claimed:#}"
     );
-    let daemonset = kubectl_json(
-        &kubeconfig,
-        &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"],
-    )
-    .await
-    .expect("the DaemonSet");
+    let daemonset = in_ferrovirt("daemonset", "ferrovirt-csi-driver")
+        .await
+        .expect("the DaemonSet");
     let args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--pool=claimed=/var/claimed"), "{args}");
 
@@ -642,11 +634,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     // The driver goes first; then each node's cleanup Job takes the pool's mount off, and
     // the mounter (and the CR) stay until it has.
     let cleanup = eventually("the cleanup Job of the pool's node", || async {
-        kubectl_json(
-            &kubeconfig,
-            &["job", "hpp-pool-claimed-node-a-cleanup", "-n", "ferrovirt"],
-        )
-        .await
+        in_ferrovirt("job", "hpp-pool-claimed-node-a-cleanup").await
     })
     .await;
     let pod = &cleanup["spec"]["template"]["spec"];
@@ -669,22 +657,16 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         json!(["node-a"])
     );
     assert!(
-        kubectl_json(
-            &kubeconfig,
-            &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"]
-        )
-        .await
-        .is_none(),
+        in_ferrovirt("daemonset", "ferrovirt-csi-driver")
+            .await
+            .is_none(),
         "nothing serves the pool while it is unmounted"
     );
-    std::thread::sleep(Duration::from_millis(500));
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        kubectl_json(
-            &kubeconfig,
-            &["deployment", "hpp-pool-claimed-node-a", "-n", "ferrovirt"]
-        )
-        .await
-        .is_some(),
+        in_ferrovirt("deployment", "hpp-pool-claimed-node-a")
+            .await
+            .is_some(),
         "the mounter holds the claim until the pool is unmounted"
     );
     // kube-controller-manager's part: the Job succeeded.
@@ -714,12 +696,9 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     })
     .await;
     assert!(
-        kubectl_json(
-            &kubeconfig,
-            &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"]
-        )
-        .await
-        .is_none()
+        in_ferrovirt("daemonset", "ferrovirt-csi-driver")
+            .await
+            .is_none()
     );
     assert!(
         kubectl_json(&kubeconfig, &["clusterrole", "ferrovirt-csi-driver"])
@@ -727,30 +706,21 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
             .is_none()
     );
     assert!(
-        kubectl_json(
-            &kubeconfig,
-            &["deployment", "hpp-pool-claimed-node-a", "-n", "ferrovirt"]
-        )
-        .await
-        .is_none(),
+        in_ferrovirt("deployment", "hpp-pool-claimed-node-a")
+            .await
+            .is_none(),
         "the mounter is removed"
     );
     assert!(
-        kubectl_json(
-            &kubeconfig,
-            &["pvc", "hpp-pool-claimed-node-a", "-n", "ferrovirt"]
-        )
-        .await
-        .is_some(),
+        in_ferrovirt("pvc", "hpp-pool-claimed-node-a")
+            .await
+            .is_some(),
         "the claim holding the pool's volumes is kept"
     );
     assert!(
-        kubectl_json(
-            &kubeconfig,
-            &["job", "hpp-pool-claimed-node-a-cleanup", "-n", "ferrovirt"]
-        )
-        .await
-        .is_none(),
+        in_ferrovirt("job", "hpp-pool-claimed-node-a-cleanup")
+            .await
+            .is_none(),
         "the finished cleanup Job is removed"
     );
     server.stop();

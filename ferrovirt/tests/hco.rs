@@ -192,27 +192,6 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     assert_eq!(ssp["spec"]["commonTemplates"]["namespace"], "openshift");
 
     // An operand edited by hand is put back.
-    platform.ok(&[
-        "patch",
-        "kubevirt",
-        KUBEVIRT,
-        "-n",
-        NAMESPACE,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"configuration":{"networkConfiguration":{"networkInterface":"bridge"}}}}"#,
-    ]);
-    wait_for(
-        &platform,
-        "the KubeVirt CR being put back",
-        &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
-        |kv| {
-            kv["spec"]["configuration"]["networkConfiguration"]["networkInterface"] == "masquerade"
-        },
-    );
-
-    // virt-operator's review of KubeVirt CR updates: a refusal in its words, a warning for
-    // a graduated gate.
     let kubevirt_patch = |patch: &str| {
         platform.kubectl(
             &[
@@ -228,6 +207,21 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
             None,
         )
     };
+    let patched = kubevirt_patch(
+        r#"{"spec":{"configuration":{"networkConfiguration":{"networkInterface":"bridge"}}}}"#,
+    );
+    assert!(patched.status.success(), "{patched:?}");
+    wait_for(
+        &platform,
+        "the KubeVirt CR being put back",
+        &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        |kv| {
+            kv["spec"]["configuration"]["networkConfiguration"]["networkInterface"] == "masquerade"
+        },
+    );
+
+    // virt-operator's review of KubeVirt CR updates: a refusal in its words, a warning for
+    // a graduated gate.
     let refused = kubevirt_patch(r#"{"spec":{"infra":{"replicas":0}}}"#);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());

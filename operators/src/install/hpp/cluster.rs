@@ -300,13 +300,7 @@ async fn reconcile(client: &Client, namespace: &str, image: &str) -> Result<(), 
             write_status(&api, cr, driver_ready, &mounted).await?;
         }
         // A pool no longer wanted is unmounted once the driver, rolled out, serves it no more.
-        // Wanted means named by any live CR, valid or not: a CR with a mistake must not make
-        // its pools go.
-        let wanted: Vec<String> = live
-            .iter()
-            .flat_map(|cr| cr.spec.storage_pools.iter().flatten())
-            .map(pool_mounters::pool_label)
-            .collect();
+        let wanted = wanted_pool_labels(&live);
         let driver_now = daemonsets.get_opt(DAEMONSET).await?;
         let rolled_out = driver_now.as_ref().is_some_and(rolled_out);
         retire_mounters(client, namespace, &mounters, &wanted, rolled_out).await?;
@@ -441,6 +435,15 @@ async fn retire_mounters(
         }
     }
     Ok(left)
+}
+
+/// The pool labels of every pool the live CRs name, valid or not: a CR with a mistake must
+/// not make its pools go.
+fn wanted_pool_labels(live: &[HostPathProvisioner]) -> Vec<String> {
+    live.iter()
+        .flat_map(|cr| cr.spec.storage_pools.iter().flatten())
+        .map(pool_mounters::pool_label)
+        .collect()
 }
 
 /// Whether every pod of `daemonset` runs its current spec and is ready: only then has a pool
@@ -591,6 +594,21 @@ mod tests {
         assert_eq!(host_paths, mounted);
         // The StorageClass is the user's, not the operator's.
         assert!(objects.iter().all(|o| o["kind"] != "StorageClass"));
+    }
+
+    #[test]
+    fn the_pools_of_an_invalid_cr_stay_wanted() {
+        let invalid = cr(
+            "bad",
+            json!({"pathConfig": {"path": "/p"}, "storagePools": [{"name": "pvc", "path": "/v",
+                "pvcTemplate": {"resources": {"requests": {"storage": "1Gi"}}}}]}),
+        );
+        assert!(pools_of(&invalid).is_err(), "the CR fails validation");
+        let valid = cr(
+            "good",
+            json!({"storagePools": [{"name": "a", "path": "/a"}]}),
+        );
+        assert_eq!(wanted_pool_labels(&[valid, invalid]), ["a-hpp", "pvc-hpp"]);
     }
 
     #[test]

@@ -309,6 +309,16 @@ mod tests {
 
     use super::*;
 
+    /// The mounters of namespace `hpp`, image `img:1`, with `tolerations`.
+    fn mounter_spec(tolerations: &[Toleration]) -> MounterSpec<'_> {
+        MounterSpec {
+            namespace: "hpp",
+            image: "img:1",
+            manager: "hpp-operator",
+            tolerations,
+        }
+    }
+
     fn pool(name: &str, mode: Option<&str>) -> StoragePool {
         serde_json::from_value(json!({
             "name": name, "path": format!("/var/{name}"),
@@ -325,12 +335,7 @@ mod tests {
             {"key": "storage", "operator": "Exists", "effect": "NoSchedule"},
         ]))
         .expect("tolerations");
-        let spec = MounterSpec {
-            namespace: "hpp",
-            image: "img:1",
-            manager: "hpp-operator",
-            tolerations: &tolerations,
-        };
+        let spec = mounter_spec(&tolerations);
         let objects = desired(&[pool("fast", None)], &nodes, &spec);
         let kinds: Vec<(&str, &str)> = objects
             .iter()
@@ -467,12 +472,7 @@ mod tests {
     fn a_gone_pools_mount_is_taken_off_by_a_job_on_its_node() {
         let tolerations: Vec<Toleration> =
             serde_json::from_value(json!([{"operator": "Exists"}])).expect("tolerations");
-        let spec = MounterSpec {
-            namespace: "hpp",
-            image: "img:1",
-            manager: "hpp-operator",
-            tolerations: &tolerations,
-        };
+        let spec = mounter_spec(&tolerations);
         let objects = desired(&[pool("fast", None)], &["n1".to_owned()], &spec);
         let mounter = &objects[1];
         let job = cleanup_job(mounter).expect("a Job");
@@ -515,12 +515,7 @@ mod tests {
 
     #[test]
     fn a_block_claim_reaches_its_mounter_as_a_device() {
-        let spec = MounterSpec {
-            namespace: "hpp",
-            image: "img:1",
-            manager: "hpp-operator",
-            tolerations: &[],
-        };
+        let spec = mounter_spec(&[]);
         let objects = desired(&[pool("raw", Some("Block"))], &["n1".to_owned()], &spec);
         let container = &objects[1]["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(
