@@ -11,6 +11,10 @@
 //! the server does with the body differs. (CDI decompresses xz with a Go library; the model
 //! uses `xz -dc`, which is faster, so its figures flatter CDI.)
 //!
+//! A fourth case, **no sink**, sends the image through the same proxy to a server that reads
+//! the body and drops it: the cost of the client, the proxy and the two TLS hops alone, which
+//! bounds what any upload server behind this proxy can reach on this machine.
+//!
 //! Run with `cargo bench -p ferrovirt-uploadproxy [FILTER]`. FILTER keeps the images whose
 //! name contains it; `FV_BENCH_ROUNDS` sets the rounds (default 5; the median of each is
 //! reported: the local write's time varies with the page cache's writeback, so the best
@@ -66,6 +70,9 @@ enum Server {
     Ferrovirt,
     /// The model of CDI's upload server (see the module's comment).
     Cdi,
+    /// A server that reads the body and drops it: what the client, the proxy and the two TLS
+    /// hops cost with no sink at all, the ceiling of any upload server behind this proxy.
+    Discard,
 }
 
 /// A fresh upload server (one per upload) and a proxy routing `bench/disk` to it.
@@ -93,6 +100,11 @@ async fn start(
                 cdi_upload(request, target.clone())
             })
         }
+        Server::Discard => tls::serve(listener, server_tls, |request, _peer| async move {
+            let mut body = request.into_body();
+            while let Some(Ok(_)) = body.frame().await {}
+            Response::new(Full::new(Bytes::from_static(b"OK")))
+        }),
     };
 
     let resolver = Arc::new(StaticResolver::new());
@@ -331,12 +343,13 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
-    // For profiling one case: `FV_BENCH_ONLY=ferrovirt` (or `direct`, `cdi`) runs only it.
+    // For profiling one case: `FV_BENCH_ONLY=ferrovirt` (or `direct`, `cdi`, `discard`) runs
+    // only it.
     let only = std::env::var("FV_BENCH_ONLY").ok();
     if let Some(case) = only.as_deref()
-        && !["direct", "ferrovirt", "cdi"].contains(&case)
+        && !["direct", "ferrovirt", "cdi", "discard"].contains(&case)
     {
-        eprintln!("FV_BENCH_ONLY={case}: expected direct, ferrovirt or cdi");
+        eprintln!("FV_BENCH_ONLY={case}: expected direct, ferrovirt, cdi or discard");
         std::process::exit(2);
     }
     let runs = |case: &str| only.as_deref().is_none_or(|o| o == case);
@@ -380,8 +393,16 @@ fn main() {
         "upload benchmark: median [min-max] of {rounds} rounds, MB/s of image bytes (1 MB = 10^6 bytes)"
     );
     println!(
-        "{:<14} {:>7} {:>20} {:>20} {:>20} {:>9} {:>9}",
-        "image", "MB", "direct", "ferrovirt (proxy)", "CDI model (proxy)", "fv/CDI", "fv/direct"
+        "{:<14} {:>7} {:>20} {:>20} {:>20} {:>9} {:>9} {:>20} {:>9}",
+        "image",
+        "MB",
+        "direct",
+        "ferrovirt (proxy)",
+        "CDI model (proxy)",
+        "fv/CDI",
+        "fv/direct",
+        "no sink (proxy)",
+        "ns/direct"
     );
     let target = dir.join("disk.img");
     let upload = |kind: Server, image: &Path| -> f64 {
@@ -407,6 +428,7 @@ fn main() {
         }
         let size = std::fs::metadata(&image).unwrap().len() as f64;
         let (mut direct, mut ferrovirt, mut cdi) = (Vec::new(), Vec::new(), Vec::new());
+        let mut discard = Vec::new();
         // Interleaved, so that the machine's drifts hit every case alike.
         for round in 0..rounds {
             if runs("direct") {
@@ -436,6 +458,9 @@ fn main() {
                     assert_eq!(sha256(&target), expected, "CDI model's upload of {name}");
                 }
             }
+            if runs("discard") {
+                discard.push(upload(Server::Discard, &image));
+            }
         }
         let rate = |secs: f64| size / secs / 1e6;
         let cell = |samples: &[f64]| {
@@ -454,15 +479,18 @@ fn main() {
             median(ferrovirt.clone()),
             median(cdi.clone()),
         );
+        let n = median(discard.clone());
         println!(
-            "{:<14} {:>7.0} {:>20} {:>20} {:>20} {:>8.2}x {:>8.0}%",
+            "{:<14} {:>7.0} {:>20} {:>20} {:>20} {:>8.2}x {:>8.0}% {:>20} {:>8.0}%",
             name,
             size / 1e6,
             cell(&direct),
             cell(&ferrovirt),
             cell(&cdi),
             c / f,
-            100.0 * d / f
+            100.0 * d / f,
+            cell(&discard),
+            100.0 * d / n
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
