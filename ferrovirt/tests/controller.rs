@@ -506,31 +506,10 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     );
 
     // kube-controller-manager's part: the driver runs ready on the one node.
-    kubectl(
-        &kubeconfig,
-        &[
-            "patch", "daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt",
-            "--subresource=status", "--type=merge", "-p",
-            r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#,
-        ],
-    )
-    .await;
+    report_driver_rolled_out(&kubeconfig).await;
     let available = hpp_with_condition_true(&kubeconfig, "Available").await;
-    let phases = |cr: &serde_json::Value| -> Vec<(String, String)> {
-        cr["status"]["storagePoolStatuses"]
-            .as_array()
-            .expect("storagePoolStatuses")
-            .iter()
-            .map(|p| {
-                (
-                    p["name"].as_str().unwrap_or_default().to_owned(),
-                    p["phase"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect()
-    };
     let ready = |name: &str| (name.to_owned(), "Ready".to_owned());
-    assert_eq!(phases(&available), [ready("fast"), ready("local")]);
+    assert_eq!(pool_phases(&available), [ready("fast"), ready("local")]);
 
     // A pvcTemplate pool: a claim and a mounter on the node, Ready once the mounter is.
     let node = dir.join("node.json");
@@ -581,7 +560,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         )
         .await?;
         let mounting = ("claimed".to_owned(), "Mounting".to_owned());
-        phases(&cr).contains(&mounting).then_some(cr)
+        pool_phases(&cr).contains(&mounting).then_some(cr)
     })
     .await;
     assert!(condition_true(&mounting, "Progressing"), "{mounting:#}");
@@ -598,11 +577,12 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
             &["hostpathprovisioner", "hostpath-provisioner"],
         )
         .await?;
-        (condition_true(&cr, "Available") && phases(&cr).contains(&ready("claimed"))).then_some(cr)
+        (condition_true(&cr, "Available") && pool_phases(&cr).contains(&ready("claimed")))
+            .then_some(cr)
     })
     .await;
     assert_eq!(
-        phases(&served),
+        pool_phases(&served),
         [ready("claimed"), ready("fast"), ready("local")]
     );
     let claimed = served["status"]["storagePoolStatuses"]
@@ -637,25 +617,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
         in_ferrovirt("job", "hpp-pool-claimed-node-a-cleanup").await
     })
     .await;
-    let pod = &cleanup["spec"]["template"]["spec"];
-    assert_eq!(
-        pod["containers"][0]["args"],
-        json!([
-            "hpp-pool-mounter",
-            "--unmount",
-            "--claim",
-            "hpp-pool-claimed-node-a",
-            "--target",
-            "/var/claimed",
-            "--host-root",
-            "/host"
-        ])
-    );
-    assert_eq!(
-        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-            [0]["matchExpressions"][0]["values"],
-        json!(["node-a"])
-    );
+    assert_unmounts_claimed_on_node_a(&cleanup);
     assert!(
         in_ferrovirt("daemonset", "ferrovirt-csi-driver")
             .await
@@ -669,22 +631,7 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
             .is_some(),
         "the mounter holds the claim until the pool is unmounted"
     );
-    // kube-controller-manager's part: the Job succeeded.
-    kubectl(
-        &kubeconfig,
-        &[
-            "patch",
-            "job",
-            "hpp-pool-claimed-node-a-cleanup",
-            "-n",
-            "ferrovirt",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"succeeded":1}}"#,
-        ],
-    )
-    .await;
+    report_cleanup_succeeded(&kubeconfig).await;
     eventually("the CR gone", || async {
         kubectl_json(
             &kubeconfig,
@@ -726,6 +673,198 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     server.stop();
 }
 
+/// A `pvcTemplate` pool taken out of a live CR (its path pool staying Ready) leaves the
+/// driver's DaemonSet at once, but its node's cleanup Job (`hpp-pool-mounter --unmount`)
+/// comes only once the DaemonSet reports the new spec rolled out to every pod, the mounter
+/// staying until then. The pool put back before the Job succeeded cancels the Job and keeps
+/// the mounter, the DaemonSet serving the pool again; taken out again, its Job comes back
+/// after the next rollout, and once it succeeded the mounter and the Job go and the claim
+/// (the pool's data) stays.
+#[tokio::test]
+async fn a_pvc_template_pool_leaving_a_live_cr_is_unmounted_after_the_rollout_unless_it_returns() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = TempDir::new("hpp-pool-removal");
+    let server = start_api_server(&dir).await;
+    let kubeconfig = server.kubeconfig.clone();
+    let image = "registry.example/ferrovirt/ferrovirt:test";
+    let account = "ferrovirt:hostpath-provisioner-operator";
+    let _operator = start_operator(&kubeconfig, &dir, "hpp-operator", account, image).await;
+    let in_ferrovirt = |kind: &'static str, name: &'static str| {
+        let kubeconfig = &kubeconfig;
+        async move { kubectl_json(kubeconfig, &[kind, name, "-n", "ferrovirt"]).await }
+    };
+    // The driver container's args, once the DaemonSet exists.
+    let driver_args = || async {
+        let daemonset = in_ferrovirt("daemonset", "ferrovirt-csi-driver").await?;
+        Some(daemonset["spec"]["template"]["spec"]["containers"][0]["args"].to_string())
+    };
+    let (mounter, job) = ("hpp-pool-claimed-node-a", "hpp-pool-claimed-node-a-cleanup");
+    let served = "--pool=claimed=/var/claimed";
+    let claimed = json!({"name": "claimed", "path": "/var/claimed", "pvcTemplate": {
+        "storageClassName": "ceph", "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "5Gi"}}}});
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "node-a", "labels": {"kubernetes.io/os": "linux"}}}),
+        json!({"apiVersion": "hostpathprovisioner.kubevirt.io/v1beta1",
+               "kind": "HostPathProvisioner", "metadata": {"name": "hostpath-provisioner"},
+               "spec": {"imagePullPolicy": "Always",
+                        "storagePools": [{"name": "local", "path": "/var/hpvolumes"}, claimed],
+                        "workload": {"nodeSelector": {"kubernetes.io/os": "linux"}}}}),
+    ];
+    for (i, object) in objects.iter().enumerate() {
+        let file = dir.join(&format!("object-{i}.json"));
+        std::fs::write(&file, object.to_string()).expect("writing the object");
+        kubectl(&kubeconfig, &["apply", "-f", &file.display().to_string()]).await;
+    }
+    let remove_claimed = r#"[{"op":"remove","path":"/spec/storagePools/1"}]"#;
+    let add_claimed =
+        json!([{"op": "add", "path": "/spec/storagePools/-", "value": claimed}]).to_string();
+    let patch_cr = |patch: String| {
+        let kubeconfig = &kubeconfig;
+        async move {
+            let args = [
+                "patch",
+                "hostpathprovisioner",
+                "hostpath-provisioner",
+                "--type=json",
+                "-p",
+                &patch,
+            ];
+            kubectl(kubeconfig, &args).await;
+        }
+    };
+
+    // Ready: the mounter mounted on node-a, then the driver serving both pools rolled out.
+    eventually("the pool's mounter on node-a", || {
+        in_ferrovirt("deployment", mounter)
+    })
+    .await;
+    report_ready(&kubeconfig, "ferrovirt", "deployment", mounter).await;
+    eventually("the driver serving the templated pool", || async {
+        driver_args().await.filter(|args| args.contains(served))
+    })
+    .await;
+    report_driver_rolled_out(&kubeconfig).await;
+    let ready = |name: &str| (name.to_owned(), "Ready".to_owned());
+    eventually("the CR Available with both pools Ready", || async {
+        let cr = kubectl_json(
+            &kubeconfig,
+            &["hostpathprovisioner", "hostpath-provisioner"],
+        )
+        .await?;
+        let both = [ready("claimed"), ready("local")];
+        (condition_true(&cr, "Available") && pool_phases(&cr) == both).then_some(())
+    })
+    .await;
+
+    // The pool taken out: the driver drops it, but nothing unmounts it before the new spec
+    // has rolled out (the status is rolled out but for the generation).
+    patch_cr(remove_claimed.to_owned()).await;
+    let args = eventually("the driver no longer serving the pool", || async {
+        driver_args()
+            .await
+            .filter(|args| !args.contains("--pool=claimed="))
+    })
+    .await;
+    assert!(args.contains("--pool=local=/var/hpvolumes"), "{args}");
+    let daemonset = in_ferrovirt("daemonset", "ferrovirt-csi-driver")
+        .await
+        .expect("the DaemonSet");
+    assert!(
+        daemonset["metadata"]["generation"].as_i64()
+            > daemonset["status"]["observedGeneration"].as_i64(),
+        "the new spec is not rolled out yet: {:#}",
+        daemonset["status"]
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        in_ferrovirt("job", job).await.is_none(),
+        "no unmount while driver pods may still serve the pool"
+    );
+    assert!(
+        in_ferrovirt("deployment", mounter).await.is_some(),
+        "the mounter stays until the pool is unmounted"
+    );
+
+    // kube-controller-manager's part: the new spec rolled out; the node's cleanup Job comes.
+    report_driver_rolled_out(&kubeconfig).await;
+    let cleanup = eventually("the cleanup Job of the pool's node", || {
+        in_ferrovirt("job", job)
+    })
+    .await;
+    assert_unmounts_claimed_on_node_a(&cleanup);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        in_ferrovirt("deployment", mounter).await.is_some(),
+        "the mounter stays until the Job has succeeded"
+    );
+
+    // The pool back before the Job succeeded: the Job is cancelled, the mounter kept, the
+    // pool served again.
+    patch_cr(add_claimed).await;
+    eventually("the pending cleanup Job cancelled", || async {
+        in_ferrovirt("job", job).await.is_none().then_some(())
+    })
+    .await;
+    eventually("the driver serving the returning pool", || async {
+        driver_args().await.filter(|args| args.contains(served))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        in_ferrovirt("deployment", mounter).await.is_some(),
+        "the returning pool keeps its mounter"
+    );
+    assert!(
+        in_ferrovirt("job", job).await.is_none(),
+        "the cancelled Job does not come back"
+    );
+
+    // Out again: after the next rollout the Job comes again; once it succeeded the mounter
+    // and the Job go, the claim stays.
+    patch_cr(remove_claimed.to_owned()).await;
+    eventually("the driver no longer serving the pool", || async {
+        driver_args()
+            .await
+            .filter(|args| !args.contains("--pool=claimed="))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        in_ferrovirt("job", job).await.is_none(),
+        "no unmount before the rollout, the second time either"
+    );
+    report_driver_rolled_out(&kubeconfig).await;
+    let cleanup = eventually("the cleanup Job again", || in_ferrovirt("job", job)).await;
+    assert_unmounts_claimed_on_node_a(&cleanup);
+    report_cleanup_succeeded(&kubeconfig).await;
+    eventually("the mounter removed", || async {
+        in_ferrovirt("deployment", mounter)
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    eventually("the finished cleanup Job removed", || async {
+        in_ferrovirt("job", job).await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        in_ferrovirt("pvc", mounter).await.is_some(),
+        "the claim holding the pool's volumes is kept"
+    );
+    let cr = kubectl_json(
+        &kubeconfig,
+        &["hostpathprovisioner", "hostpath-provisioner"],
+    )
+    .await
+    .expect("the CR");
+    assert!(condition_true(&cr, "Available"), "{cr:#}");
+    assert_eq!(pool_phases(&cr), [ready("local")], "{cr:#}");
+    server.stop();
+}
+
 /// Whether `object`'s condition `type_` is True.
 fn condition_true(object: &serde_json::Value, type_: &str) -> bool {
     object["status"]["conditions"]
@@ -763,6 +902,88 @@ async fn report_ready(kubeconfig: &std::path::Path, namespace: &str, kind: &str,
         ],
     )
     .await;
+}
+
+/// The (name, phase) of each pool in a HostPathProvisioner's status.
+fn pool_phases(cr: &serde_json::Value) -> Vec<(String, String)> {
+    cr["status"]["storagePoolStatuses"]
+        .as_array()
+        .expect("storagePoolStatuses")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_owned(),
+                p["phase"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Plays kube-controller-manager: the HPP driver's DaemonSet runs its current spec ready on
+/// the one node.
+async fn report_driver_rolled_out(kubeconfig: &std::path::Path) {
+    let generation = kubectl_json(
+        kubeconfig,
+        &["daemonset", "ferrovirt-csi-driver", "-n", "ferrovirt"],
+    )
+    .await
+    .and_then(|daemonset| daemonset["metadata"]["generation"].as_i64())
+    .expect("the DaemonSet's generation");
+    let status = json!({"status": {"observedGeneration": generation,
+        "desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1,
+        "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}})
+    .to_string();
+    let args = [
+        "patch",
+        "daemonset",
+        "ferrovirt-csi-driver",
+        "-n",
+        "ferrovirt",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ];
+    kubectl(kubeconfig, &args).await;
+}
+
+/// Plays kube-controller-manager: the cleanup Job of pool `claimed` on node-a succeeded.
+async fn report_cleanup_succeeded(kubeconfig: &std::path::Path) {
+    let args = [
+        "patch",
+        "job",
+        "hpp-pool-claimed-node-a-cleanup",
+        "-n",
+        "ferrovirt",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"succeeded":1}}"#,
+    ];
+    kubectl(kubeconfig, &args).await;
+}
+
+/// Asserts that `job` takes pool `claimed` (at /var/claimed) off node-a.
+fn assert_unmounts_claimed_on_node_a(job: &serde_json::Value) {
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!([
+            "hpp-pool-mounter",
+            "--unmount",
+            "--claim",
+            "hpp-pool-claimed-node-a",
+            "--target",
+            "/var/claimed",
+            "--host-root",
+            "/host"
+        ])
+    );
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["values"],
+        json!(["node-a"])
+    );
 }
 
 /// `kubectl apply -f deploy/hco/` as the README gives it for a cluster, each operator then

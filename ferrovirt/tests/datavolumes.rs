@@ -180,6 +180,78 @@ fn unreachable_url_is_retried_and_reported() {
     assert_eq!(platform.mounts(), Vec::<String>::new());
 }
 
+/// CDIConfig's status is kept to what is in effect (CDI's defaults, then the spec's
+/// overrides), and the worker pods take their container resources from it, as CDI's do.
+#[test]
+fn worker_pods_take_their_resources_from_cdiconfigs_status() {
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("dv-resources");
+    let status_of = |done: &dyn Fn(&serde_json::Value) -> bool| {
+        let started = std::time::Instant::now();
+        loop {
+            let config = platform
+                .json(&["get", "cdiconfig", "config"])
+                .expect("CDIConfig config");
+            if done(&config["status"]) {
+                return config["status"].clone();
+            }
+            assert!(
+                started.elapsed() < IMPORT_LIMIT,
+                "CDIConfig status: {config:#}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    let defaults = status_of(&|s| !s["defaultPodResourceRequirements"].is_null());
+    assert_eq!(
+        defaults["defaultPodResourceRequirements"],
+        serde_json::json!({"limits": {"cpu": "750m", "memory": "600M"},
+                           "requests": {"cpu": "100m", "memory": "60M"}})
+    );
+    assert_eq!(
+        defaults["filesystemOverhead"]["storageClass"]["hostpath-csi"], "0.06",
+        "every class has its overhead: {defaults:#}"
+    );
+    assert_eq!(defaults["scratchSpaceStorageClass"], "hostpath-csi");
+    // A class made later gets its figure too.
+    platform.apply(&platform::other_storage_class(&platform));
+    status_of(&|s| s["filesystemOverhead"]["storageClass"]["hostpath-copy"] == "0.06");
+    assert!(
+        defaults["uploadProxyURL"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://")),
+        "the published upload proxy URL is kept: {defaults:#}"
+    );
+    platform.ok(&[
+        "patch",
+        "cdiconfig",
+        "config",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"podResourceRequirements":{"limits":{"cpu":"1"}}}}"#,
+    ]);
+    status_of(&|s| s["defaultPodResourceRequirements"]["limits"]["cpu"] == "1");
+    // An importer that keeps failing stays for us to read.
+    platform.apply(&http_datavolume(
+        "limited",
+        &server.url("no-such-image.qcow2"),
+        "64Mi",
+        "",
+    ));
+    platform.wait_dv("default", "limited", IMPORT_LIMIT, |dv| {
+        dv["status"]["restartCount"].as_i64().unwrap_or(0) >= 1
+    });
+    let pod = platform
+        .json(&["get", "pod", "importer-limited"])
+        .expect("the importer pod");
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"],
+        serde_json::json!({"limits": {"cpu": "1", "memory": "600M"},
+                           "requests": {"cpu": "100m", "memory": "60M"}})
+    );
+}
+
 /// `kubectl logs` of a failing importer, as users read it first: the current run, the one
 /// before (`--previous`), `--tail`, and refusals naming what is wrong.
 fn assert_importer_logs(platform: &Platform, pod: &str) {

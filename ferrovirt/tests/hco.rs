@@ -182,6 +182,28 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         cdi["spec"]["config"]["featureGates"][0],
         "HonorWaitForFirstConsumer"
     );
+    // The CDI CR's config becomes CDIConfig `config`, whose status says what is in effect;
+    // the HC's storage workload resources reach the worker pods' defaults that way.
+    wait_for(
+        &platform,
+        "the CDI CR's config in CDIConfig",
+        &["get", "cdiconfig", "config"],
+        |config| config["spec"]["featureGates"][0] == "HonorWaitForFirstConsumer",
+    );
+    platform.ok(&patch_hc(
+        r#"{"spec":{"resourceRequirements":{"storageWorkloads":{"limits":{"cpu":"2"}}}}}"#,
+    ));
+    let config = wait_for(
+        &platform,
+        "the HC's storage workload resources in CDIConfig's status",
+        &["get", "cdiconfig", "config"],
+        |config| config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == "2",
+    );
+    assert_eq!(
+        config["status"]["defaultPodResourceRequirements"]["requests"],
+        serde_json::json!({"cpu": "100m", "memory": "60M"}),
+        "CDI's defaults where the HC names nothing"
+    );
     let nac = platform
         .json(&["get", "networkaddonsconfig", "cluster"])
         .expect("NetworkAddonsConfig");

@@ -12,7 +12,7 @@ pub mod kubevirt;
 pub mod macpool;
 pub mod rbac;
 
-use cdi::{dataimportcron, datasource, datavolume, storageprofile};
+use cdi::{config as cdi_config, dataimportcron, datasource, datavolume, storageprofile};
 
 use std::sync::Arc;
 
@@ -32,8 +32,9 @@ pub enum Error {
     Config(String),
 }
 
-/// Runs CDI's controllers (DataVolume, bare claims, StorageProfile, DataSource, DataImportCron) against
-/// `client` until one of them stops: `ferrovirt controller` on a cluster.
+/// Runs CDI's controllers (DataVolume, bare claims, StorageProfile, CDIConfig, DataSource,
+/// DataImportCron) against `client` until one of them stops: `ferrovirt controller` on a
+/// cluster.
 pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
     tracing::info!(image = %config.image, "starting the CDI controllers");
@@ -41,6 +42,7 @@ pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> 
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
         () = datavolume::claim::run(client.clone(), config.clone()) => Err(Error::Stopped("claim")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
+        () = cdi_config::run(client.clone()) => Err(Error::Stopped("CDIConfig")),
         () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
         () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),
     }

@@ -91,4 +91,8 @@ pub const PERMISSIONS: &[Permission] = &[
         &["get", "create", "patch"],
     ),
     p("cdi.kubevirt.io", "cdiconfigs", &["get"]),
+    // CDIConfig controller
+    p("cdi.kubevirt.io", "cdiconfigs", WATCH),
+    p("cdi.kubevirt.io", "cdiconfigs/status", &["patch"]),
+    p("storage.k8s.io", "storageclasses", WATCH),
 ];

@@ -247,12 +247,25 @@ pub async fn follow_cluster_config(client: Client, cluster: SharedClusterConfig)
     .await;
 }
 
+/// Reports every CDI CR deployed, and gives CDIConfig `config` the active CR's
+/// `spec.config` as cdi-operator does (a CR without one leaves the CDIConfig as it is; the
+/// CDIConfig outlives the CR here, as the upload proxy's URL is published in it).
 async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
-    for cdi in api.list(&ListParams::default()).await?.items {
+    let cdis = api.list(&ListParams::default()).await?.items;
+    for cdi in &cdis {
         if cdi.metadata.deletion_timestamp.is_none() {
-            patch_status(&api, &cdi, deployed_cdi_status(&now())).await;
+            patch_status(&api, cdi, deployed_cdi_status(&now())).await;
         }
+    }
+    let values: Vec<Value> = cdis
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    if let Some(config) = active_cr(&values).map(|cdi| &cdi["spec"]["config"])
+        && config.is_object()
+    {
+        super::cdi_operator::sync_cdi_config(client, config).await?;
     }
     Ok(())
 }

@@ -572,6 +572,7 @@ fn worker_settings<'a>(
         preallocation: obs.settings.preallocation(&obs.dv),
         insecure_tls,
         placement: &obs.settings.workload,
+        resources: obs.settings.pod_resources(),
     }
 }
 

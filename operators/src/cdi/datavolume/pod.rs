@@ -18,7 +18,8 @@ use api::common::NodePlacement;
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, ContainerPort, ContainerState, HTTPGetAction,
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeDevice, VolumeMount,
+    ResourceRequirements, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume,
+    VolumeDevice, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ObjectMeta;
@@ -115,17 +116,21 @@ pub struct WorkerSettings<'a> {
     /// Where worker pods may run: the active CDI CR's `spec.workload`, as CDI places its
     /// importer, upload and clone pods.
     pub placement: &'a NodePlacement,
+    /// The worker container's resources: CDIConfig's `status.defaultPodResourceRequirements`.
+    pub resources: Option<&'a ResourceRequirements>,
 }
 
 /// The spec of a worker pod of `dv` running `container` with `volumes`: restarted on
-/// failure, with the DataVolume's priority class and the cluster's workload placement.
+/// failure, with the DataVolume's priority class, the cluster's workload placement and
+/// CDIConfig's worker resources.
 fn worker_spec(
     dv: &DataVolume,
-    container: Container,
+    mut container: Container,
     volumes: Vec<Volume>,
     settings: &WorkerSettings<'_>,
 ) -> PodSpec {
     let placement = settings.placement;
+    container.resources = settings.resources.cloned();
     PodSpec {
         containers: vec![container],
         volumes: Some(volumes),
@@ -846,6 +851,7 @@ mod tests {
             preallocation: false,
             insecure_tls: false,
             placement: &ANYWHERE,
+            resources: None,
         }
     }
 
@@ -977,7 +983,7 @@ mod tests {
     }
 
     #[test]
-    fn every_worker_pod_runs_where_the_cdi_crs_workload_placement_says() {
+    fn every_worker_pod_runs_where_the_cdi_crs_workload_placement_says_with_its_resources() {
         let config = ControllerConfig::default();
         let placement: NodePlacement = serde_json::from_value(serde_json::json!({
             "nodeSelector": {"disk": "ssd"},
@@ -986,8 +992,14 @@ mod tests {
                 {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}},
         }))
         .expect("a placement");
+        let resources: ResourceRequirements = serde_json::from_value(serde_json::json!({
+            "limits": {"cpu": "750m", "memory": "600M"},
+            "requests": {"cpu": "100m", "memory": "60M"},
+        }))
+        .expect("resources");
         let placed_settings = WorkerSettings {
             placement: &placement,
+            resources: Some(&resources),
             ..settings(&config)
         };
         let connection = CloneConnection {
@@ -1008,11 +1020,13 @@ mod tests {
             assert_eq!(spec.node_selector, placement.node_selector);
             assert_eq!(spec.tolerations, placement.tolerations);
             assert_eq!(spec.affinity, placement.affinity);
-            assert!(!spec.containers.is_empty(), "the placement keeps the rest");
+            assert_eq!(spec.containers.len(), 1, "the placement keeps the rest");
+            assert_eq!(spec.containers[0].resources.as_ref(), Some(&resources));
         }
         let unplaced = importer_pod(&dv(), &target, &ImportSource::default(), &settings(&config));
         let spec = unplaced.spec.expect("a pod spec");
         assert!(spec.node_selector.is_none() && spec.tolerations.is_none());
+        assert!(spec.containers[0].resources.is_none());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use api::cdi::operator::CDI;
 use api::cdi::operator::DEFAULT_FILESYSTEM_OVERHEAD;
 use api::cdi::{CDIConfig, DataVolume, StorageProfile};
 use api::common::NodePlacement;
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 
@@ -56,6 +57,16 @@ impl ClusterSettings {
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| (0.0..1.0).contains(v))
             .unwrap_or_else(|| DEFAULT_FILESYSTEM_OVERHEAD.parse().unwrap_or(0.06))
+    }
+
+    /// The resources of a worker pod's container, as CDIConfig's status gives them.
+    pub fn pod_resources(&self) -> Option<&ResourceRequirements> {
+        self.config
+            .as_ref()?
+            .status
+            .as_ref()?
+            .default_pod_resource_requirements
+            .as_ref()
     }
 
     /// Whether the DataVolume's image is preallocated.

@@ -139,7 +139,7 @@ async fn deploy(
 
 /// The CDIConfig `config` gets the CR's `spec.config` as its spec, as cdi-operator keeps
 /// it; with no `spec.config` it is created empty and otherwise left alone.
-async fn sync_cdi_config(client: &Client, config: &Value) -> Result<(), kube::Error> {
+pub(crate) async fn sync_cdi_config(client: &Client, config: &Value) -> Result<(), kube::Error> {
     let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());
     let spec = if config.is_object() {
         config.clone()
