@@ -66,11 +66,12 @@ pub fn openapi_v3_document(
             },
             rt.kind
         );
-        let mut schema = schema_of(rt)
-            .or_else(|| builtin_schema(rt, version, &mut schemas))
-            .unwrap_or_else(
+        let mut schema = match schema_of(rt) {
+            Some(custom) => with_object_fields(custom, &mut schemas),
+            None => builtin_schema(rt, version, &mut schemas).unwrap_or_else(
                 || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-            );
+            ),
+        };
         schema["x-kubernetes-group-version-kind"] = json!([gvk]);
         schemas.insert(schema_name.clone(), schema);
         let reference = json!({"$ref": format!("#/components/schemas/{schema_name}")});
@@ -115,6 +116,36 @@ pub fn openapi_v3_document(
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+/// A custom resource's schema with `apiVersion`, `kind` and `metadata` as every object
+/// has them (taken from a built-in kind's published schema, ObjectMeta's among the
+/// referenced ones added to `schemas`), as kube-apiserver publishes a CRD's: a CRD's own
+/// schema rarely declares them, and kubectl's client-side validation (of a `kind: List`,
+/// for one) refuses fields the schema does not name.
+fn with_object_fields(mut custom: Value, schemas: &mut Map<String, Value>) -> Value {
+    static OBJECT: OnceLock<Option<BuiltinSchema>> = OnceLock::new();
+    let Some(object) = OBJECT.get_or_init(|| generate_builtin("", "ConfigMap")) else {
+        return custom;
+    };
+    let Some(properties) = custom
+        .as_object_mut()
+        .map(|c| c.entry("properties").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    else {
+        return custom;
+    };
+    for field in ["apiVersion", "kind", "metadata"] {
+        let Some(common) = object.root["properties"].get(field) else {
+            continue;
+        };
+        // A CRD may restrict its metadata no further than kube-apiserver's ObjectMeta.
+        if field == "metadata" || !properties.contains_key(field) {
+            properties.insert(field.to_owned(), common.clone());
+        }
+    }
+    schemas.extend(object.referenced.clone());
+    custom
 }
 
 /// A built-in kind's schema and the schemas it refers to.

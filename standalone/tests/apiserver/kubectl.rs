@@ -684,6 +684,33 @@ spec:
     assert!(err.contains("not found"), "{err}");
     // kubectl --validate=false (fieldValidation=Ignore) takes it, as the API server does.
     c.ok_stdin(&["apply", "--validate=false", "-f", "-"], typo);
+    // (Unlike kube-apiserver, this server stores the unknown field rather than pruning it.)
+    c.ok(&["delete", "dv", "typo"]);
+    // A `kind: List` (what `kubectl get -o yaml` writes) is validated by kubectl itself
+    // against the published schemas, which name every object's apiVersion, kind and metadata.
+    c.ok_stdin(&["apply", "-f", "-"], &typo.replace("sorce", "source"));
+    let listed = c.ok(&["get", "dv", "-o", "yaml"]);
+    assert!(listed.contains("kind: List"), "{listed}");
+    c.ok_stdin(&["apply", "-f", "-"], &listed);
+    let list = r#"apiVersion: v1
+kind: List
+items:
+- apiVersion: cdi.kubevirt.io/v1beta1
+  kind: DataVolume
+  metadata:
+    name: listed
+    labels: {from: list}
+  spec:
+    source: {blank: {}}
+    storage: {resources: {requests: {storage: 1Gi}}}
+"#;
+    c.ok_stdin(&["apply", "-f", "-"], list);
+    c.ok(&["get", "dv", "listed"]);
+    let err = c.ok_stdin_fails(&["apply", "-f", "-"], &list.replace("source:", "sorce:"));
+    assert!(
+        err.contains("sorce"),
+        "a List's typo is still refused: {err}"
+    );
     // Every upstream example applies under strict validation.
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/tests/examples");
     for entry in std::fs::read_dir(&examples).expect("the upstream examples") {
