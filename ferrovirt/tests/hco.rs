@@ -204,6 +204,46 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         serde_json::json!({"cpu": "100m", "memory": "60M"}),
         "CDI's defaults where the HC names nothing"
     );
+    // The HC's vCPU allocation ratio reaches the KubeVirt CR, and from it the CPU a launcher
+    // pod requests for a VMI that asks for none: two vCPUs over 4 are half a CPU.
+    platform.ok(&patch_hc(
+        r#"{"spec":{"resourceRequirements":{"vmiCPUAllocationRatio":4}}}"#,
+    ));
+    wait_for(
+        &platform,
+        "the HC's CPU allocation ratio in the KubeVirt CR",
+        &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        |kv| kv["spec"]["configuration"]["developerConfiguration"]["cpuAllocationRatio"] == 4,
+    );
+    platform.ok_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: shared-cpu, namespace: default}\n\
+             spec:\n  terminationGracePeriodSeconds: 0\n  domain:\n    cpu: {cores: 2}\n    resources: {requests: {memory: 64Mi}}\n    devices: {}\n",
+        ),
+    );
+    let vmi = platform
+        .json(&["get", "vmi", "shared-cpu"])
+        .expect("the VMI");
+    let selector = format!(
+        "kubevirt.io/created-by={}",
+        vmi["metadata"]["uid"].as_str().expect("a uid")
+    );
+    let pods = wait_for(
+        &platform,
+        "the VMI's launcher pod",
+        &["get", "pods", "-l", &selector],
+        |pods| {
+            pods["items"]
+                .as_array()
+                .is_some_and(|items| !items.is_empty())
+        },
+    );
+    assert_eq!(
+        pods["items"][0]["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+        "500m"
+    );
+    platform.ok(&["delete", "vmi", "shared-cpu", "--timeout=120s"]);
     let nac = platform
         .json(&["get", "networkaddonsconfig", "cluster"])
         .expect("NetworkAddonsConfig");

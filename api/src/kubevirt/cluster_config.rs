@@ -1,7 +1,7 @@
 //! The part of the active KubeVirt CR's `spec.configuration` that virt-api's defaulting and
 //! virt-controller's launcher pods read (virt-config's cluster config): the binding of the
-//! pod network's default interface, the default machine type, and whether guests may run
-//! under software emulation. Built from the CR as a pure function; who watches the CR
+//! pod network's default interface, the default machine type, whether guests may run under
+//! software emulation, and how many vCPUs share one CPU of the node. Built from the CR as a pure function; who watches the CR
 //! keeps the newest where admission reads it ([`SharedClusterConfig`]).
 
 use std::sync::{Arc, RwLock};
@@ -24,7 +24,13 @@ pub struct ClusterConfig {
     /// `developerConfiguration.useEmulation`: a launcher on a node without usable KVM may
     /// run its guest under TCG; without it, such a VMI fails.
     pub use_emulation: bool,
+    /// `developerConfiguration.cpuAllocationRatio`: the vCPUs per node CPU a launcher pod
+    /// requests when its VMI asks for no CPU (one vCPU asks for 1/ratio of a CPU).
+    pub cpu_allocation_ratio: u32,
 }
+
+/// virt-config's default CPU allocation ratio.
+pub const DEFAULT_CPU_ALLOCATION_RATIO: u32 = 10;
 
 /// virt-config's default machine type on amd64.
 const DEFAULT_MACHINE_TYPE: &str = "q35";
@@ -38,6 +44,7 @@ impl Default for ClusterConfig {
             default_binding: DefaultBinding::Masquerade,
             machine_type: DEFAULT_MACHINE_TYPE.into(),
             use_emulation: true,
+            cpu_allocation_ratio: DEFAULT_CPU_ALLOCATION_RATIO,
         }
     }
 }
@@ -66,6 +73,11 @@ impl ClusterConfig {
             default_binding,
             machine_type,
             use_emulation: configuration["developerConfiguration"]["useEmulation"] == true,
+            cpu_allocation_ratio: configuration["developerConfiguration"]["cpuAllocationRatio"]
+                .as_u64()
+                .and_then(|r| u32::try_from(r).ok())
+                .filter(|r| *r > 0)
+                .unwrap_or(DEFAULT_CPU_ALLOCATION_RATIO),
         }
     }
 }
@@ -102,6 +114,21 @@ mod tests {
         assert!(
             !config.use_emulation,
             "virt-config's default is no emulation"
+        );
+    }
+
+    #[test]
+    fn the_cpu_allocation_ratio_is_read_from_the_developer_configuration() {
+        let ratio = |value: serde_json::Value| {
+            let kv = json!({"spec": {"configuration": {"developerConfiguration": {"cpuAllocationRatio": value}}}});
+            ClusterConfig::from_kubevirt(&kv).cpu_allocation_ratio
+        };
+        assert_eq!(ratio(json!(4)), 4);
+        assert_eq!(ratio(json!(0)), 10, "not positive: virt-config's default");
+        assert_eq!(ratio(json!("4")), 10);
+        assert_eq!(
+            ClusterConfig::from_kubevirt(&json!({"spec": {}})).cpu_allocation_ratio,
+            10
         );
     }
 

@@ -141,6 +141,7 @@ mod tests {
             default_binding: DefaultBinding::Bridge,
             machine_type: "pc".into(),
             use_emulation: false,
+            ..Default::default()
         };
         let mut spec = VirtualMachineInstanceSpec::default();
         default_instance_spec(&mut spec, &cluster);

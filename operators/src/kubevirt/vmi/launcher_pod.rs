@@ -49,6 +49,9 @@ pub struct LauncherPodSettings {
     /// The KubeVirt CR's `useEmulation`: without it the launcher is told to refuse TCG
     /// (`--no-emulation`), where upstream's template passes `--allow-emulation` with it.
     pub allow_emulation: bool,
+    /// The KubeVirt CR's `cpuAllocationRatio`: a VMI that requests no CPU gets 1/ratio of a
+    /// CPU per vCPU.
+    pub cpu_allocation_ratio: u32,
 }
 
 /// How each claim the VMI uses is presented: `true` for a block-mode claim.
@@ -118,7 +121,7 @@ pub fn launcher_pod(
                 image: Some(settings.image.clone()),
                 image_pull_policy: settings.image_pull_policy.clone(),
                 args: Some(args),
-                resources: Some(resources(vmi, networks)),
+                resources: Some(resources(vmi, networks, settings.cpu_allocation_ratio)),
                 volume_mounts: Some(mounts),
                 volume_devices: (!devices.is_empty()).then_some(devices),
                 ..Default::default()
@@ -273,9 +276,14 @@ fn multus_networks_annotation(vmi: &VirtualMachineInstance) -> Option<String> {
 }
 
 /// The compute container's requests and limits: the guest's memory plus the launcher's
-/// overhead, the VMI's CPU request or limit, and one of each secondary network's node
-/// resource (a bridge on the node, say), as KubeVirt asks for them.
-fn resources(vmi: &VirtualMachineInstance, networks: &NetworkResources) -> ResourceRequirements {
+/// overhead, the VMI's CPU request or limit (without a request, 1/`cpu_ratio` of a CPU per
+/// vCPU), and one of each secondary network's node resource (a bridge on the node, say), as
+/// KubeVirt asks for them.
+fn resources(
+    vmi: &VirtualMachineInstance,
+    networks: &NetworkResources,
+    cpu_ratio: u32,
+) -> ResourceRequirements {
     let domain = &vmi.spec.domain;
     let vmi_resources = domain.resources.as_ref();
     let from =
@@ -297,9 +305,8 @@ fn resources(vmi: &VirtualMachineInstance, networks: &NetworkResources) -> Resou
             pod_limits.insert("memory".into(), mebibytes(with_overhead));
         }
     }
-    if let Some(cpu) = from(requests, "cpu") {
-        pod_requests.insert("cpu".into(), cpu);
-    }
+    let cpu_request = from(requests, "cpu").unwrap_or_else(|| shared_cpus(vmi, cpu_ratio));
+    pod_requests.insert("cpu".into(), cpu_request);
     if let Some(cpu) = from(limits, "cpu") {
         pod_limits.insert("cpu".into(), cpu);
     }
@@ -316,6 +323,23 @@ fn resources(vmi: &VirtualMachineInstance, networks: &NetworkResources) -> Resou
         requests: (!pod_requests.is_empty()).then_some(pod_requests),
         limits: (!pod_limits.is_empty()).then_some(pod_limits),
         ..Default::default()
+    }
+}
+
+/// The CPU a VMI that asks for none gets, as virt-controller renders it: its vCPUs
+/// (sockets × cores × threads, one without a topology) over the allocation ratio, in
+/// millicores below one CPU (rounded up to a whole millicore).
+fn shared_cpus(vmi: &VirtualMachineInstance, ratio: u32) -> Quantity {
+    let topology = vmi.spec.domain.cpu.as_ref();
+    let count = |n: Option<u32>| u64::from(n.filter(|n| *n > 0).unwrap_or(1));
+    let vcpus = topology.map_or(1, |cpu| {
+        count(cpu.sockets) * count(cpu.cores) * count(cpu.threads)
+    });
+    let millis = (vcpus * 1000).div_ceil(u64::from(ratio.max(1)));
+    if millis % 1000 == 0 {
+        Quantity((millis / 1000).to_string())
+    } else {
+        Quantity(format!("{millis}m"))
     }
 }
 
@@ -344,6 +368,7 @@ mod tests {
             image_pull_policy: None,
             extra_args: vec!["--insecure-registry".into(), "localhost:5000".into()],
             allow_emulation: true,
+            cpu_allocation_ratio: 10,
         }
     }
 
@@ -368,6 +393,35 @@ spec:
   - name: scratch
     emptyDisk: {capacity: 1Gi}
 "#;
+
+    #[test]
+    fn a_vmi_without_a_cpu_request_gets_its_vcpus_over_the_allocation_ratio() {
+        let request = |yaml: &str, ratio: u32| {
+            let settings = LauncherPodSettings {
+                cpu_allocation_ratio: ratio,
+                ..settings()
+            };
+            let pod = launcher_pod(
+                &vmi(yaml),
+                &ClaimModes::new(),
+                &NetworkResources::new(),
+                &settings,
+            );
+            let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+            resources.requests.unwrap()["cpu"].0.clone()
+        };
+        let without = VMI.replace(", cpu: 500m", "");
+        assert_eq!(request(&without, 10), "100m", "one vCPU, KubeVirt's ratio");
+        assert_eq!(request(&without, 1), "1");
+        assert_eq!(request(&without, 3), "334m", "rounded up to a millicore");
+        let topology = without.replace(
+            "devices: {}",
+            "devices: {}\n    cpu: {sockets: 2, cores: 2}",
+        );
+        assert_eq!(request(&topology, 10), "400m");
+        assert_eq!(request(&topology, 2), "2");
+        assert_eq!(request(VMI, 10), "500m", "the VMI's own request wins");
+    }
 
     #[test]
     fn a_launcher_without_use_emulation_is_told_to_refuse_it() {

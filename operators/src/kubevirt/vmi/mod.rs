@@ -69,6 +69,7 @@ pub async fn run(client: Client, config: Arc<ControllerConfig>) {
             image_pull_policy: config.image_pull_policy.clone(),
             extra_args: config.launcher_args.clone(),
             allow_emulation: true,
+            cpu_allocation_ratio: api::kubevirt::cluster_config::DEFAULT_CPU_ALLOCATION_RATIO,
         },
         kubevirt: config.kubevirt.clone(),
     });
@@ -133,8 +134,10 @@ async fn reconcile(vmi: Arc<VirtualMachineInstance>, ctx: Arc<Context>) -> Resul
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(vmi.name_any()))?;
     let observed = observe(&ctx.client, &namespace, &vmi).await?;
+    let cluster = ctx.kubevirt.get();
     let settings = LauncherPodSettings {
-        allow_emulation: ctx.kubevirt.get().use_emulation,
+        allow_emulation: cluster.use_emulation,
+        cpu_allocation_ratio: cluster.cpu_allocation_ratio,
         ..ctx.settings.clone()
     };
     let actions = plan::plan(&observed, &settings);

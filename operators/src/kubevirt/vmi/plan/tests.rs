@@ -11,6 +11,7 @@ fn settings() -> LauncherPodSettings {
         image_pull_policy: None,
         extra_args: Vec::new(),
         allow_emulation: true,
+        cpu_allocation_ratio: 10,
     }
 }
 
