@@ -15,6 +15,7 @@ pub mod go_duration;
 pub mod hco;
 pub mod hostpath;
 pub mod kubevirt;
+pub mod label_selector;
 pub mod network_attachment;
 pub mod quantity;
 pub mod ssp;

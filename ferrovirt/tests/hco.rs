@@ -205,16 +205,24 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         "CDI's defaults where the HC names nothing"
     );
     // The HC's vCPU allocation ratio reaches the KubeVirt CR, and from it the CPU a launcher
-    // pod requests for a VMI that asks for none: two vCPUs over 4 are half a CPU.
+    // pod requests for a VMI that asks for none: two vCPUs over 4 are half a CPU. Its
+    // namespace selected for automatic CPU limits, the pod is limited to its two vCPUs.
     platform.ok(&patch_hc(
-        r#"{"spec":{"resourceRequirements":{"vmiCPUAllocationRatio":4}}}"#,
+        r#"{"spec":{"resourceRequirements":{"vmiCPUAllocationRatio":4,
+            "autoCPULimitNamespaceLabelSelector":{"matchLabels":{"autoCpuLimit":"true"}}}}}"#,
     ));
     wait_for(
         &platform,
-        "the HC's CPU allocation ratio in the KubeVirt CR",
+        "the HC's CPU allocation ratio and CPU limit selector in the KubeVirt CR",
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
-        |kv| kv["spec"]["configuration"]["developerConfiguration"]["cpuAllocationRatio"] == 4,
+        |kv| {
+            let config = &kv["spec"]["configuration"];
+            config["developerConfiguration"]["cpuAllocationRatio"] == 4
+                && config["autoCPULimitNamespaceLabelSelector"]["matchLabels"]["autoCpuLimit"]
+                    == "true"
+        },
     );
+    platform.ok(&["label", "namespace", "default", "autoCpuLimit=true"]);
     platform.ok_stdin(
         &["apply", "-f", "-"],
         Some(
@@ -239,10 +247,9 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
                 .is_some_and(|items| !items.is_empty())
         },
     );
-    assert_eq!(
-        pods["items"][0]["spec"]["containers"][0]["resources"]["requests"]["cpu"],
-        "500m"
-    );
+    let resources = &pods["items"][0]["spec"]["containers"][0]["resources"];
+    assert_eq!(resources["requests"]["cpu"], "500m", "{resources:#}");
+    assert_eq!(resources["limits"]["cpu"], "2", "{resources:#}");
     platform.ok(&["delete", "vmi", "shared-cpu", "--timeout=120s"]);
     let nac = platform
         .json(&["get", "networkaddonsconfig", "cluster"])

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 /// The binding of the interface virt-api adds for the pod network.
@@ -16,7 +17,7 @@ pub enum DefaultBinding {
 }
 
 /// What virt-api's defaulting and virt-controller take from the cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClusterConfig {
     pub default_binding: DefaultBinding,
     /// The machine type a VMI that names none gets.
@@ -27,6 +28,9 @@ pub struct ClusterConfig {
     /// `developerConfiguration.cpuAllocationRatio`: the vCPUs per node CPU a launcher pod
     /// requests when its VMI asks for no CPU (one vCPU asks for 1/ratio of a CPU).
     pub cpu_allocation_ratio: u32,
+    /// `autoCPULimitNamespaceLabelSelector`: a launcher pod in a namespace it selects gets a
+    /// CPU limit of one CPU per vCPU (unless its VMI names a limit).
+    pub auto_cpu_limit_namespaces: Option<LabelSelector>,
 }
 
 /// virt-config's default CPU allocation ratio.
@@ -45,6 +49,7 @@ impl Default for ClusterConfig {
             machine_type: DEFAULT_MACHINE_TYPE.into(),
             use_emulation: true,
             cpu_allocation_ratio: DEFAULT_CPU_ALLOCATION_RATIO,
+            auto_cpu_limit_namespaces: None,
         }
     }
 }
@@ -78,6 +83,11 @@ impl ClusterConfig {
                 .and_then(|r| u32::try_from(r).ok())
                 .filter(|r| *r > 0)
                 .unwrap_or(DEFAULT_CPU_ALLOCATION_RATIO),
+            auto_cpu_limit_namespaces: serde_json::from_value(
+                configuration["autoCPULimitNamespaceLabelSelector"].clone(),
+            )
+            .ok()
+            .flatten(),
         }
     }
 }
@@ -130,6 +140,19 @@ mod tests {
             ClusterConfig::from_kubevirt(&json!({"spec": {}})).cpu_allocation_ratio,
             10
         );
+    }
+
+    #[test]
+    fn the_auto_cpu_limit_selector_is_read_from_the_configuration() {
+        let kv = json!({"spec": {"configuration": {
+            "autoCPULimitNamespaceLabelSelector": {"matchLabels": {"autoCpuLimit": "true"}}}}});
+        let selector = ClusterConfig::from_kubevirt(&kv).auto_cpu_limit_namespaces;
+        assert_eq!(
+            selector.and_then(|s| s.match_labels),
+            Some([("autoCpuLimit".to_owned(), "true".to_owned())].into())
+        );
+        let none = ClusterConfig::from_kubevirt(&json!({"spec": {}}));
+        assert!(none.auto_cpu_limit_namespaces.is_none());
     }
 
     #[test]

@@ -141,6 +141,13 @@ pub fn kubevirt(hc: &Value, use_emulation: bool) -> Value {
     }
     let mut configuration = Map::new();
     configuration.insert("developerConfiguration".into(), Value::Object(developer));
+    let auto_cpu_limit = &hc_spec["resourceRequirements"]["autoCPULimitNamespaceLabelSelector"];
+    if auto_cpu_limit.is_object() {
+        configuration.insert(
+            "autoCPULimitNamespaceLabelSelector".into(),
+            auto_cpu_limit.clone(),
+        );
+    }
     configuration.insert(
         "networkConfiguration".into(),
         json!({"networkInterface": "masquerade"}),
@@ -319,6 +326,21 @@ mod tests {
             );
         }
         assert!(!gates.iter().any(|g| g == "DownwardMetrics"));
+    }
+
+    #[test]
+    fn the_resource_requirements_reach_the_kubevirt_cr() {
+        let selector = json!({"matchLabels": {"autoCpuLimit": "true"}});
+        let kv = kubevirt(
+            &hc(json!({"resourceRequirements": {
+                "vmiCPUAllocationRatio": 4, "autoCPULimitNamespaceLabelSelector": selector}})),
+            false,
+        );
+        let config = &kv["spec"]["configuration"];
+        assert_eq!(config["developerConfiguration"]["cpuAllocationRatio"], 4);
+        assert_eq!(config["autoCPULimitNamespaceLabelSelector"], selector);
+        let plain = kubevirt(&hc(json!({})), false);
+        assert!(plain["spec"]["configuration"]["autoCPULimitNamespaceLabelSelector"].is_null());
     }
 
     #[test]

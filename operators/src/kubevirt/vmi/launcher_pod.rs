@@ -52,6 +52,10 @@ pub struct LauncherPodSettings {
     /// The KubeVirt CR's `cpuAllocationRatio`: a VMI that requests no CPU gets 1/ratio of a
     /// CPU per vCPU.
     pub cpu_allocation_ratio: u32,
+    /// Whether the VMI's namespace is one the KubeVirt CR's
+    /// `autoCPULimitNamespaceLabelSelector` selects: its pod's CPU is then limited to one CPU
+    /// per vCPU.
+    pub cpu_limit_per_vcpu: bool,
 }
 
 /// How each claim the VMI uses is presented: `true` for a block-mode claim.
@@ -121,7 +125,7 @@ pub fn launcher_pod(
                 image: Some(settings.image.clone()),
                 image_pull_policy: settings.image_pull_policy.clone(),
                 args: Some(args),
-                resources: Some(resources(vmi, networks, settings.cpu_allocation_ratio)),
+                resources: Some(resources(vmi, networks, settings)),
                 volume_mounts: Some(mounts),
                 volume_devices: (!devices.is_empty()).then_some(devices),
                 ..Default::default()
@@ -276,13 +280,14 @@ fn multus_networks_annotation(vmi: &VirtualMachineInstance) -> Option<String> {
 }
 
 /// The compute container's requests and limits: the guest's memory plus the launcher's
-/// overhead, the VMI's CPU request or limit (without a request, 1/`cpu_ratio` of a CPU per
-/// vCPU), and one of each secondary network's node resource (a bridge on the node, say), as
-/// KubeVirt asks for them.
+/// overhead, the VMI's CPU request or limit (without a request, 1/ratio of a CPU per vCPU;
+/// without a limit in a namespace under automatic CPU limits, one CPU per vCPU), and one of
+/// each secondary network's node resource (a bridge on the node, say), as KubeVirt asks for
+/// them.
 fn resources(
     vmi: &VirtualMachineInstance,
     networks: &NetworkResources,
-    cpu_ratio: u32,
+    settings: &LauncherPodSettings,
 ) -> ResourceRequirements {
     let domain = &vmi.spec.domain;
     let vmi_resources = domain.resources.as_ref();
@@ -305,9 +310,15 @@ fn resources(
             pod_limits.insert("memory".into(), mebibytes(with_overhead));
         }
     }
-    let cpu_request = from(requests, "cpu").unwrap_or_else(|| shared_cpus(vmi, cpu_ratio));
+    let cpu_request =
+        from(requests, "cpu").unwrap_or_else(|| shared_cpus(vmi, settings.cpu_allocation_ratio));
     pod_requests.insert("cpu".into(), cpu_request);
-    if let Some(cpu) = from(limits, "cpu") {
+    let cpu_limit = from(limits, "cpu").or_else(|| {
+        settings
+            .cpu_limit_per_vcpu
+            .then(|| Quantity(vcpus(vmi).to_string()))
+    });
+    if let Some(cpu) = cpu_limit {
         pod_limits.insert("cpu".into(), cpu);
     }
     // One of the resource per network that names it: two NICs on one bridge ask for two.
@@ -326,16 +337,18 @@ fn resources(
     }
 }
 
-/// The CPU a VMI that asks for none gets, as virt-controller renders it: its vCPUs
-/// (sockets × cores × threads, one without a topology) over the allocation ratio, in
-/// millicores below one CPU (rounded up to a whole millicore).
-fn shared_cpus(vmi: &VirtualMachineInstance, ratio: u32) -> Quantity {
-    let topology = vmi.spec.domain.cpu.as_ref();
+/// The VMI's vCPUs: sockets × cores × threads, one without a topology.
+fn vcpus(vmi: &VirtualMachineInstance) -> u64 {
     let count = |n: Option<u32>| u64::from(n.filter(|n| *n > 0).unwrap_or(1));
-    let vcpus = topology.map_or(1, |cpu| {
+    vmi.spec.domain.cpu.as_ref().map_or(1, |cpu| {
         count(cpu.sockets) * count(cpu.cores) * count(cpu.threads)
-    });
-    let millis = (vcpus * 1000).div_ceil(u64::from(ratio.max(1)));
+    })
+}
+
+/// The CPU a VMI that asks for none gets, as virt-controller renders it: its vCPUs over the
+/// allocation ratio, in millicores below one CPU (rounded up to a whole millicore).
+fn shared_cpus(vmi: &VirtualMachineInstance, ratio: u32) -> Quantity {
+    let millis = (vcpus(vmi) * 1000).div_ceil(u64::from(ratio.max(1)));
     if millis % 1000 == 0 {
         Quantity((millis / 1000).to_string())
     } else {
@@ -369,6 +382,7 @@ mod tests {
             extra_args: vec!["--insecure-registry".into(), "localhost:5000".into()],
             allow_emulation: true,
             cpu_allocation_ratio: 10,
+            cpu_limit_per_vcpu: false,
         }
     }
 
@@ -421,6 +435,38 @@ spec:
         assert_eq!(request(&topology, 10), "400m");
         assert_eq!(request(&topology, 2), "2");
         assert_eq!(request(VMI, 10), "500m", "the VMI's own request wins");
+    }
+
+    #[test]
+    fn a_namespace_under_automatic_cpu_limits_limits_a_vmi_to_its_vcpus() {
+        let limits = |yaml: &str, auto: bool| {
+            let settings = LauncherPodSettings {
+                cpu_limit_per_vcpu: auto,
+                ..settings()
+            };
+            let pod = launcher_pod(
+                &vmi(yaml),
+                &ClaimModes::new(),
+                &NetworkResources::new(),
+                &settings,
+            );
+            let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+            resources
+                .limits
+                .and_then(|l| l.get("cpu").map(|q| q.0.clone()))
+        };
+        let topology = VMI.replace(
+            "devices: {}",
+            "devices: {}\n    cpu: {sockets: 1, cores: 3}",
+        );
+        assert_eq!(limits(&topology, true).as_deref(), Some("3"));
+        assert_eq!(limits(&topology, false), None);
+        let limited = topology.replace("cpu: 500m}", "cpu: 500m}, limits: {cpu: '2'}");
+        assert_eq!(
+            limits(&limited, true).as_deref(),
+            Some("2"),
+            "the VMI's own limit wins"
+        );
     }
 
     #[test]

@@ -18,8 +18,8 @@ use api::network_attachment::{
     NetworkAttachmentDefinition, RESOURCE_NAME_ANNOTATION, qualified_name,
 };
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -70,6 +70,7 @@ pub async fn run(client: Client, config: Arc<ControllerConfig>) {
             extra_args: config.launcher_args.clone(),
             allow_emulation: true,
             cpu_allocation_ratio: api::kubevirt::cluster_config::DEFAULT_CPU_ALLOCATION_RATIO,
+            cpu_limit_per_vcpu: false,
         },
         kubevirt: config.kubevirt.clone(),
     });
@@ -129,15 +130,32 @@ fn error_policy(vmi: Arc<VirtualMachineInstance>, err: &Error, _: Arc<Context>) 
     Action::requeue(Duration::from_secs(1))
 }
 
+/// Whether `selector` (the KubeVirt CR's `autoCPULimitNamespaceLabelSelector`) selects
+/// namespace `name` by its labels; a namespace that is gone is not selected.
+async fn namespace_selected(
+    client: &Client,
+    name: &str,
+    selector: &LabelSelector,
+) -> Result<bool, Error> {
+    let namespace = Api::<Namespace>::all(client.clone()).get_opt(name).await?;
+    let labels = namespace.map(|ns| ns.labels().clone()).unwrap_or_default();
+    Ok(api::label_selector::selects(selector, &labels))
+}
+
 async fn reconcile(vmi: Arc<VirtualMachineInstance>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = vmi
         .namespace()
         .ok_or_else(|| Error::MissingNamespace(vmi.name_any()))?;
     let observed = observe(&ctx.client, &namespace, &vmi).await?;
     let cluster = ctx.kubevirt.get();
+    let cpu_limit_per_vcpu = match &cluster.auto_cpu_limit_namespaces {
+        Some(selector) => namespace_selected(&ctx.client, &namespace, selector).await?,
+        None => false,
+    };
     let settings = LauncherPodSettings {
         allow_emulation: cluster.use_emulation,
         cpu_allocation_ratio: cluster.cpu_allocation_ratio,
+        cpu_limit_per_vcpu,
         ..ctx.settings.clone()
     };
     let actions = plan::plan(&observed, &settings);

@@ -12,6 +12,7 @@ fn settings() -> LauncherPodSettings {
         extra_args: Vec::new(),
         allow_emulation: true,
         cpu_allocation_ratio: 10,
+        cpu_limit_per_vcpu: false,
     }
 }
 
