@@ -19,12 +19,9 @@ const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
 fn in_process<T>(
     check: impl std::future::Future<Output = Result<T, Refusal>>,
 ) -> Result<T, Refusal> {
-    check.now_or_never().unwrap_or_else(|| {
-        Err(Refusal {
-            code: 500,
-            message: "an in-process admission check waited".into(),
-        })
-    })
+    check
+        .now_or_never()
+        .unwrap_or_else(|| Err(Refusal::new(500, "an in-process admission check waited")))
 }
 
 /// virt-api's checks of a VM that depend on the cluster's feature gates.
@@ -42,11 +39,10 @@ fn vm_feature_gates(request: &ValidationRequest, vm: &Value) -> Result<(), Refus
     if gates.iter().any(|g| g == "VideoConfig") {
         return Ok(());
     }
-    Err(Refusal {
-        code: 422,
-        message: "Video configuration is specified but the VideoConfig feature gate is not enabled"
-            .into(),
-    })
+    Err(Refusal::new(
+        422,
+        "Video configuration is specified but the VideoConfig feature gate is not enabled",
+    ))
 }
 
 /// SSP's template validator: the VM against its own rules or its template's.
@@ -60,7 +56,7 @@ fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>
     };
     let verdict = validator::review_vm(vm, template.as_ref());
     match (verdict.message(), verdict.code()) {
-        (Some(message), Some(code)) => Err(Refusal { code, message }),
+        (Some(message), Some(code)) => Err(Refusal::new(code, message)),
         _ => Ok(verdict.warnings),
     }
 }

@@ -142,9 +142,14 @@ fn response(verdict: Result<Vec<String>, Refusal>) -> Value {
     match verdict {
         Ok(warnings) if warnings.is_empty() => json!({"allowed": true}),
         Ok(warnings) => json!({"allowed": true, "warnings": warnings}),
+        Err(refusal) if refusal.warnings.is_empty() => json!({
+            "allowed": false,
+            "status": {"code": refusal.code, "message": refusal.message},
+        }),
         Err(refusal) => json!({
             "allowed": false,
             "status": {"code": refusal.code, "message": refusal.message},
+            "warnings": refusal.warnings,
         }),
     }
 }
@@ -210,14 +215,8 @@ impl KubeCluster {
 /// A failed call as the webhook's refusal, the API server's code and words kept.
 fn refused(err: kube::Error) -> Refusal {
     match err {
-        kube::Error::Api(status) => Refusal {
-            code: status.code,
-            message: status.message,
-        },
-        other => Refusal {
-            code: 500,
-            message: other.to_string(),
-        },
+        kube::Error::Api(status) => Refusal::new(status.code, status.message),
+        other => Refusal::new(500, other.to_string()),
     }
 }
 
@@ -263,12 +262,10 @@ impl Cluster for KubeCluster {
         object: &Value,
     ) -> Result<Vec<String>, Refusal> {
         let Some((resource, namespaced)) = self.resource(group, plural).await? else {
-            return Err(Refusal {
-                code: 404,
-                message: format!(
-                    "the server could not find the requested resource ({plural}.{group})"
-                ),
-            });
+            return Err(Refusal::new(
+                404,
+                format!("the server could not find the requested resource ({plural}.{group})"),
+            ));
         };
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
@@ -305,8 +302,8 @@ impl Cluster for KubeCluster {
             .and_then(|status| status["message"].as_str().map(str::to_owned))
             .unwrap_or(text);
         Err(Refusal {
-            code: status.as_u16(),
-            message,
+            warnings,
+            ..Refusal::new(status.as_u16(), message)
         })
     }
 }

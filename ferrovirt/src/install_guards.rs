@@ -59,11 +59,16 @@ pub trait Cluster {
     ) -> Result<Vec<String>, Refusal>;
 }
 
-/// An error of the API server passed on as the webhook's answer, its status code kept.
+/// An error of the API server passed on as the webhook's answer, its status code (and an
+/// admission refusal's warnings) kept.
 pub fn passed_on(err: ApiError) -> Refusal {
-    Refusal {
-        code: err.code(),
-        message: err.to_string(),
+    let refusal = Refusal::new(err.code(), err.to_string());
+    match err {
+        ApiError::Refused { warnings, .. } => Refusal {
+            warnings,
+            ..refusal
+        },
+        _ => refusal,
     }
 }
 
@@ -115,11 +120,15 @@ pub async fn kubevirt_uninstall(cluster: &impl Cluster, kubevirt: &Value) -> Res
 }
 
 /// virt-operator's check of an update to a KubeVirt CR (`old` the stored one): its
-/// warnings, or its refusal (422 Invalid, the causes joined as KubeVirt joins them).
+/// warnings, or its refusal (422 Invalid, the causes joined as KubeVirt joins them) with
+/// the warnings, which virt-operator's response carries either way.
 pub fn kubevirt_update(kubevirt: &Value, old: &Value) -> Result<Vec<String>, Refusal> {
     let review = api::kubevirt::update_review::review_update(kubevirt, old);
     match review.refusal() {
-        Some(message) => Err(Refusal { code: 422, message }),
+        Some(message) => Err(Refusal {
+            warnings: review.warnings,
+            ..Refusal::new(422, message)
+        }),
         None => Ok(review.warnings),
     }
 }

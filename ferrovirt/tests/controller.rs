@@ -1627,6 +1627,41 @@ async fn the_hco_webhook_guards_the_hc_and_the_uninstall_on_a_cluster() {
     .await;
     assert_eq!(answer["allowed"], true, "{answer:#}");
     assert_eq!(answer["warnings"], json!([OPERAND_WARNING]), "{answer:#}");
+
+    // An operand's refusal keeps the warnings the API server sent with it: the webhook
+    // before the refusing one, and the refusing one's own.
+    const REFUSAL_WARNING: &str = "spec.configuration: a warning given with a refusal";
+    server.register_validation(standalone::apiserver::Validation {
+        name: "refuses-with-a-warning.kubevirt.io".into(),
+        group: "kubevirt.io".into(),
+        plural: "kubevirts".into(),
+        operations: vec![standalone::apiserver::Operation::Update],
+        check: Box::new(|_| {
+            Err(standalone::apiserver::Refusal {
+                warnings: vec![REFUSAL_WARNING.to_owned()],
+                ..standalone::apiserver::Refusal::new(422, "refused for the test")
+            })
+        }),
+    });
+    let mut refused = hc.clone();
+    refused["spec"]["featureGates"]["downwardMetrics"] = json!(true);
+    let answer = ask(
+        HC_PATH,
+        admission_review("13", "UPDATE", HC, HCO_NS, refused, hc.clone()),
+    )
+    .await;
+    assert_eq!(answer["allowed"], false, "{answer:#}");
+    assert!(
+        answer["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("refused for the test")),
+        "{answer:#}"
+    );
+    assert_eq!(
+        answer["warnings"],
+        json!([OPERAND_WARNING, REFUSAL_WARNING]),
+        "{answer:#}"
+    );
     server.stop();
 }
 

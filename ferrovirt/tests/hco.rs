@@ -300,6 +300,20 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         ),
         "{stderr}"
     );
+    // A refusal keeps the review's warnings, as kube-apiserver passes on both.
+    let both = kubevirt_patch(
+        r#"{"spec":{"infra":{"replicas":0},"configuration":{"developerConfiguration":{"featureGates":["LiveMigration"]}}}}"#,
+    );
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert!(!both.status.success());
+    assert!(
+        stderr.contains("infra replica count can't be 0"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Warning: feature gate LiveMigration is deprecated"),
+        "{stderr}"
+    );
     let warned = kubevirt_patch(
         r#"{"spec":{"configuration":{"developerConfiguration":{"featureGates":["CPUManager","LiveMigration"]}}}}"#,
     );

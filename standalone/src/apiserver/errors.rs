@@ -44,7 +44,12 @@ pub enum ApiError {
     /// A validating webhook's refusal, with the code it gave (400 at least), as
     /// kube-apiserver passes it on.
     #[error("{message}")]
-    Refused { code: u16, message: String },
+    Refused {
+        code: u16,
+        message: String,
+        /// The admission warnings given with the refusal, sent as `Warning` headers.
+        warnings: Vec<String>,
+    },
 }
 
 impl ApiError {

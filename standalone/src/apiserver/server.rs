@@ -262,7 +262,11 @@ fn protobuf_error(err: ProtobufError) -> ApiError {
 
 fn error_response(err: &ApiError) -> Response<Body> {
     let status = StatusCode::from_u16(err.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(status, &err.status())
+    let mut response = json_response(status, &err.status());
+    if let ApiError::Refused { warnings, .. } = err {
+        add_warnings(&mut response, warnings);
+    }
+    response
 }
 
 /// The authorization attributes of a resource request, as kube-apiserver derives them.

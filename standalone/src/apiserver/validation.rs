@@ -131,15 +131,23 @@ pub struct Refusal {
     /// The HTTP status of the refusal (403 for controller-runtime's `Denied`).
     pub code: u16,
     pub message: String,
+    /// Warnings the webhook gave with its refusal; kube-apiserver passes them on with it.
+    pub warnings: Vec<String>,
 }
 
 impl Refusal {
+    /// A refusal with HTTP status `code` and no warnings.
+    pub fn new(code: u16, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+            warnings: Vec::new(),
+        }
+    }
+
     /// A plain denial (HTTP 403), as controller-runtime's `admission.Denied`.
     pub fn denied(message: impl Into<String>) -> Refusal {
-        Refusal {
-            code: 403,
-            message: message.into(),
-        }
+        Refusal::new(403, message)
     }
 }
 
@@ -197,7 +205,7 @@ impl Validations {
         for validation in self.matching(resource, operation) {
             match (validation.check)(&request) {
                 Ok(more) => warnings.extend(more),
-                Err(refusal) => return Err(refused(&validation.name, refusal)),
+                Err(refusal) => return Err(refused(&validation.name, refusal, warnings)),
             }
         }
         Ok(warnings)
@@ -205,14 +213,17 @@ impl Validations {
 }
 
 /// A refusal as kube-apiserver reports a webhook's: its name, then its message, with the
-/// webhook's code (a code below 400 becomes 400).
-fn refused(webhook: &str, refusal: Refusal) -> ApiError {
+/// webhook's code (a code below 400 becomes 400), and the warnings of the webhooks before
+/// it and its own.
+fn refused(webhook: &str, refusal: Refusal, mut warnings: Vec<String>) -> ApiError {
     let message = format!(
         "admission webhook \"{webhook}\" denied the request: {}",
         refusal.message
     );
+    warnings.extend(refusal.warnings);
     ApiError::Refused {
         code: refusal.code,
         message,
+        warnings,
     }
 }
