@@ -601,6 +601,29 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     let args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--pool=claimed=/var/claimed"), "{args}");
 
+    // A cordoned node keeps its driver pod (a DaemonSet's), and so keeps its mounter: the
+    // claim under the pool's volumes stays attached. (The CR is touched so that the operator
+    // looks again at once.)
+    kubectl(&kubeconfig, &["cordon", "node-a"]).await;
+    kubectl(
+        &kubeconfig,
+        &[
+            "annotate",
+            "hostpathprovisioner",
+            "hostpath-provisioner",
+            "test/touched=cordoned",
+        ],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        in_ferrovirt("deployment", "hpp-pool-claimed-node-a")
+            .await
+            .is_some(),
+        "the mounter of a cordoned node stays"
+    );
+    kubectl(&kubeconfig, &["uncordon", "node-a"]).await;
+
     kubectl(
         &kubeconfig,
         &[

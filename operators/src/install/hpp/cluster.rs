@@ -321,7 +321,7 @@ async fn mount_templated(
     templated: &[StoragePool],
     placement: &NodePlacement,
 ) -> Result<(Mounted, Vec<String>), kube::Error> {
-    let nodes = pool_mounters::schedulable_nodes(
+    let nodes = pool_mounters::driver_nodes(
         &Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await?
@@ -376,8 +376,8 @@ async fn mount_templated(
 }
 
 /// Takes the pool mounters of `namespace` but `keep` away, and says how many are left. A
-/// mounter of a pool still wanted (its pool label among `wanted`) is on a node that no
-/// longer takes pods: it goes, its mount stays (the driver there may still serve it). One
+/// mounter of a pool still wanted (its pool label among `wanted`) is on a node the driver
+/// no longer runs on (gone, relabelled, tainted): it goes, its mount stays. One
 /// of a pool no longer wanted goes only once its cleanup Job has taken the mount off its
 /// node, and that Job runs only when `may_unmount` (nothing serves the pool any more); the
 /// mounter keeps the claim attached until then.
@@ -403,7 +403,7 @@ async fn retire_mounters(
         }
         let pool = deployment.labels().get(super::claims::POOL_LABEL).cloned();
         if pool.is_some_and(|p| wanted.contains(&p)) {
-            tracing::info!(%name, "removing a storage pool's mounter from a node that takes no pods");
+            tracing::info!(%name, "removing a storage pool's mounter from a node the driver left");
             crate::kube::delete_ignoring_missing(&deployments, &name).await?;
             continue;
         }

@@ -1,6 +1,7 @@
 //! `pvcTemplate` pools on a cluster, served as upstream's operator serves them: for each such
-//! pool and each node pods may run on, a claim made from the template (named and labelled as
-//! on one machine, [`claims`]) and a Deployment pinned to the node whose
+//! pool and each node the driver's DaemonSet runs on (cordoned and not-ready ones too), a
+//! claim made from the template (named and labelled as on one machine, [`claims`]) and a
+//! Deployment pinned to the node whose
 //! `ferrovirt hpp-pool-mounter` bind-mounts the claim (mounted by the kubelet at `/source`)
 //! over the pool's path on the host, reached through the host's root mounted with
 //! bidirectional propagation; it is ready once the mount is in place. The driver's DaemonSet
@@ -37,12 +38,27 @@ pub fn object_name(pool: &str, node: &str) -> String {
     claim_name(pool, node)
 }
 
-/// The nodes a mounter goes to: those the CR's workload `placement` picks for the driver
-/// (its node selector) that are not cordoned and whose taints that keep pods off
-/// (`NoSchedule`, `NoExecute`) the placement's tolerations all tolerate: where the scheduler
-/// would put a mounter's pod. (The driver's DaemonSet pods also run on cordoned and
-/// not-ready nodes, which get no mounter.)
-pub fn schedulable_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<String> {
+/// Taints the DaemonSet controller tolerates for every DaemonSet's pods: its driver pods stay
+/// on cordoned, not-ready, unreachable and pressured nodes, and so must the pools' mounts.
+const DAEMONSET_TOLERATED: [&str; 6] = [
+    "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/pid-pressure",
+];
+
+/// The toleration that lets a mounter's pod come back on a cordoned node where the driver
+/// still runs (a DaemonSet's pods have it).
+const CORDONED: &str = "node.kubernetes.io/unschedulable";
+
+/// The nodes a mounter goes to: those the driver's DaemonSet runs on, by the CR's workload
+/// `placement` (its node selector, and its tolerations of the taints that keep pods off,
+/// `NoSchedule` and `NoExecute`) and the taints every DaemonSet tolerates. A cordoned or
+/// not-ready node keeps its driver pod and so keeps its mounter: taking the mounter away
+/// would detach the claim under volumes the driver still serves there.
+pub fn driver_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<String> {
     let selector = placement.node_selector.clone().unwrap_or_default();
     let tolerations = placement.tolerations.as_deref().unwrap_or_default();
     nodes
@@ -57,9 +73,10 @@ pub fn schedulable_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<Strin
             let spec = node.spec.clone().unwrap_or_default();
             let repelled = spec.taints.unwrap_or_default().iter().any(|taint| {
                 matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+                    && !DAEMONSET_TOLERATED.contains(&taint.key.as_str())
                     && !tolerations.iter().any(|t| tolerates(t, taint))
             });
-            !spec.unschedulable.unwrap_or(false) && !repelled
+            !repelled
         })
         .filter_map(|node| node.metadata.name.clone())
         .collect()
@@ -145,6 +162,10 @@ fn is_block(pool: &StoragePool) -> bool {
 fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
     let name = object_name(&pool.name, node);
     let (namespace, image, manager) = (spec.namespace, spec.image, spec.manager);
+    let mut tolerations = serde_json::to_value(spec.tolerations).unwrap_or_else(|_| json!([]));
+    if let Some(list) = tolerations.as_array_mut() {
+        list.push(json!({"key": CORDONED, "operator": "Exists", "effect": "NoSchedule"}));
+    }
     let host_root = json!({"name": "host-root", "mountPath": HOST_ROOT,
                            "mountPropagation": "Bidirectional"});
     let (claim_flag, claim_path, mounts, devices) = if is_block(pool) {
@@ -167,7 +188,7 @@ fn mounter(pool: &StoragePool, node: &str, spec: &MounterSpec<'_>) -> Value {
                 "metadata": {"labels": {MOUNTER_LABEL: name}},
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
-                    "tolerations": spec.tolerations,
+                    "tolerations": tolerations,
                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [{"matchExpressions": [{
                             "key": "kubernetes.io/hostname", "operator": "In", "values": [node],
@@ -366,6 +387,12 @@ mod tests {
             json!(["n2"])
         );
         assert_eq!(spec["tolerations"][0]["key"], "storage", "{spec:#}");
+        assert_eq!(
+            spec["tolerations"][1],
+            json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                   "effect": "NoSchedule"}),
+            "a mounter comes back on a cordoned node, as the driver's pod stays there"
+        );
         let container = &spec["containers"][0];
         assert_eq!(container["image"], "img:1");
         assert_eq!(
@@ -393,14 +420,18 @@ mod tests {
     }
 
     #[test]
-    fn mounters_go_to_nodes_that_take_pods() {
+    fn mounters_go_where_the_drivers_daemonset_runs() {
         let node = |name: &str, spec: Value| -> Node {
             serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))
                 .expect("a Node")
         };
         let nodes = [
             node("worker", json!({})),
-            node("cordoned", json!({"unschedulable": true})),
+            node(
+                "cordoned",
+                json!({"unschedulable": true, "taints": [
+                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}),
+            ),
             node(
                 "control-plane",
                 json!({"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}),
@@ -412,8 +443,9 @@ mod tests {
         ];
         let anywhere = NodePlacement::default();
         assert_eq!(
-            schedulable_nodes(&nodes, &anywhere),
-            ["worker", "preferred"]
+            driver_nodes(&nodes, &anywhere),
+            ["worker", "cordoned", "preferred"],
+            "a cordoned node keeps its driver pod, and its mounter"
         );
         let labelled: Node =
             serde_json::from_value(json!({"metadata": {"name": "ssd", "labels": {"disk": "ssd"}}}))
@@ -423,7 +455,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            schedulable_nodes(&[nodes[0].clone(), labelled], &on_ssd),
+            driver_nodes(&[nodes[0].clone(), labelled], &on_ssd),
             ["ssd"],
             "only where the driver runs"
         );
@@ -432,17 +464,17 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            schedulable_nodes(
+            driver_nodes(
                 &nodes,
                 &tolerating(json!([{"key": "node-role.kubernetes.io/control-plane",
                                     "operator": "Exists", "effect": "NoSchedule"}]))
             ),
-            ["worker", "control-plane", "preferred"],
+            ["worker", "cordoned", "control-plane", "preferred"],
             "a taint the workload tolerates does not keep the mounter off"
         );
         assert_eq!(
-            schedulable_nodes(&nodes, &tolerating(json!([{"operator": "Exists"}]))),
-            ["worker", "control-plane", "preferred"],
+            driver_nodes(&nodes, &tolerating(json!([{"operator": "Exists"}]))),
+            ["worker", "cordoned", "control-plane", "preferred"],
             "an empty key with Exists tolerates every taint"
         );
         for (toleration, why) in [
@@ -459,8 +491,8 @@ mod tests {
             (json!({}), "an empty key without Exists"),
         ] {
             assert_eq!(
-                schedulable_nodes(&nodes, &tolerating(json!([toleration]))),
-                ["worker", "preferred"],
+                driver_nodes(&nodes, &tolerating(json!([toleration]))),
+                ["worker", "cordoned", "preferred"],
                 "{why} does not tolerate the taint"
             );
         }
