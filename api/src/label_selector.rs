@@ -8,6 +8,19 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
+/// Whether apimachinery would take `selector`: `In` and `NotIn` name values, `Exists` and
+/// `DoesNotExist` none, and no other operator.
+pub fn is_valid(selector: &LabelSelector) -> bool {
+    selector.match_expressions.iter().flatten().all(|r| {
+        let has_values = r.values.as_ref().is_some_and(|v| !v.is_empty());
+        match r.operator.as_str() {
+            "In" | "NotIn" => has_values,
+            "Exists" | "DoesNotExist" => !has_values,
+            _ => false,
+        }
+    })
+}
+
 /// Whether `selector` selects an object labelled `labels`.
 pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
     let pairs = selector.match_labels.iter().flatten();
@@ -80,5 +93,21 @@ mod tests {
         let both = selector(json!({"matchLabels": {"autoCpuLimit": "true"},
             "matchExpressions": [{"key": "team", "operator": "In", "values": ["b"]}]}));
         assert!(!selects(&both, &ns), "every requirement must hold");
+    }
+
+    #[test]
+    fn selectors_apimachinery_refuses_are_told_apart() {
+        let with = |op: &str, values: serde_json::Value| {
+            is_valid(&selector(
+                json!({"matchExpressions": [{"key": "k", "operator": op, "values": values}]}),
+            ))
+        };
+        assert!(with("In", json!(["a"])));
+        assert!(!with("In", json!([])), "In without values");
+        assert!(!with("NotIn", json!(null)), "NotIn without values");
+        assert!(with("Exists", json!(null)));
+        assert!(!with("Exists", json!(["a"])), "Exists with values");
+        assert!(!with("Gt", json!(["1"])));
+        assert!(is_valid(&selector(json!({"matchLabels": {"a": "b"}}))));
     }
 }

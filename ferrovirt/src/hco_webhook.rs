@@ -138,20 +138,22 @@ async fn review_request(
     }
 }
 
+/// The AdmissionResponse of a verdict; warnings go with an admission and with a refusal.
 fn response(verdict: Result<Vec<String>, Refusal>) -> Value {
-    match verdict {
-        Ok(warnings) if warnings.is_empty() => json!({"allowed": true}),
-        Ok(warnings) => json!({"allowed": true, "warnings": warnings}),
-        Err(refusal) if refusal.warnings.is_empty() => json!({
-            "allowed": false,
-            "status": {"code": refusal.code, "message": refusal.message},
-        }),
-        Err(refusal) => json!({
-            "allowed": false,
-            "status": {"code": refusal.code, "message": refusal.message},
-            "warnings": refusal.warnings,
-        }),
+    let (mut answer, warnings) = match verdict {
+        Ok(warnings) => (json!({"allowed": true}), warnings),
+        Err(refusal) => (
+            json!({
+                "allowed": false,
+                "status": {"code": refusal.code, "message": refusal.message},
+            }),
+            refusal.warnings,
+        ),
+    };
+    if !warnings.is_empty() {
+        answer["warnings"] = json!(warnings);
     }
+    answer
 }
 
 /// A served resource and whether it is namespaced.

@@ -284,6 +284,7 @@ async fn start_controllers(
         clone_tokens: Some(token_issuer.validator()),
         launcher_args: launcher_args(dir, args),
         kubevirt: kubevirt.clone(),
+        upload_proxy_url: Some(uploads.proxy_url.clone()),
         ..Default::default()
     };
     let virt = !args.no_virt;

@@ -602,20 +602,24 @@ async fn the_hpp_operator_deploys_the_driver_with_the_crs_pools_and_removes_it_w
     assert!(args.contains("--pool=claimed=/var/claimed"), "{args}");
 
     // A cordoned node keeps its driver pod (a DaemonSet's), and so keeps its mounter: the
-    // claim under the pool's volumes stays attached. (The CR is touched so that the operator
-    // looks again at once.)
+    // claim under the pool's volumes stays attached. (A path pool added after the cordon
+    // shows the operator has looked again since.)
     kubectl(&kubeconfig, &["cordon", "node-a"]).await;
     kubectl(
         &kubeconfig,
         &[
-            "annotate",
-            "hostpathprovisioner",
-            "hostpath-provisioner",
-            "test/touched=cordoned",
+            "patch", "hostpathprovisioner", "hostpath-provisioner", "--type=json", "-p",
+            r#"[{"op":"add","path":"/spec/storagePools/-","value":{"name":"later","path":"/var/later"}}]"#,
         ],
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    eventually("the pool added after the cordon served", || async {
+        let daemonset = in_ferrovirt("daemonset", "ferrovirt-csi-driver").await?;
+        let args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+        args.contains("--pool=later=/var/later").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         in_ferrovirt("deployment", "hpp-pool-claimed-node-a")
             .await

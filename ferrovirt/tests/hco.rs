@@ -204,6 +204,20 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         serde_json::json!({"cpu": "100m", "memory": "60M"}),
         "CDI's defaults where the HC names nothing"
     );
+    // Taken out of the HC, the resources go from CDIConfig's spec and its status.
+    platform.ok(&patch_hc(
+        r#"{"spec":{"resourceRequirements":{"storageWorkloads":null}}}"#,
+    ));
+    let config = wait_for(
+        &platform,
+        "CDI's default worker limits back in CDIConfig's status",
+        &["get", "cdiconfig", "config"],
+        |config| config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == "750m",
+    );
+    assert!(
+        config["spec"]["podResourceRequirements"].is_null(),
+        "{config:#}"
+    );
     // The HC's vCPU allocation ratio reaches the KubeVirt CR, and from it the CPU a launcher
     // pod requests for a VMI that asks for none: two vCPUs over 4 are half a CPU. Its
     // namespace selected for automatic CPU limits, the pod is limited to its two vCPUs.

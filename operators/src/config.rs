@@ -44,6 +44,10 @@ pub struct ControllerConfig {
     /// by whoever watches the CRs: the in-process components on `ferrovirt up`,
     /// `ferrovirt virt-controller` on a cluster.
     pub kubevirt: SharedClusterConfig,
+    /// The upload proxy URL CDIConfig's status names when its spec has no override: on one
+    /// machine, the loopback proxy's; on a cluster none (CDI would read it from an Ingress or
+    /// a Route, which is not done).
+    pub upload_proxy_url: Option<String>,
 }
 
 /// The Secret with the key that signs upload and clone tokens, as CDI names it.
@@ -65,6 +69,7 @@ impl Default for ControllerConfig {
             no_cluster_dns: false,
             launcher_args: Vec::new(),
             kubevirt: SharedClusterConfig::default(),
+            upload_proxy_url: None,
         }
     }
 }

@@ -90,9 +90,8 @@ pub const PERMISSIONS: &[Permission] = &[
         "datasources",
         &["get", "create", "patch"],
     ),
-    p("cdi.kubevirt.io", "cdiconfigs", &["get"]),
     // CDIConfig controller
     p("cdi.kubevirt.io", "cdiconfigs", WATCH),
-    p("cdi.kubevirt.io", "cdiconfigs/status", &["patch"]),
+    p("cdi.kubevirt.io", "cdiconfigs/status", &["update"]),
     p("storage.k8s.io", "storageclasses", WATCH),
 ];

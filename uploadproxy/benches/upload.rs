@@ -27,6 +27,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -44,6 +45,9 @@ use uploadproxy::{
 };
 
 const IMAGES: &[&str] = &["perf.raw", "perf.qcow2", "perf.qcow2.xz"];
+
+/// Bytes the no-sink server has read, checked against the image's size after each upload.
+static DISCARDED: AtomicU64 = AtomicU64::new(0);
 
 /// Certificates and files of the run.
 struct Setup {
@@ -102,7 +106,18 @@ async fn start(
         }
         Server::Discard => tls::serve(listener, server_tls, |request, _peer| async move {
             let mut body = request.into_body();
-            while let Some(Ok(_)) = body.frame().await {}
+            while let Some(frame) = body.frame().await {
+                match frame.map(|f| f.into_data()) {
+                    Ok(Ok(data)) => DISCARDED.fetch_add(data.len() as u64, Ordering::Relaxed),
+                    Ok(Err(_)) => continue,
+                    // A broken body answers 500, which fails curl and so the run.
+                    Err(_) => {
+                        let mut failed = Response::new(Full::new(Bytes::from_static(b"broken")));
+                        *failed.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                        return failed;
+                    }
+                };
+            }
             Response::new(Full::new(Bytes::from_static(b"OK")))
         }),
     };
@@ -459,7 +474,13 @@ fn main() {
                 }
             }
             if runs("discard") {
+                DISCARDED.store(0, Ordering::Relaxed);
                 discard.push(upload(Server::Discard, &image));
+                assert_eq!(
+                    DISCARDED.load(Ordering::Relaxed),
+                    size as u64,
+                    "the no-sink server read all of {name}"
+                );
             }
         }
         let rate = |secs: f64| size / secs / 1e6;

@@ -83,11 +83,13 @@ impl ClusterConfig {
                 .and_then(|r| u32::try_from(r).ok())
                 .filter(|r| *r > 0)
                 .unwrap_or(DEFAULT_CPU_ALLOCATION_RATIO),
-            auto_cpu_limit_namespaces: serde_json::from_value(
+            // A selector apimachinery refuses selects nothing, as KubeVirt then has none.
+            auto_cpu_limit_namespaces: serde_json::from_value::<Option<LabelSelector>>(
                 configuration["autoCPULimitNamespaceLabelSelector"].clone(),
             )
             .ok()
-            .flatten(),
+            .flatten()
+            .filter(crate::label_selector::is_valid),
         }
     }
 }

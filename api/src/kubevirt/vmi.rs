@@ -953,6 +953,41 @@ pub struct VirtualMachineInstanceNetworkInterface {
     pub extra: Extra,
 }
 
+impl VirtualMachineInstanceSpec {
+    /// The vCPUs the guest gets, as KubeVirt counts them once virt-api has defaulted the
+    /// topology: sockets × cores × threads (each 1 when left out) when any is given; without
+    /// a topology one socket per CPU of `limits.cpu`, else of `requests.cpu` (a fraction
+    /// rounded up), else one.
+    pub fn vcpus(&self) -> u64 {
+        let cpu = self.domain.cpu.as_ref();
+        let given =
+            cpu.is_some_and(|c| c.sockets.is_some() || c.cores.is_some() || c.threads.is_some());
+        if let Some(cpu) = cpu.filter(|_| given) {
+            let count = |n: Option<u32>| u64::from(n.unwrap_or(1).max(1));
+            return count(cpu.sockets) * count(cpu.cores) * count(cpu.threads);
+        }
+        let resources = self.domain.resources.as_ref();
+        [
+            resources.and_then(|r| r.limits.as_ref()),
+            resources.and_then(|r| r.requests.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|list| list.get("cpu"))
+        .and_then(crate::quantity::quantity_bytes)
+        .and_then(|cpus| u64::try_from(cpus).ok())
+        .map_or(1, |cpus| cpus.max(1))
+    }
+
+    /// Whether the guest's vCPUs are pinned to dedicated host CPUs
+    /// (`domain.cpu.dedicatedCpuPlacement`).
+    pub fn dedicated_cpus(&self) -> bool {
+        self.domain.cpu.as_ref().is_some_and(|c| {
+            c.extra.get("dedicatedCpuPlacement") == Some(&serde_json::Value::Bool(true))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

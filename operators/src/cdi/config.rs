@@ -2,9 +2,10 @@
 //! effect, as CDI's config-controller does. The status is what the DataVolume controller
 //! reads: the worker pods' resources (CDI's defaults, each one replaced by the spec's), the
 //! filesystem overhead of every StorageClass, preallocation, the scratch space class and the
-//! import proxy. The upload proxy URL is the spec's override when it has one; otherwise the
-//! status keeps what its publisher wrote (`ferrovirt up` writes its loopback proxy's URL;
-//! CDI's look-up of Ingresses and Routes is not done).
+//! import proxy. The upload proxy URL is the spec's override when it has one, else the one
+//! the controller was given (`ferrovirt up`'s loopback proxy; CDI's look-up of Ingresses and
+//! Routes is not done). The status is replaced whole, as CDI updates it, so what no longer
+//! applies (a deleted StorageClass's overhead) goes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::PostParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -25,7 +27,6 @@ use kube::{Api, Client, ResourceExt};
 
 use super::datavolume::pvc::default_storage_class;
 use super::datavolume::settings::CDI_CONFIG;
-use crate::kube::patch_status;
 
 /// CDI's resources of a worker pod's container where the spec names none:
 /// (limits or requests, resource, quantity).
@@ -50,16 +51,20 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
-/// The status `config` should have, given the cluster's StorageClasses (pure: the
-/// controller's plan).
-pub fn desired_status(config: &CDIConfig, classes: &[StorageClass]) -> CdiConfigStatus {
+/// The status `config` should have, given the cluster's StorageClasses and the upload proxy
+/// URL to publish without an override (pure: the controller's plan).
+pub fn desired_status(
+    config: &CDIConfig,
+    classes: &[StorageClass],
+    published_url: Option<&str>,
+) -> CdiConfigStatus {
     let spec = &config.spec;
     let current = config.status.clone().unwrap_or_default();
     CdiConfigStatus {
         upload_proxy_url: spec
             .upload_proxy_url_override
             .clone()
-            .or(current.upload_proxy_url),
+            .or(published_url.map(str::to_owned)),
         import_proxy: Some(spec.import_proxy.clone().unwrap_or_else(empty_proxy)),
         scratch_space_storage_class: Some(scratch_space_class(
             spec.scratch_space_storage_class.as_deref(),
@@ -159,15 +164,28 @@ fn is_valid_overhead(text: &str) -> bool {
 
 struct Context {
     client: Client,
+    published_url: Option<String>,
 }
 
 async fn reconcile(config: Arc<CDIConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
     let classes: Api<StorageClass> = Api::all(ctx.client.clone());
     let classes = classes.list(&Default::default()).await?.items;
-    let status = desired_status(&config, &classes);
+    let status = desired_status(&config, &classes, ctx.published_url.as_deref());
     if config.status.as_ref() != Some(&status) {
+        // Replaced whole, against the version read: a change meanwhile is looked at again.
+        let mut updated = (*config).clone();
+        updated.status = Some(status);
         let configs: Api<CDIConfig> = Api::all(ctx.client.clone());
-        patch_status(&configs, &config.name_any(), &status).await?;
+        match configs
+            .replace_status(&config.name_any(), &PostParams::default(), &updated)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Ok(Action::requeue(Duration::from_millis(100)));
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
     Ok(Action::requeue(Duration::from_secs(600)))
 }
@@ -178,11 +196,15 @@ fn error_policy(config: Arc<CDIConfig>, err: &Error, _ctx: Arc<Context>) -> Acti
 }
 
 /// Runs the CDIConfig controller until its watches end: CDIConfig `config`, reconciled
-/// again whenever a StorageClass changes.
-pub async fn run(client: Client) {
+/// again whenever a StorageClass changes; `published_url` is the upload proxy URL its status
+/// names without an override.
+pub async fn run(client: Client, published_url: Option<String>) {
     let configs: Api<CDIConfig> = Api::all(client.clone());
     let classes: Api<StorageClass> = Api::all(client.clone());
-    let ctx = Arc::new(Context { client });
+    let ctx = Arc::new(Context {
+        client,
+        published_url,
+    });
     let only_config = watcher::Config::default().fields(&format!("metadata.name={CDI_CONFIG}"));
     Controller::new(configs, only_config)
         .watches(classes, watcher::Config::default(), |_| {
@@ -226,7 +248,7 @@ mod tests {
     #[test]
     fn an_empty_spec_gives_cdis_defaults() {
         let classes = [class("local", true), class("fast", false)];
-        let status = desired_status(&config(json!({}), json!(null)), &classes);
+        let status = desired_status(&config(json!({}), json!(null)), &classes, None);
         let resources = status.default_pod_resource_requirements.expect("resources");
         assert_eq!(
             resources.limits,
@@ -265,6 +287,7 @@ mod tests {
         let status = desired_status(
             &config(spec, json!({"uploadProxyURL": "https://127.0.0.1:1"})),
             &classes,
+            Some("https://127.0.0.1:1"),
         );
         let resources = status.default_pod_resource_requirements.expect("resources");
         assert_eq!(
@@ -293,15 +316,31 @@ mod tests {
     }
 
     #[test]
-    fn a_published_upload_url_and_unknown_fields_are_kept() {
-        let current = json!({"uploadProxyURL": "https://127.0.0.1:1", "uploadProxyCA": "PEM"});
-        let status = desired_status(&config(json!({}), current), &[]);
+    fn the_published_upload_url_applies_without_an_override_and_foreign_fields_are_kept() {
+        let current = json!({"uploadProxyURL": "upload.example", "uploadProxyCA": "PEM",
+            "filesystemOverhead": {"global": "0.06", "storageClass": {"gone": "0.06"}}});
+        let status = desired_status(
+            &config(json!({}), current.clone()),
+            &[],
+            Some("https://127.0.0.1:1"),
+        );
         assert_eq!(
             status.upload_proxy_url.as_deref(),
-            Some("https://127.0.0.1:1")
+            Some("https://127.0.0.1:1"),
+            "a withdrawn override gives way to the published URL"
         );
         assert_eq!(status.upload_proxy_ca.as_deref(), Some("PEM"));
         assert_eq!(status.scratch_space_storage_class.as_deref(), Some(""));
+        assert_eq!(
+            status.filesystem_overhead.and_then(|o| o.storage_class),
+            Some(BTreeMap::new()),
+            "a deleted class's figure goes"
+        );
+        let unpublished = desired_status(&config(json!({}), current), &[], None);
+        assert_eq!(
+            unpublished.upload_proxy_url, None,
+            "no override, nothing published"
+        );
     }
 
     #[test]
@@ -310,6 +349,7 @@ mod tests {
         let status = desired_status(
             &config(json!({"scratchSpaceStorageClass": "gone"}), json!(null)),
             &classes,
+            None,
         );
         assert_eq!(status.scratch_space_storage_class.as_deref(), Some("local"));
     }

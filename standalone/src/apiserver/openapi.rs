@@ -139,10 +139,8 @@ fn with_object_fields(mut custom: Value, schemas: &mut Map<String, Value>) -> Va
         let Some(common) = object.root["properties"].get(field) else {
             continue;
         };
-        // A CRD may restrict its metadata no further than kube-apiserver's ObjectMeta.
-        if field == "metadata" || !properties.contains_key(field) {
-            properties.insert(field.to_owned(), common.clone());
-        }
+        // kube-apiserver publishes its own for all three, whatever the CRD's schema says.
+        properties.insert(field.to_owned(), common.clone());
     }
     schemas.extend(object.referenced.clone());
     custom

@@ -35,7 +35,7 @@ pub fn document(
             continue;
         };
         for (name, schema) in schemas {
-            definitions.insert(name, to_swagger(schema));
+            definitions.insert(name, to_swagger(open_root(schema)));
         }
     }
     json!({
@@ -43,6 +43,21 @@ pub fn document(
         "info": {"title": "Kubernetes", "version": discovery::version()["gitVersion"]},
         "paths": {},
         "definitions": definitions,
+    })
+}
+
+/// A kind whose schema keeps unknown fields at its root is published as a bare object in v2,
+/// as kube-apiserver publishes such a CRD: v2 has no word for keeping unknown fields, and
+/// kubectl's client-side validation would refuse every field the properties leave out.
+fn open_root(schema: Value) -> Value {
+    let open = schema["x-kubernetes-preserve-unknown-fields"] == true
+        && !schema["x-kubernetes-group-version-kind"].is_null();
+    if !open {
+        return schema;
+    }
+    json!({
+        "type": "object",
+        "x-kubernetes-group-version-kind": schema["x-kubernetes-group-version-kind"],
     })
 }
 
@@ -329,6 +344,22 @@ mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_keeping_unknown_fields_at_its_root_is_a_bare_object() {
+        let gvk = json!([{"group": "g", "version": "v1", "kind": "K"}]);
+        let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"apiVersion": {"type": "string"}}, "x-kubernetes-group-version-kind": gvk});
+        assert_eq!(
+            open_root(open),
+            json!({"type": "object", "x-kubernetes-group-version-kind": gvk})
+        );
+        let closed = json!({"type": "object", "properties": {"spec": {"type": "object"}},
+            "x-kubernetes-group-version-kind": gvk});
+        assert_eq!(open_root(closed.clone()), closed);
+        let field = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        assert_eq!(open_root(field.clone()), field, "only a kind's root");
+    }
 
     #[test]
     fn references_move_to_definitions_and_v3_only_words_go() {

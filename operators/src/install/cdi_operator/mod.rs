@@ -10,11 +10,13 @@ pub mod status;
 
 use std::time::Duration;
 
+use api::cdi::CDIConfig;
+use api::cdi::operator::CdiConfigSpec;
 use futures_util::StreamExt;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::components::{self, cdi_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
@@ -137,30 +139,31 @@ async fn deploy(
     Ok(())
 }
 
-/// The CDIConfig `config` gets the CR's `spec.config` as its spec, as cdi-operator keeps
-/// it; with no `spec.config` it is created empty and otherwise left alone.
+/// The CDIConfig `config` gets the CR's `spec.config` as its whole spec (what the CR's
+/// config leaves out goes), as cdi-operator keeps it; with no `spec.config` it is created
+/// empty and otherwise left alone.
 pub(crate) async fn sync_cdi_config(client: &Client, config: &Value) -> Result<(), kube::Error> {
-    let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());
-    let spec = if config.is_object() {
-        config.clone()
-    } else if configs.get_opt(CDI_CONFIG).await?.is_some() {
-        return Ok(());
-    } else {
-        json!({})
+    let configs: Api<CDIConfig> = Api::all(client.clone());
+    let existing = configs.get_opt(CDI_CONFIG).await?;
+    let spec: CdiConfigSpec = match (config.is_object(), &existing) {
+        (true, _) => serde_json::from_value(config.clone()).map_err(kube::Error::SerdeError)?,
+        (false, Some(_)) => return Ok(()),
+        (false, None) => CdiConfigSpec::default(),
     };
-    let patch = json!({
-        "apiVersion": "cdi.kubevirt.io/v1beta1",
-        "kind": "CDIConfig",
-        "metadata": {"name": CDI_CONFIG},
-        "spec": spec,
-    });
-    configs
-        .patch(
-            CDI_CONFIG,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(patch),
-        )
-        .await?;
+    match existing {
+        Some(current) if current.spec == spec => {}
+        Some(mut current) => {
+            current.spec = spec;
+            configs
+                .replace(CDI_CONFIG, &PostParams::default(), &current)
+                .await?;
+        }
+        None => {
+            configs
+                .create(&PostParams::default(), &CDIConfig::new(CDI_CONFIG, spec))
+                .await?;
+        }
+    }
     Ok(())
 }
 

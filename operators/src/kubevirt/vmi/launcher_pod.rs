@@ -310,13 +310,16 @@ fn resources(
             pod_limits.insert("memory".into(), mebibytes(with_overhead));
         }
     }
-    let cpu_request =
-        from(requests, "cpu").unwrap_or_else(|| shared_cpus(vmi, settings.cpu_allocation_ratio));
-    pod_requests.insert("cpu".into(), cpu_request);
+    // Dedicated CPUs are requested by the VMI itself; KubeVirt renders neither the shared
+    // request nor the automatic limit for them.
+    let shared = !vmi.spec.dedicated_cpus();
+    let cpu_request = from(requests, "cpu")
+        .or_else(|| shared.then(|| shared_cpus(vmi, settings.cpu_allocation_ratio)));
+    if let Some(cpu) = cpu_request {
+        pod_requests.insert("cpu".into(), cpu);
+    }
     let cpu_limit = from(limits, "cpu").or_else(|| {
-        settings
-            .cpu_limit_per_vcpu
-            .then(|| Quantity(vcpus(vmi).to_string()))
+        (shared && settings.cpu_limit_per_vcpu).then(|| Quantity(vmi.spec.vcpus().to_string()))
     });
     if let Some(cpu) = cpu_limit {
         pod_limits.insert("cpu".into(), cpu);
@@ -337,18 +340,10 @@ fn resources(
     }
 }
 
-/// The VMI's vCPUs: sockets × cores × threads, one without a topology.
-fn vcpus(vmi: &VirtualMachineInstance) -> u64 {
-    let count = |n: Option<u32>| u64::from(n.filter(|n| *n > 0).unwrap_or(1));
-    vmi.spec.domain.cpu.as_ref().map_or(1, |cpu| {
-        count(cpu.sockets) * count(cpu.cores) * count(cpu.threads)
-    })
-}
-
 /// The CPU a VMI that asks for none gets, as virt-controller renders it: its vCPUs over the
 /// allocation ratio, in millicores below one CPU (rounded up to a whole millicore).
 fn shared_cpus(vmi: &VirtualMachineInstance, ratio: u32) -> Quantity {
-    let millis = (vcpus(vmi) * 1000).div_ceil(u64::from(ratio.max(1)));
+    let millis = (vmi.spec.vcpus() * 1000).div_ceil(u64::from(ratio.max(1)));
     if millis % 1000 == 0 {
         Quantity((millis / 1000).to_string())
     } else {
@@ -435,6 +430,33 @@ spec:
         assert_eq!(request(&topology, 10), "400m");
         assert_eq!(request(&topology, 2), "2");
         assert_eq!(request(VMI, 10), "500m", "the VMI's own request wins");
+        let limited = without.replace("memory: 128Mi}", "memory: 128Mi}, limits: {cpu: '4'}");
+        assert_eq!(
+            request(&limited, 10),
+            "400m",
+            "no topology: a vCPU per CPU of the limit, as the guest gets them"
+        );
+    }
+
+    #[test]
+    fn dedicated_cpus_get_no_shared_request_nor_automatic_limit() {
+        let dedicated = VMI.replace(", cpu: 500m", "").replace(
+            "devices: {}",
+            "devices: {}\n    cpu: {cores: 2, dedicatedCpuPlacement: true}",
+        );
+        let settings = LauncherPodSettings {
+            cpu_limit_per_vcpu: true,
+            ..settings()
+        };
+        let pod = launcher_pod(
+            &vmi(&dedicated),
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &settings,
+        );
+        let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+        assert!(!resources.requests.unwrap_or_default().contains_key("cpu"));
+        assert!(!resources.limits.unwrap_or_default().contains_key("cpu"));
     }
 
     #[test]

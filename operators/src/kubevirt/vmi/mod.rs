@@ -131,15 +131,19 @@ fn error_policy(vmi: Arc<VirtualMachineInstance>, err: &Error, _: Arc<Context>) 
 }
 
 /// Whether `selector` (the KubeVirt CR's `autoCPULimitNamespaceLabelSelector`) selects
-/// namespace `name` by its labels; a namespace that is gone is not selected.
-async fn namespace_selected(
-    client: &Client,
-    name: &str,
-    selector: &LabelSelector,
-) -> Result<bool, Error> {
-    let namespace = Api::<Namespace>::all(client.clone()).get_opt(name).await?;
-    let labels = namespace.map(|ns| ns.labels().clone()).unwrap_or_default();
-    Ok(api::label_selector::selects(selector, &labels))
+/// namespace `name` by its labels; a namespace that is gone, or cannot be read, is not (no
+/// limit rather than no reconcile).
+async fn namespace_selected(client: &Client, name: &str, selector: &LabelSelector) -> bool {
+    match Api::<Namespace>::all(client.clone()).get_opt(name).await {
+        Ok(namespace) => {
+            let labels = namespace.map(|ns| ns.labels().clone()).unwrap_or_default();
+            api::label_selector::selects(selector, &labels)
+        }
+        Err(err) => {
+            tracing::warn!(namespace = %name, %err, "cannot read the namespace's labels; no automatic CPU limit");
+            false
+        }
+    }
 }
 
 async fn reconcile(vmi: Arc<VirtualMachineInstance>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -149,7 +153,7 @@ async fn reconcile(vmi: Arc<VirtualMachineInstance>, ctx: Arc<Context>) -> Resul
     let observed = observe(&ctx.client, &namespace, &vmi).await?;
     let cluster = ctx.kubevirt.get();
     let cpu_limit_per_vcpu = match &cluster.auto_cpu_limit_namespaces {
-        Some(selector) => namespace_selected(&ctx.client, &namespace, selector).await?,
+        Some(selector) => namespace_selected(&ctx.client, &namespace, selector).await,
         None => false,
     };
     let settings = LauncherPodSettings {
