@@ -222,15 +222,10 @@ fn worker_pods_take_their_resources_from_cdiconfigs_status() {
             .is_some_and(|u| u.starts_with("https://")),
         "the published upload proxy URL is kept: {defaults:#}"
     );
-    platform.ok(&[
-        "patch",
-        "cdiconfig",
-        "config",
-        "--type",
-        "merge",
-        "-p",
+    patch_cdi_config(
+        &platform,
         r#"{"spec":{"podResourceRequirements":{"limits":{"cpu":"1"}}}}"#,
-    ]);
+    );
     status_of(&|s| s["defaultPodResourceRequirements"]["limits"]["cpu"] == "1");
     // An importer that keeps failing stays for us to read.
     platform.apply(&http_datavolume(
@@ -381,8 +376,8 @@ fn push_disk(registry: &ferrovirt_tests::registry::RegistryServer, image: &str, 
     registry.push(&OciLayout::image(&spec), repo_tag);
 }
 
-/// Lets the platform pull from a plain-HTTP registry: CDIConfig must list it, as in CDI.
-fn allow_insecure_registry(platform: &Platform, host: &str) {
+/// Merge-patches CDIConfig `config` with `patch`, as a user edits it.
+fn patch_cdi_config(platform: &Platform, patch: &str) {
     platform.ok(&[
         "patch",
         "cdiconfig",
@@ -390,8 +385,16 @@ fn allow_insecure_registry(platform: &Platform, host: &str) {
         "--type",
         "merge",
         "-p",
-        &format!(r#"{{"spec":{{"insecureRegistries":["{host}"]}}}}"#),
+        patch,
     ]);
+}
+
+/// Lets the platform pull from a plain-HTTP registry: CDIConfig must list it, as in CDI.
+fn allow_insecure_registry(platform: &Platform, host: &str) {
+    patch_cdi_config(
+        platform,
+        &format!(r#"{{"spec":{{"insecureRegistries":["{host}"]}}}}"#),
+    );
 }
 
 #[test]

@@ -403,6 +403,17 @@ spec:
     emptyDisk: {capacity: 1Gi}
 "#;
 
+    /// The compute container's resources of the launcher pod of the VMI `yaml`.
+    fn compute_resources(yaml: &str, settings: &LauncherPodSettings) -> ResourceRequirements {
+        let pod = launcher_pod(
+            &vmi(yaml),
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            settings,
+        );
+        pod.spec.unwrap().containers[0].resources.clone().unwrap()
+    }
+
     #[test]
     fn a_vmi_without_a_cpu_request_gets_its_vcpus_over_the_allocation_ratio() {
         let request = |yaml: &str, ratio: u32| {
@@ -410,13 +421,7 @@ spec:
                 cpu_allocation_ratio: ratio,
                 ..settings()
             };
-            let pod = launcher_pod(
-                &vmi(yaml),
-                &ClaimModes::new(),
-                &NetworkResources::new(),
-                &settings,
-            );
-            let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+            let resources = compute_resources(yaml, &settings);
             resources.requests.unwrap()["cpu"].0.clone()
         };
         let without = VMI.replace(", cpu: 500m", "");
@@ -448,13 +453,7 @@ spec:
             cpu_limit_per_vcpu: true,
             ..settings()
         };
-        let pod = launcher_pod(
-            &vmi(&dedicated),
-            &ClaimModes::new(),
-            &NetworkResources::new(),
-            &settings,
-        );
-        let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+        let resources = compute_resources(&dedicated, &settings);
         assert!(!resources.requests.unwrap_or_default().contains_key("cpu"));
         assert!(!resources.limits.unwrap_or_default().contains_key("cpu"));
     }
@@ -466,13 +465,7 @@ spec:
                 cpu_limit_per_vcpu: auto,
                 ..settings()
             };
-            let pod = launcher_pod(
-                &vmi(yaml),
-                &ClaimModes::new(),
-                &NetworkResources::new(),
-                &settings,
-            );
-            let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+            let resources = compute_resources(yaml, &settings);
             resources
                 .limits
                 .and_then(|l| l.get("cpu").map(|q| q.0.clone()))
