@@ -24,7 +24,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         kubevirt::VirtualMachine::crd(),
         kubevirt::VirtualMachineInstance::crd(),
         kubevirt::KubeVirt::crd(),
-        hco::HyperConverged::crd(),
+        hco::schema::crd(),
         ssp::SSP::crd(),
         cnao::NetworkAddonsConfig::crd(),
         network_attachment::NetworkAttachmentDefinition::crd(),

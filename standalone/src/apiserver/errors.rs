@@ -22,6 +22,15 @@ pub enum ApiError {
         name: String,
         message: String,
     },
+    /// A custom resource that fails its CRD's schema: every field error, as
+    /// kube-apiserver lists them (one alone, several in brackets).
+    #[error("{kind}.{group} \"{name}\" is invalid: {}", listed(.errors))]
+    SchemaInvalid {
+        kind: String,
+        group: String,
+        name: String,
+        errors: Vec<String>,
+    },
     #[error("the server could not find the requested resource")]
     NoSuchResource,
     #[error("the server does not allow this method on the requested resource")]
@@ -58,7 +67,7 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NoSuchResource => 404,
             ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
             ApiError::BadRequest(_) => 400,
-            ApiError::Invalid { .. } => 422,
+            ApiError::Invalid { .. } | ApiError::SchemaInvalid { .. } => 422,
             ApiError::MethodNotAllowed => 405,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden(_) => 403,
@@ -77,7 +86,7 @@ impl ApiError {
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } => "Conflict",
             ApiError::BadRequest(_) => "BadRequest",
-            ApiError::Invalid { .. } => "Invalid",
+            ApiError::Invalid { .. } | ApiError::SchemaInvalid { .. } => "Invalid",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::Forbidden(_) => "Forbidden",
@@ -117,6 +126,15 @@ impl ApiError {
                 name,
                 message,
             } => Some(json!({"name": name, "kind": kind, "causes": [invalid_cause(message)]})),
+            ApiError::SchemaInvalid {
+                kind,
+                group,
+                name,
+                errors,
+            } => {
+                let causes: Vec<Value> = errors.iter().map(|e| invalid_cause(e)).collect();
+                Some(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+            }
             _ => None,
         };
         if let Some(details) = details {
@@ -145,6 +163,14 @@ fn invalid_cause(message: &str) -> Value {
             json!({"reason": "FieldValueInvalid", "field": field, "message": rest})
         }
         _ => json!({"reason": "FieldValueInvalid", "message": message}),
+    }
+}
+
+/// Field errors as kube-apiserver's aggregate prints them.
+fn listed(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 

@@ -4,6 +4,7 @@
 mod aggregated;
 mod apiservice;
 mod authz;
+mod crd_schema;
 mod credentials;
 mod discovery;
 mod errors;

@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
+use super::crd_schema::CrdSchemas;
 use super::errors::ApiError;
 use super::event_view;
 use super::object::{self, UpdateTarget};
@@ -211,6 +212,7 @@ impl Objects {
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
         self.admit(rt, &mut new, persist)?;
+        Self::check_schema(rt, version, &new, None)?;
         let is_crd = rt.plural == "customresourcedefinitions";
         let crd_type = if is_crd {
             Some(self.check_crd(&new)?)
@@ -272,7 +274,38 @@ impl Objects {
                 "metadata.name: Invalid value: must be spec.names.plural+\".\"+spec.group (\"{expected}\")"
             )));
         }
+        if let Err(errors) = CrdSchemas::compile(crd) {
+            return Err(ApiError::SchemaInvalid {
+                kind: "CustomResourceDefinition".into(),
+                group: "apiextensions.k8s.io".into(),
+                name: object::name(crd).to_string(),
+                errors,
+            });
+        }
         Ok(rt)
+    }
+
+    /// A custom resource checked against its CRD's schema at `version`, as kube-apiserver
+    /// checks every write; `old` is the stored object of an update.
+    fn check_schema(
+        rt: &ResourceType,
+        version: &str,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let Some(schemas) = &rt.schemas else {
+            return Ok(());
+        };
+        let errors = schemas.validate(version, object, old);
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::SchemaInvalid {
+            kind: rt.kind.clone(),
+            group: rt.group.clone(),
+            name: object::name(object).to_string(),
+            errors,
+        })
     }
 
     pub fn update(
@@ -400,7 +433,11 @@ impl Objects {
                 let mut new = object::prepare_update(rt, &current, transform(&current)?, target)?;
                 if target == UpdateTarget::Main {
                     self.admit(rt, &mut new, persist)?;
+                    if rt.plural == "customresourcedefinitions" {
+                        self.check_crd(&new)?;
+                    }
                 }
+                Self::check_schema(rt, version, &new, Some(&current))?;
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
                     return Ok(Change::Delete);
                 }

@@ -3,9 +3,11 @@
 //! deleted).
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
+
+use super::crd_schema::CrdSchemas;
 
 /// A printed column of `kubectl get`: a header and a simple JSONPath into the object.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +36,8 @@ pub struct ResourceType {
     pub columns: Vec<Column>,
     /// Served by a handler rather than stored (UploadTokenRequest, access reviews).
     pub create_only: bool,
+    /// A custom resource's schemas, checked on every write (none for built-in kinds).
+    pub schemas: Option<Arc<CrdSchemas>>,
 }
 
 impl ResourceType {
@@ -188,6 +192,9 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
             .is_some(),
         columns: crd_columns(storage),
         create_only: false,
+        // A stored CRD's schemas compiled when it was written; `Objects` refuses one
+        // that does not compile.
+        schemas: CrdSchemas::compile(crd).ok().map(Arc::new),
     })
 }
 
@@ -290,6 +297,7 @@ impl Builtin {
             status_subresource: self.status,
             columns,
             create_only: false,
+            schemas: None,
         }
     }
 }
@@ -390,6 +398,7 @@ fn builtin_types() -> Vec<ResourceType> {
             status_subresource: false,
             columns: vec![],
             create_only: true,
+            schemas: None,
         });
     }
     types

@@ -737,6 +737,154 @@ items:
 }
 
 #[test]
+fn kubectl_gets_the_crd_schemas_and_cel_rules_refusals() {
+    let c = Cluster::start(crds());
+    // Upstream HCO's v1beta1 CEL rules, on the HyperConverged CRD.
+    c.ok(&["create", "namespace", "kubevirt-hyperconverged"]);
+    let hc = r#"apiVersion: hco.kubevirt.io/v1beta1
+kind: HyperConverged
+metadata:
+  name: kubevirt-hyperconverged
+  namespace: kubevirt-hyperconverged
+spec:
+  resourceRequirements:
+    vmiCPUAllocationRatio: 4
+  kubeMacPoolConfiguration:
+    rangeStart: "02:00:00:00:00:00"
+    rangeEnd: "02:00:00:00:ff:ff"
+"#;
+    c.ok_stdin(&["apply", "-f", "-"], hc);
+    let err = c.ok_stdin_fails(
+        &["apply", "-f", "-"],
+        &hc.replace("    rangeEnd: \"02:00:00:00:ff:ff\"\n", ""),
+    );
+    assert!(
+        err.contains(r#"The HyperConverged "kubevirt-hyperconverged" is invalid: spec.kubeMacPoolConfiguration: Invalid value: "object": both rangeStart and rangeEnd must be configured together, or both omitted"#),
+        "{err}"
+    );
+    let err = c.ok_stdin_fails(
+        &["apply", "-f", "-"],
+        &hc.replace("vmiCPUAllocationRatio: 4", "vmiCPUAllocationRatio: 0")
+            .replace("02:00:00:00:ff:ff", "02:00:00:00:ff"),
+    );
+    assert!(
+        err.contains("spec.resourceRequirements.vmiCPUAllocationRatio: Invalid value: 0: spec.resourceRequirements.vmiCPUAllocationRatio in body should be greater than or equal to 1")
+            && err.contains("vmiCPUAllocationRatio must be greater than 0")
+            && err.contains("spec.kubeMacPoolConfiguration.rangeEnd: Invalid value: \"02:00:00:00:ff\""),
+        "every error is listed: {err}"
+    );
+    let stored = c.json(&[
+        "get",
+        "hco",
+        "-n",
+        "kubevirt-hyperconverged",
+        "kubevirt-hyperconverged",
+    ]);
+    assert_eq!(
+        stored["spec"]["resourceRequirements"]["vmiCPUAllocationRatio"],
+        4
+    );
+
+    // A CRD of its own: structural checks, a transition rule, a status checked too.
+    let crd = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size: {type: string, enum: [small, large]}
+              owner:
+                type: string
+                x-kubernetes-validations:
+                - {rule: "self == oldSelf", message: owner is immutable}
+          status:
+            type: object
+            properties:
+              phase: {type: string, enum: [Pending, Ready]}
+"#;
+    c.ok_stdin(&["apply", "-f", "-"], crd);
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: small, owner: ann}\n";
+    // kubectl may need a moment to discover the new resource.
+    let applied = (0..50).any(|_| {
+        let done = run(c.kubectl_command(&["apply", "-f", "-"]), Some(widget))
+            .status
+            .success();
+        if !done {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        done
+    });
+    assert!(applied, "the widget applies");
+    let err = c.ok_stdin_fails(&["apply", "-f", "-"], &widget.replace("small", "medium"));
+    assert!(
+        err.contains(
+            r#"spec.size: Unsupported value: "medium": supported values: "small", "large""#
+        ),
+        "{err}"
+    );
+    let err = c.ok_stdin_fails(&["apply", "-f", "-"], &widget.replace("ann", "bob"));
+    assert!(
+        err.contains(r#"spec.owner: Invalid value: "string": owner is immutable"#),
+        "{err}"
+    );
+    let err = c.ok_stdin_fails(&["apply", "-f", "-"], &widget.replace("size: small, ", ""));
+    assert!(err.contains("spec.size: Required value"), "{err}");
+    let err = c.fails(&[
+        "patch",
+        "widget",
+        "w",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Gone"}}"#,
+    ]);
+    assert!(
+        err.contains(r#"status.phase: Unsupported value: "Gone""#),
+        "{err}"
+    );
+    c.ok(&[
+        "patch",
+        "widget",
+        "w",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Ready"}}"#,
+    ]);
+    assert_eq!(c.json(&["get", "widget", "w"])["spec"]["owner"], "ann");
+
+    // A rule that does not compile keeps the CRD out, naming the rule.
+    let err = c.ok_stdin_fails(
+        &["apply", "-f", "-"],
+        &crd.replace("widgets", "gadgets")
+            .replace("Widget", "Gadget")
+            .replace("widget}", "gadget}")
+            .replace("self == oldSelf", "self =="),
+    );
+    assert!(
+        err.contains(
+            "x-kubernetes-validations[0].rule: Invalid value: \"self ==\": compilation failed"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn kubectl_explain_prints_the_descriptions_of_custom_and_built_in_fields() {
     let c = Cluster::start(crds());
     let source = c.ok(&["explain", "datavolume.spec.source"]);
