@@ -17,6 +17,7 @@ pub mod hostpath;
 pub mod kubevirt;
 pub mod label_selector;
 pub mod network_attachment;
+pub mod node_selector;
 pub mod quantity;
 pub mod ssp;
 pub mod template;

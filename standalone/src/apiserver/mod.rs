@@ -9,7 +9,6 @@ mod credentials;
 mod discovery;
 mod errors;
 mod event_view;
-mod fields;
 mod front_proxy;
 mod gc;
 pub mod kube_protobuf;

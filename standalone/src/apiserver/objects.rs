@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use super::crd_schema::CrdSchemas;
+use super::crd_schema::{CrdSchemas, Input};
 use super::errors::ApiError;
 use super::event_view;
 use super::object::{self, UpdateTarget};
@@ -212,7 +212,7 @@ impl Objects {
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
         self.admit(rt, &mut new, persist)?;
-        Self::check_schema(rt, version, &new, None)?;
+        Self::check_schema(rt, version, &mut new, None)?;
         let is_crd = rt.plural == "customresourcedefinitions";
         let crd_type = if is_crd {
             Some(self.check_crd(&new)?)
@@ -285,17 +285,18 @@ impl Objects {
         Ok(rt)
     }
 
-    /// A custom resource checked against its CRD's schema at `version`, as kube-apiserver
-    /// checks every write; `old` is the stored object of an update.
+    /// A custom resource pruned and checked against its CRD's schema at `version`, as
+    /// kube-apiserver does on every write; `old` is the stored object of an update.
     fn check_schema(
         rt: &ResourceType,
         version: &str,
-        object: &Value,
+        object: &mut Value,
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
         let Some(schemas) = &rt.schemas else {
             return Ok(());
         };
+        schemas.prune(version, object, Input::Object);
         let errors = schemas.validate(version, object, old);
         if errors.is_empty() {
             return Ok(());
@@ -437,7 +438,7 @@ impl Objects {
                         self.check_crd(&new)?;
                     }
                 }
-                Self::check_schema(rt, version, &new, Some(&current))?;
+                Self::check_schema(rt, version, &mut new, Some(&current))?;
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
                     return Ok(Change::Delete);
                 }

@@ -31,9 +31,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::aggregated::{self, AggregatedApis, AggregatedBody, AggregatedService};
 use super::authz::{Authorizer, CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
+use super::crd_schema::Input;
 use super::discovery;
 use super::errors::ApiError;
-use super::fields;
 use super::kube_protobuf::{self, ProtobufError};
 use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects, Propagation};
@@ -49,9 +49,6 @@ use super::store::Persist;
 use super::table;
 use super::validation::{Operation, Validations};
 use super::watch::{self, WatchRequest};
-
-/// Where CustomResourceDefinitions are stored.
-const CRD_STORAGE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// The largest request body accepted, as kube-apiserver's limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -468,15 +465,14 @@ impl Handler {
             }
             Route::OpenApiV3Index => ok(openapi::openapi_v3_index(&types())),
             Route::OpenApiV3 { group, version } => {
-                let schema_of = |rt: &ResourceType| self.crd_schema(rt, &version).ok().flatten();
+                let schema_of = |rt: &ResourceType| crd_schema(rt, &version);
                 ok(
                     openapi::openapi_v3_document(&types(), &group, &version, schema_of)
                         .ok_or(ApiError::NoSuchResource)?,
                 )
             }
             Route::OpenApiV2 => {
-                let schema_of =
-                    |rt: &ResourceType, version: &str| self.crd_schema(rt, version).ok().flatten();
+                let schema_of = |rt: &ResourceType, version: &str| crd_schema(rt, version);
                 let doc = openapi_v2::document(&types(), schema_of);
                 let accept = request.headers().get(header::ACCEPT);
                 let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -730,7 +726,7 @@ impl Handler {
             ),
             (&Method::POST, None) => {
                 let mut body = parse_json(&call.body)?;
-                self.check_fields(rt, version, call, &body)?;
+                warnings = Self::check_fields(rt, version, call, &body)?;
                 let request = CreateRequest {
                     resource: rt,
                     namespace: ns,
@@ -741,17 +737,17 @@ impl Handler {
                     admit(&request, &mut body)?;
                 }
                 if judged(Operation::Create) {
-                    warnings = validate(Operation::Create, Some(&body), None)?;
+                    warnings.extend(validate(Operation::Create, Some(&body), None)?);
                 }
                 let created = objects.create_as(persist, rt, version, ns, body)?;
                 respond(StatusCode::CREATED, created, warnings)
             }
             (&Method::PUT, Some(name)) => {
                 let body = parse_json(&call.body)?;
-                self.check_fields(rt, version, call, &body)?;
+                warnings = Self::check_fields(rt, version, call, &body)?;
                 if judged(Operation::Update) {
                     let old = objects.get(rt, ns, name)?;
-                    warnings = validate(Operation::Update, Some(&body), Some(&old))?;
+                    warnings.extend(validate(Operation::Update, Some(&body), Some(&old))?);
                 }
                 let updated = objects.update_as(persist, rt, version, ns, name, body, target)?;
                 respond(StatusCode::OK, updated, warnings)
@@ -764,18 +760,18 @@ impl Handler {
                 };
                 // A merge-style patch has the object's shape; a JSON patch does not.
                 if kind != PatchType::Json {
-                    self.check_fields(rt, version, call, &patch.body)?;
+                    warnings = Self::check_fields(rt, version, call, &patch.body)?;
                 }
                 let existed = kind == PatchType::Apply
                     && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
                 if existed && judged(Operation::Update) {
                     let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
-                    warnings = validate(Operation::Update, Some(&new), Some(&old))?;
+                    warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
                 } else if kind == PatchType::Apply && judged(Operation::Create) {
-                    warnings = validate(Operation::Create, Some(&patch.body), None)?;
+                    warnings.extend(validate(Operation::Create, Some(&patch.body), None)?);
                 } else if kind != PatchType::Apply && judged(Operation::Update) {
                     let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
-                    warnings = validate(Operation::Update, Some(&new), Some(&old))?;
+                    warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
                 }
                 let object = objects.patch_as(persist, rt, version, ns, name, &patch, target)?;
                 let status = if kind == PatchType::Apply && !existed {
@@ -841,48 +837,33 @@ impl Handler {
         Ok(json_response(StatusCode::CREATED, &review))
     }
 
-    /// With `fieldValidation=Strict` (kubectl's default), refuses a custom resource with
-    /// fields its CRD's schema does not declare, as the API server's strict decoding does.
+    /// The fields of a custom resource's request body that its CRD's schema does not
+    /// declare, which the write will prune: with `fieldValidation=Strict` (kubectl's
+    /// default) a refusal naming them, as the API server's strict decoding; with `Ignore`
+    /// nothing; else (`Warn`, the default) a warning for each.
     fn check_fields(
-        &self,
         rt: &ResourceType,
         version: &str,
         call: &Call,
-        object: &Value,
-    ) -> Result<(), ApiError> {
-        if call.query.get("fieldValidation").map(String::as_str) != Some("Strict") {
-            return Ok(());
-        }
-        let Some(schema) = self.crd_schema(rt, version)? else {
-            return Ok(());
+        body: &Value,
+    ) -> Result<Vec<String>, ApiError> {
+        let mode = call.query.get("fieldValidation").map(String::as_str);
+        let Some(schemas) = rt.schemas.as_ref().filter(|_| mode != Some("Ignore")) else {
+            return Ok(Vec::new());
         };
-        let unknown = fields::unknown_fields(&schema, object);
-        if unknown.is_empty() {
-            return Ok(());
-        }
+        let unknown = schemas.prune(version, &mut body.clone(), Input::Body);
         let named: Vec<String> = unknown
             .iter()
             .map(|field| format!("unknown field \"{field}\""))
             .collect();
+        if mode != Some("Strict") || named.is_empty() {
+            return Ok(named);
+        }
         Err(ApiError::BadRequest(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
             named.join(", "),
             kind = rt.kind
         )))
-    }
-
-    /// The `openAPIV3Schema` of `version` in the CRD that declares `rt`, if it has one.
-    fn crd_schema(&self, rt: &ResourceType, version: &str) -> Result<Option<Value>, ApiError> {
-        let crd_name = format!("{}.{}", rt.plural, rt.group);
-        let Some(mut crd) = self.objects.store.get(CRD_STORAGE_KEY, "", &crd_name)? else {
-            return Ok(None);
-        };
-        let schema = crd["spec"]["versions"]
-            .as_array_mut()
-            .and_then(|versions| versions.iter_mut().find(|v| v["name"] == version))
-            .map(|v| v["schema"]["openAPIV3Schema"].take())
-            .filter(|schema| schema.is_object());
-        Ok(schema)
     }
 
     fn render_one(&self, rt: &ResourceType, accept: &str, object: Value) -> Value {
@@ -1093,4 +1074,9 @@ fn delete_options(
 /// Compares secrets without an early exit that would time how much matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The `openAPIV3Schema` of `version` of a custom resource, for the published documents.
+fn crd_schema(rt: &ResourceType, version: &str) -> Option<Value> {
+    rt.schemas.as_ref()?.schema(version).cloned()
 }

@@ -682,9 +682,27 @@ spec:
     assert!(err.contains(r#"unknown field "spec.sorce""#), "{err}");
     let err = c.fails(&["get", "dv", "typo"]);
     assert!(err.contains("not found"), "{err}");
-    // kubectl --validate=false (fieldValidation=Ignore) takes it, as the API server does.
+    // kubectl --validate=false (fieldValidation=Ignore) takes it, and the unknown field is
+    // pruned, as kube-apiserver prunes it.
     c.ok_stdin(&["apply", "--validate=false", "-f", "-"], typo);
-    // (Unlike kube-apiserver, this server stores the unknown field rather than pruning it.)
+    let stored = c.json(&["get", "dv", "typo"]);
+    assert!(stored["spec"].get("sorce").is_none(), "{stored}");
+    assert_eq!(
+        stored["spec"]["storage"]["resources"]["requests"]["storage"],
+        "1Gi"
+    );
+    c.ok(&["delete", "dv", "typo"]);
+    // --validate=warn (fieldValidation=Warn) warns of what it prunes.
+    let out = run(
+        c.kubectl_command(&["apply", "--validate=warn", "-f", "-"]),
+        Some(typo),
+    );
+    let warned = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{warned}");
+    assert!(
+        warned.contains(r#"Warning: unknown field "spec.sorce""#),
+        "{warned}"
+    );
     c.ok(&["delete", "dv", "typo"]);
     // A `kind: List` (what `kubectl get -o yaml` writes) is validated by kubectl itself
     // against the published schemas, which name every object's apiVersion, kind and metadata.

@@ -15,6 +15,7 @@
 
 use api::common::NodePlacement;
 use api::hostpath::{ClaimStatus, StoragePool, StoragePoolStatus, pool_phase};
+use api::node_selector;
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use serde_json::{Value, json};
 
@@ -54,12 +55,21 @@ const DAEMONSET_TOLERATED: [&str; 6] = [
 const CORDONED: &str = "node.kubernetes.io/unschedulable";
 
 /// The nodes a mounter goes to: those the driver's DaemonSet runs on, by the CR's workload
-/// `placement` (its node selector, and its tolerations of the taints that keep pods off,
-/// `NoSchedule` and `NoExecute`) and the taints every DaemonSet tolerates. A cordoned or
+/// `placement` (its node selector, its required node affinity, and its tolerations of the
+/// taints that keep pods off, `NoSchedule` and `NoExecute`) and the taints every DaemonSet
+/// tolerates. A cordoned or
 /// not-ready node keeps its driver pod and so keeps its mounter: taking the mounter away
 /// would detach the claim under volumes the driver still serves there.
 pub fn driver_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<String> {
     let selector = placement.node_selector.clone().unwrap_or_default();
+    let required = placement
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     let tolerations = placement.tolerations.as_deref().unwrap_or_default();
     nodes
         .iter()
@@ -69,6 +79,7 @@ pub fn driver_nodes(nodes: &[Node], placement: &NodePlacement) -> Vec<String> {
                 .iter()
                 .all(|(key, value)| labels.get(key) == Some(value))
         })
+        .filter(|node| required.is_none_or(|r| node_selector::selects(r, node)))
         .filter(|node| {
             let spec = node.spec.clone().unwrap_or_default();
             let repelled = spec.taints.unwrap_or_default().iter().any(|taint| {
@@ -455,9 +466,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            driver_nodes(&[nodes[0].clone(), labelled], &on_ssd),
+            driver_nodes(&[nodes[0].clone(), labelled.clone()], &on_ssd),
             ["ssd"],
             "only where the driver runs"
+        );
+        let affine: NodePlacement = serde_json::from_value(json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
+            ]},
+        }}}))
+        .expect("a placement");
+        assert_eq!(
+            driver_nodes(&[nodes[0].clone(), labelled.clone()], &affine),
+            ["ssd"],
+            "the required node affinity too"
         );
         let tolerating = |tolerations: Value| NodePlacement {
             tolerations: Some(serde_json::from_value(tolerations).expect("tolerations")),

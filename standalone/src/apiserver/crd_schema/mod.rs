@@ -7,9 +7,14 @@
 //! was is not judged again, so an object stored under an older schema can still be edited
 //! elsewhere. Nulls are skipped (kube-apiserver prunes them before validating), and so is
 //! what only `anyOf`/`oneOf`/`allOf`/`not` would say: those value validations are left out.
+//! Before it is judged, an object is pruned of what its schema does not declare
+//! ([`prune`]).
 
+mod prune;
 mod rules;
 mod values;
+
+pub use prune::Input;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -76,6 +81,20 @@ impl CrdSchemas {
             Ok(CrdSchemas { versions })
         } else {
             Err(errors)
+        }
+    }
+
+    /// `version`'s `openAPIV3Schema`, if it has one.
+    pub fn schema(&self, version: &str) -> Option<&Value> {
+        self.versions.get(version).map(|v| &v.schema)
+    }
+
+    /// Drops from `value` what `version`'s schema does not declare, as kube-apiserver
+    /// prunes; returns the paths of the fields dropped.
+    pub fn prune(&self, version: &str, value: &mut Value, input: Input) -> Vec<String> {
+        match self.versions.get(version) {
+            Some(compiled) => prune::prune(&compiled.schema, value, input),
+            None => Vec::new(),
         }
     }
 

@@ -1,0 +1,196 @@
+//! Pruning, as kube-apiserver prunes a custom resource before it stores it: every field its
+//! CRD's structural schema does not declare is dropped (and named, for
+//! `fieldValidation=Strict`'s refusal and `Warn`'s warnings: `spec.sorce`,
+//! `spec.template.volumes[0].nmae`), and so is a null where the schema does not allow one.
+//!
+//! What a node keeps whole: `x-kubernetes-preserve-unknown-fields`, and (conservatively,
+//! so nothing valid is ever dropped) a node that only `anyOf`/`oneOf`/`allOf`/`not` would
+//! describe further. An object node with neither `properties` nor `additionalProperties`
+//! declares nothing inside it, as upstream reads it (`blank: {}`). `metadata` is the
+//! server's to check, not the CRD's; an embedded resource keeps its `apiVersion`, `kind`
+//! and `metadata` too.
+
+use serde_json::{Map, Value};
+
+/// What is being pruned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// An object as it is to be stored: undeclared fields and disallowed nulls go.
+    Object,
+    /// A request's body, possibly a patch: a null (which removes a field) and a strategic
+    /// merge directive (`$patch`, `$retainKeys`, ...) are not fields, and are kept.
+    Body,
+}
+
+/// Drops from `value` what `schema` (an `openAPIV3Schema`) does not declare; returns the
+/// paths of the fields dropped.
+pub fn prune(schema: &Value, value: &mut Value, input: Input) -> Vec<String> {
+    let mut pruner = Pruner {
+        input,
+        pruned: Vec::new(),
+    };
+    pruner.node(schema, value, "", true);
+    pruner.pruned
+}
+
+struct Pruner {
+    input: Input,
+    pruned: Vec<String>,
+}
+
+impl Pruner {
+    fn node(&mut self, schema: &Value, value: &mut Value, path: &str, root: bool) {
+        if keeps_everything(schema) {
+            return;
+        }
+        match value {
+            Value::Object(fields) => self.fields(schema, fields, path, root),
+            Value::Array(items) => {
+                if let Some(item) = schema.get("items").filter(|i| i.is_object()) {
+                    for (i, element) in items.iter_mut().enumerate() {
+                        self.node(item, element, &format!("{path}[{i}]"), false);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn fields(&mut self, schema: &Value, fields: &mut Map<String, Value>, path: &str, root: bool) {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let additional = schema.get("additionalProperties");
+        let embedded =
+            root || schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+        fields.retain(|name, field| {
+            if embedded && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
+                return true;
+            }
+            if self.input == Input::Body && (field.is_null() || name.starts_with('$')) {
+                return true;
+            }
+            let field_path = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}.{name}")
+            };
+            let declared = properties
+                .and_then(|p| p.get(name))
+                .or(additional.filter(|a| a.is_object()));
+            match declared {
+                Some(sub) if field.is_null() => nullable(sub),
+                Some(sub) => {
+                    self.node(sub, field, &field_path, false);
+                    true
+                }
+                None if additional == Some(&Value::Bool(true)) => true,
+                None => {
+                    self.pruned.push(field_path);
+                    false
+                }
+            }
+        });
+    }
+}
+
+fn keeps_everything(schema: &Value) -> bool {
+    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+        || ["anyOf", "oneOf", "allOf", "not"]
+            .iter()
+            .any(|k| schema.get(k).is_some())
+}
+
+fn nullable(schema: &Value) -> bool {
+    schema.get("nullable") == Some(&Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object"},
+                "spec": {
+                    "type": "object",
+                    "properties": {
+                        "source": {"type": "object", "properties": {
+                            "http": {"type": "object", "properties": {"url": {"type": "string"}}},
+                            "blank": {"type": "object"},
+                        }},
+                        "volumes": {"type": "array", "items": {
+                            "type": "object", "properties": {"name": {"type": "string"}}}},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                        "maybe": {"type": "string", "nullable": true},
+                        "never": {"type": "string"},
+                    }
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn declared_fields_maps_and_kept_nodes_stay() {
+        let object = json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "DataVolume",
+            "metadata": {"name": "x", "anything": 1},
+            "spec": {
+                "source": {"http": {"url": "http://h/i"}},
+                "volumes": [{"name": "a"}],
+                "labels": {"a": "b"},
+                "free": {"whatever": {"deep": true}},
+                "either": 3,
+                "maybe": null,
+            }
+        });
+        let mut pruned = object.clone();
+        assert!(prune(&schema(), &mut pruned, Input::Object).is_empty());
+        assert_eq!(pruned, object);
+    }
+
+    #[test]
+    fn undeclared_fields_and_disallowed_nulls_go() {
+        let mut object = json!({
+            "spec": {
+                "sorce": {},
+                "source": {"http": {"ulr": "x"}, "blank": {"size": 1}},
+                "volumes": [{"name": "a"}, {"nmae": "b"}],
+                "never": null,
+            },
+            "extra": 1,
+        });
+        let mut found = prune(&schema(), &mut object, Input::Object);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "extra",
+                "spec.sorce",
+                "spec.source.blank.size",
+                "spec.source.http.ulr",
+                "spec.volumes[1].nmae"
+            ]
+        );
+        assert_eq!(
+            object,
+            json!({"spec": {"source": {"http": {}, "blank": {}}, "volumes": [{"name": "a"}, {}]}})
+        );
+    }
+
+    #[test]
+    fn a_patch_body_keeps_its_nulls_and_directives() {
+        let mut body = json!({"spec": {"never": null, "gone": null, "$patch": "merge", "typo": 1}});
+        assert_eq!(prune(&schema(), &mut body, Input::Body), ["spec.typo"]);
+        assert_eq!(
+            body,
+            json!({"spec": {"never": null, "gone": null, "$patch": "merge"}})
+        );
+    }
+}
