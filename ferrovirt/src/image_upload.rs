@@ -550,9 +550,9 @@ async fn request_token(client: &kube::Client, target: &Target) -> anyhow::Result
         })
 }
 
-/// The CA of the upload proxy beyond the system roots: `--uploadproxy-ca`, else the bundle
-/// CDI's operator publishes (ConfigMap `cdi/cdi-uploadproxy-signer-bundle`) when this user
-/// may read it.
+/// The CA of the upload proxy beyond the system roots: `--uploadproxy-ca`, else CDIConfig
+/// `config` `status.uploadProxyCA`, else the bundle CDI's operator publishes (ConfigMap
+/// `cdi/cdi-uploadproxy-signer-bundle`) when this user may read it.
 async fn proxy_ca(
     client: &kube::Client,
     ca: Option<&Path>,
@@ -571,13 +571,9 @@ async fn proxy_ca(
         }
         return Ok(certs);
     }
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), CDI_NAMESPACE);
-    let bundle = match maps.get_opt(UPLOAD_PROXY_CA_CONFIG_MAP).await {
-        Ok(map) => map.and_then(|m| m.data?.remove(CA_BUNDLE_KEY)),
-        Err(error) => {
-            tracing::debug!(%error, "the upload proxy's CA bundle is not readable");
-            None
-        }
+    let bundle = match published_ca(client).await {
+        Some(pem) => Some(pem),
+        None => signer_bundle(client).await,
     };
     let Some(pem) = bundle else {
         return Ok(Vec::new());
@@ -588,6 +584,32 @@ async fn proxy_ca(
             Vec::new()
         }),
     )
+}
+
+/// CDIConfig `config` `status.uploadProxyCA`, if this user may read it.
+async fn published_ca(client: &kube::Client) -> Option<String> {
+    let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());
+    match configs.get_opt(CDI_CONFIG).await {
+        Ok(config) => config
+            .and_then(|c| c.status?.upload_proxy_ca)
+            .filter(|pem| !pem.is_empty()),
+        Err(error) => {
+            tracing::debug!(%error, "CDIConfig is not readable");
+            None
+        }
+    }
+}
+
+/// The bundle of ConfigMap `cdi/cdi-uploadproxy-signer-bundle`, if this user may read it.
+async fn signer_bundle(client: &kube::Client) -> Option<String> {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), CDI_NAMESPACE);
+    match maps.get_opt(UPLOAD_PROXY_CA_CONFIG_MAP).await {
+        Ok(map) => map.and_then(|m| m.data?.remove(CA_BUNDLE_KEY)),
+        Err(error) => {
+            tracing::debug!(%error, "the upload proxy's CA bundle is not readable");
+            None
+        }
+    }
 }
 
 /// An HTTPS client for the upload proxy: the system roots plus `extra`, or (`--insecure`)

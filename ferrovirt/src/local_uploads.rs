@@ -1,6 +1,7 @@
 //! Uploads on one machine: the CAs CDI's operator would keep (kept under DIR/upload), the
-//! upload proxy on loopback with its address published in CDIConfig `config`
-//! `status.uploadProxyURL` (where `image-upload` looks for it, as virtctl does), and what the
+//! upload proxy on loopback with its address and CA published in CDIConfig `config`
+//! `status.uploadProxyURL` and `status.uploadProxyCA` (where `image-upload` looks for them;
+//! virtctl reads the URL there), and what the
 //! DataVolume controller needs to give each upload server its certificates.
 
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
+use operators::PublishedUploadProxy;
 use operators::cdi::datavolume::pod::{CDI_NAMESPACE, UPLOAD_CLIENT_NAME};
 use operators::certs::{CertificateAuthority, UploadCertificates};
 use tokio::net::TcpListener;
@@ -27,7 +29,8 @@ const PROXY_CA: &str = "proxy-ca";
 /// The running proxy and what the controllers need.
 pub struct LocalUploads {
     pub certificates: Arc<UploadCertificates>,
-    pub proxy_url: String,
+    /// The proxy, as CDIConfig's status names it.
+    pub proxy: PublishedUploadProxy,
 }
 
 /// Starts the upload proxy on `listen` and publishes its URL in CDIConfig `config`.
@@ -78,17 +81,20 @@ pub async fn start(
     )?;
     let serving = Identity::from_pem(serving.cert_pem.as_bytes(), serving.key_pem.as_bytes())?;
     let _serving = proxy.serve(listener, tls::server_config(&serving, None)?);
-    let proxy_url = format!("https://{address}");
-    publish_proxy_ca(client, proxy_ca.cert_pem()).await?;
-    publish_proxy_url(client, cdi_config, &proxy_url).await?;
-    tracing::info!(%proxy_url, "upload proxy running");
+    let proxy = PublishedUploadProxy {
+        url: format!("https://{address}"),
+        ca_pem: proxy_ca.cert_pem().to_string(),
+    };
+    publish_proxy_ca(client, &proxy.ca_pem).await?;
+    publish_proxy(client, cdi_config, &proxy).await?;
+    tracing::info!(proxy_url = %proxy.url, "upload proxy running");
     Ok(LocalUploads {
         certificates: Arc::new(UploadCertificates {
             server_ca,
             client_ca_bundle: client_ca.cert_pem().to_string(),
             client_ca: Some(client_ca),
         }),
-        proxy_url,
+        proxy,
     })
 }
 
@@ -110,9 +116,16 @@ async fn publish_proxy_ca(client: &Client, ca_pem: &str) -> anyhow::Result<()> {
     crate::upload_cas::publish_proxy_ca(client, CDI_NAMESPACE, ca_pem).await
 }
 
-async fn publish_proxy_url(client: &Client, name: &str, url: &str) -> anyhow::Result<()> {
+/// The proxy's URL and CA in CDIConfig's status at once, so that `image-upload` finds them
+/// before the CDIConfig controller (which keeps them there) first runs.
+async fn publish_proxy(
+    client: &Client,
+    name: &str,
+    proxy: &PublishedUploadProxy,
+) -> anyhow::Result<()> {
     let configs: kube::Api<api::cdi::CDIConfig> = kube::Api::all(client.clone());
-    let patch = serde_json::json!({"status": {"uploadProxyURL": url}});
+    let patch =
+        serde_json::json!({"status": {"uploadProxyURL": proxy.url, "uploadProxyCA": proxy.ca_pem}});
     configs
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

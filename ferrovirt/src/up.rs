@@ -275,7 +275,7 @@ async fn start_controllers(
         CDI_CONFIG,
     )
     .await?;
-    eprintln!("upload proxy on {}", uploads.proxy_url);
+    eprintln!("upload proxy on {}", uploads.proxy.url);
     crate::ssp::start(&control_plane.client);
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
@@ -284,7 +284,7 @@ async fn start_controllers(
         clone_tokens: Some(token_issuer.validator()),
         launcher_args: launcher_args(dir, args),
         kubevirt: kubevirt.clone(),
-        upload_proxy_url: Some(uploads.proxy_url.clone()),
+        upload_proxy: Some(uploads.proxy.clone()),
         ..Default::default()
     };
     let virt = !args.no_virt;

@@ -1013,9 +1013,9 @@ fn assert_unmounts_claimed_on_node_a(job: &serde_json::Value) {
     );
 }
 
-/// `kubectl apply -f deploy/hco/` as the README gives it for a cluster, each operator then
-/// its own process under its service account (standing for its Deployment's pod, which
-/// nothing runs here): upstream's HyperConverged becomes the KubeVirt, CDI,
+/// `kubectl apply -f deploy/hco/` as the README gives it for a cluster, everything in HCO's
+/// namespace, each operator then its own process under its service account (standing for
+/// its Deployment's pod, which nothing runs here): upstream's HyperConverged becomes the KubeVirt, CDI,
 /// NetworkAddonsConfig and SSP CRs, which virt-operator, cdi-operator, the network operator
 /// and the SSP operator act on; once the components report ready the HC is Available and
 /// ReconcileComplete; a feature gate turned off in the HC leaves the KubeVirt CR; deleting
@@ -1049,14 +1049,14 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
             ("OPERAND_NAMESPACE", operand_namespace),
         ),
         (
-            "kubevirt:kubevirt-operator",
+            "kubevirt-hyperconverged:kubevirt-operator",
             vec!["virt-operator", "--image", image],
-            ("POD_NAMESPACE", Some("kubevirt")),
+            ("POD_NAMESPACE", Some(HCO_NS)),
         ),
         (
-            "cdi:cdi-operator",
+            "kubevirt-hyperconverged:cdi-operator",
             vec!["cdi-operator", "--image", image],
-            ("POD_NAMESPACE", Some("cdi")),
+            ("POD_NAMESPACE", Some(HCO_NS)),
         ),
     ]
     .map(|(account, args, env)| spawn_as(&kubeconfig, &dir, account, &args, &[env]));
@@ -1082,7 +1082,7 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
     eventually("CDI's controller deployed", || {
         kubectl_json(
             &kubeconfig,
-            &["deployment", "ferrovirt-controller", "-n", "cdi"],
+            &["deployment", "ferrovirt-controller", "-n", HCO_NS],
         )
     })
     .await;
@@ -1188,9 +1188,9 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         (HCO_NS, "deployment", "virt-api"),
         (HCO_NS, "deployment", "virt-controller"),
         (HCO_NS, "daemonset", "virt-handler"),
-        ("cdi", "deployment", "ferrovirt-controller"),
-        ("cdi", "deployment", "ferrovirt-webhook"),
-        ("cdi", "deployment", "cdi-uploadproxy"),
+        (HCO_NS, "deployment", "ferrovirt-controller"),
+        (HCO_NS, "deployment", "ferrovirt-webhook"),
+        (HCO_NS, "deployment", "cdi-uploadproxy"),
         (HCO_NS, "deployment", KUBEMACPOOL),
     ] {
         report_ready(&kubeconfig, namespace, kind, name).await;
@@ -1243,7 +1243,7 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
         ("the CDI CR", vec!["cdi", "cdi-kubevirt-hyperconverged"]),
         (
             "CDI's controller",
-            vec!["deployment", "ferrovirt-controller", "-n", "cdi"],
+            vec!["deployment", "ferrovirt-controller", "-n", HCO_NS],
         ),
         (
             "the SSP CR",

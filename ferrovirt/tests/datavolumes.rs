@@ -222,6 +222,12 @@ fn worker_pods_take_their_resources_from_cdiconfigs_status() {
             .is_some_and(|u| u.starts_with("https://")),
         "the published upload proxy URL is kept: {defaults:#}"
     );
+    assert!(
+        defaults["uploadProxyCA"]
+            .as_str()
+            .is_some_and(|ca| ca.starts_with("-----BEGIN CERTIFICATE-----")),
+        "and its CA: {defaults:#}"
+    );
     patch_cdi_config(
         &platform,
         r#"{"spec":{"podResourceRequirements":{"limits":{"cpu":"1"}}}}"#,

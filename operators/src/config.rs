@@ -44,10 +44,19 @@ pub struct ControllerConfig {
     /// by whoever watches the CRs: the in-process components on `ferrovirt up`,
     /// `ferrovirt virt-controller` on a cluster.
     pub kubevirt: SharedClusterConfig,
-    /// The upload proxy URL CDIConfig's status names when its spec has no override: on one
-    /// machine, the loopback proxy's; on a cluster none (CDI would read it from an Ingress or
+    /// The upload proxy CDIConfig's status names when its spec has no override: on one
+    /// machine, the loopback proxy; on a cluster none (CDI would read it from an Ingress or
     /// a Route, which is not done).
-    pub upload_proxy_url: Option<String>,
+    pub upload_proxy: Option<PublishedUploadProxy>,
+}
+
+/// An upload proxy clients can reach, as CDIConfig's status publishes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublishedUploadProxy {
+    /// `status.uploadProxyURL`.
+    pub url: String,
+    /// The CA its serving certificate chains to (PEM), `status.uploadProxyCA`.
+    pub ca_pem: String,
 }
 
 /// The Secret with the key that signs upload and clone tokens, as CDI names it.
@@ -69,7 +78,7 @@ impl Default for ControllerConfig {
             no_cluster_dns: false,
             launcher_args: Vec::new(),
             kubevirt: SharedClusterConfig::default(),
-            upload_proxy_url: None,
+            upload_proxy: None,
         }
     }
 }

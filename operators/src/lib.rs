@@ -18,7 +18,10 @@ use std::sync::Arc;
 
 use ::kube::Client;
 
-pub use config::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET, ControllerConfig, DEFAULT_IMAGE};
+pub use config::{
+    CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET, ControllerConfig, DEFAULT_IMAGE,
+    PublishedUploadProxy,
+};
 pub use kube::volume_snapshot_resource;
 
 /// Why the controllers stopped.
@@ -42,7 +45,7 @@ pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> 
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
         () = datavolume::claim::run(client.clone(), config.clone()) => Err(Error::Stopped("claim")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
-        () = cdi_config::run(client.clone(), config.upload_proxy_url.clone()) => Err(Error::Stopped("CDIConfig")),
+        () = cdi_config::run(client.clone(), config.upload_proxy.clone()) => Err(Error::Stopped("CDIConfig")),
         () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
         () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),
     }

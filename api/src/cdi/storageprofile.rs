@@ -60,8 +60,13 @@ pub struct StorageProfileStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ClaimPropertySet {
     /// Access modes (`ReadWriteOnce`, `ReadOnlyMany`, `ReadWriteMany`, `ReadWriteOncePod`).
+    #[schemars(length(max = 4), extend("x-kubernetes-validations" = [{
+        "rule": "self.all(am, am in ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'])",
+        "message": "Illegal AccessMode",
+    }]))]
     pub access_modes: Vec<String>,
     /// `Filesystem` or `Block`.
+    #[schemars(extend("enum" = ["Block", "Filesystem"]))]
     pub volume_mode: Option<String>,
 }
 

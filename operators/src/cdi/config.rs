@@ -27,6 +27,7 @@ use kube::{Api, Client, ResourceExt};
 
 use super::datavolume::pvc::default_storage_class;
 use super::datavolume::settings::CDI_CONFIG;
+use crate::config::PublishedUploadProxy;
 
 /// CDI's resources of a worker pod's container where the spec names none:
 /// (limits or requests, resource, quantity).
@@ -52,19 +53,26 @@ pub enum Error {
 }
 
 /// The status `config` should have, given the cluster's StorageClasses and the upload proxy
-/// URL to publish without an override (pure: the controller's plan).
+/// to publish without an override (pure: the controller's plan).
 pub fn desired_status(
     config: &CDIConfig,
     classes: &[StorageClass],
-    published_url: Option<&str>,
+    published: Option<&PublishedUploadProxy>,
 ) -> CdiConfigStatus {
     let spec = &config.spec;
     let current = config.status.clone().unwrap_or_default();
+    let upload_proxy_url = spec
+        .upload_proxy_url_override
+        .clone()
+        .or(published.map(|p| p.url.clone()));
+    // The CA is known for the proxy published here; an override naming another front (an
+    // Ingress, say) is served under a certificate CDI would find there, which is not read.
+    let upload_proxy_ca = published
+        .filter(|p| upload_proxy_url.as_ref() == Some(&p.url))
+        .map(|p| p.ca_pem.clone());
     CdiConfigStatus {
-        upload_proxy_url: spec
-            .upload_proxy_url_override
-            .clone()
-            .or(published_url.map(str::to_owned)),
+        upload_proxy_url,
+        upload_proxy_ca,
         import_proxy: Some(spec.import_proxy.clone().unwrap_or_else(empty_proxy)),
         scratch_space_storage_class: Some(scratch_space_class(
             spec.scratch_space_storage_class.as_deref(),
@@ -164,13 +172,13 @@ fn is_valid_overhead(text: &str) -> bool {
 
 struct Context {
     client: Client,
-    published_url: Option<String>,
+    published: Option<PublishedUploadProxy>,
 }
 
 async fn reconcile(config: Arc<CDIConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
     let classes: Api<StorageClass> = Api::all(ctx.client.clone());
     let classes = classes.list(&Default::default()).await?.items;
-    let status = desired_status(&config, &classes, ctx.published_url.as_deref());
+    let status = desired_status(&config, &classes, ctx.published.as_ref());
     if config.status.as_ref() != Some(&status) {
         // Replaced whole, against the version read: a change meanwhile is looked at again.
         let mut updated = (*config).clone();
@@ -196,15 +204,12 @@ fn error_policy(config: Arc<CDIConfig>, err: &Error, _ctx: Arc<Context>) -> Acti
 }
 
 /// Runs the CDIConfig controller until its watches end: CDIConfig `config`, reconciled
-/// again whenever a StorageClass changes; `published_url` is the upload proxy URL its status
-/// names without an override.
-pub async fn run(client: Client, published_url: Option<String>) {
+/// again whenever a StorageClass changes; `published` is the upload proxy its status names
+/// without an override.
+pub async fn run(client: Client, published: Option<PublishedUploadProxy>) {
     let configs: Api<CDIConfig> = Api::all(client.clone());
     let classes: Api<StorageClass> = Api::all(client.clone());
-    let ctx = Arc::new(Context {
-        client,
-        published_url,
-    });
+    let ctx = Arc::new(Context { client, published });
     let only_config = watcher::Config::default().fields(&format!("metadata.name={CDI_CONFIG}"));
     Controller::new(configs, only_config)
         .watches(classes, watcher::Config::default(), |_| {
@@ -239,6 +244,13 @@ mod tests {
             "provisioner": "kubevirt.io.hostpath-provisioner",
         }))
         .expect("a StorageClass")
+    }
+
+    fn loopback() -> PublishedUploadProxy {
+        PublishedUploadProxy {
+            url: "https://127.0.0.1:1".into(),
+            ca_pem: "PEM".into(),
+        }
     }
 
     fn quantities(value: serde_json::Value) -> Option<BTreeMap<String, Quantity>> {
@@ -287,7 +299,7 @@ mod tests {
         let status = desired_status(
             &config(spec, json!({"uploadProxyURL": "https://127.0.0.1:1"})),
             &classes,
-            Some("https://127.0.0.1:1"),
+            Some(&loopback()),
         );
         let resources = status.default_pod_resource_requirements.expect("resources");
         assert_eq!(
@@ -313,23 +325,27 @@ mod tests {
             Some("http://proxy:3128")
         );
         assert_eq!(status.upload_proxy_url.as_deref(), Some("upload.example"));
+        assert_eq!(
+            status.upload_proxy_ca, None,
+            "the CA of the overriding front is not known"
+        );
     }
 
     #[test]
-    fn the_published_upload_url_applies_without_an_override_and_foreign_fields_are_kept() {
-        let current = json!({"uploadProxyURL": "upload.example", "uploadProxyCA": "PEM",
+    fn the_published_upload_proxy_applies_without_an_override() {
+        let current = json!({"uploadProxyURL": "upload.example", "uploadProxyCA": "OLD PEM",
             "filesystemOverhead": {"global": "0.06", "storageClass": {"gone": "0.06"}}});
-        let status = desired_status(
-            &config(json!({}), current.clone()),
-            &[],
-            Some("https://127.0.0.1:1"),
-        );
+        let status = desired_status(&config(json!({}), current.clone()), &[], Some(&loopback()));
         assert_eq!(
             status.upload_proxy_url.as_deref(),
             Some("https://127.0.0.1:1"),
             "a withdrawn override gives way to the published URL"
         );
-        assert_eq!(status.upload_proxy_ca.as_deref(), Some("PEM"));
+        assert_eq!(
+            status.upload_proxy_ca.as_deref(),
+            Some("PEM"),
+            "with its CA"
+        );
         assert_eq!(status.scratch_space_storage_class.as_deref(), Some(""));
         assert_eq!(
             status.filesystem_overhead.and_then(|o| o.storage_class),
@@ -338,7 +354,8 @@ mod tests {
         );
         let unpublished = desired_status(&config(json!({}), current), &[], None);
         assert_eq!(
-            unpublished.upload_proxy_url, None,
+            (unpublished.upload_proxy_url, unpublished.upload_proxy_ca),
+            (None, None),
             "no override, nothing published"
         );
     }

@@ -38,6 +38,20 @@ impl Manifests {
     }
 }
 
+/// The documents of a manifest file written for namespace `from` (a standalone operator's
+/// `deploy/DIR/operator.yaml`), moved to namespace `to`: that Namespace left out, every
+/// reference to it moved, the images kept. `deploy/hco/` is made of these.
+pub fn moved(file: &str, text: &str, from: &str, to: &str) -> Vec<Value> {
+    parse(file, text)
+        .into_iter()
+        .filter(|object| !(object["kind"] == "Namespace" && object["metadata"]["name"] == from))
+        .map(|mut object| {
+            retarget(&mut object, from, to, DEFAULT_IMAGE);
+            object
+        })
+        .collect()
+}
+
 /// Places the Deployments and DaemonSets `names` among `objects` where `placement` (a
 /// NodePlacement: `nodeSelector`, `affinity`, `tolerations`) asks, as each operator places
 /// its components by its CR's infra or workloads placement; a field the placement leaves out

@@ -7,6 +7,7 @@ pub mod common_templates;
 pub mod components;
 pub mod deployer;
 pub mod hco;
+pub mod hco_bundle;
 pub mod hpp;
 pub mod manifests;
 pub mod single_cr;

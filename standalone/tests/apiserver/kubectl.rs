@@ -802,6 +802,21 @@ spec:
         stored["spec"]["resourceRequirements"]["vmiCPUAllocationRatio"],
         4
     );
+    // CDI's rule on a StorageProfile's access modes.
+    let profile = r#"{"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "StorageProfile",
+        "metadata": {"name": "local"},
+        "spec": {"claimPropertySets": [{"accessModes": ["ReadWriteOnce"], "volumeMode": "Block"}]}}"#;
+    c.ok_stdin(&["apply", "-f", "-"], profile);
+    let err = c.ok_stdin_fails(
+        &["apply", "-f", "-"],
+        &profile.replace("ReadWriteOnce", "ReadWriteSometimes"),
+    );
+    assert!(
+        err.contains(
+            r#"spec.claimPropertySets[0].accessModes: Invalid value: "array": Illegal AccessMode"#
+        ),
+        "{err}"
+    );
 
     // A CRD of its own: structural checks, a transition rule, a status checked too.
     let crd = r#"apiVersion: apiextensions.k8s.io/v1
