@@ -2,7 +2,8 @@
 //! scheduler's `nodeaffinity` helpers decide it: any one term, each term every
 //! `matchExpressions` requirement on the node's labels (`In`, `NotIn`, `Exists`,
 //! `DoesNotExist`, `Gt`, `Lt`) and every `matchFields` requirement (on `metadata.name`, the
-//! one field Kubernetes allows). An empty term, or an empty list of terms, picks nothing.
+//! one field Kubernetes allows). An empty or malformed term, or an empty list of terms,
+//! picks nothing.
 
 use std::collections::BTreeMap;
 
@@ -37,7 +38,11 @@ fn holds(requirement: &NodeSelectorRequirement, values: &BTreeMap<String, String
         let [only] = listed else { return None };
         Some((value?.parse().ok()?, only.parse().ok()?))
     };
+    // A malformed requirement (values where none belong, none where they must) makes its
+    // term pick nothing, as the scheduler drops a term it cannot parse.
     match requirement.operator.as_str() {
+        "In" | "NotIn" if listed.is_empty() => false,
+        "Exists" | "DoesNotExist" if !listed.is_empty() => false,
         "In" => value.is_some_and(|v| listed.contains(v)),
         "NotIn" => !value.is_some_and(|v| listed.contains(v)),
         "Exists" => value.is_some(),
@@ -91,5 +96,9 @@ mod tests {
             {"key": "cores", "operator": "Gt", "values": ["4"]},
         ]}]));
         assert!(!selects(&gt, &any), "not a number");
+        let malformed = selector(json!([{"matchExpressions": [
+            {"key": "cores", "operator": "NotIn", "values": []},
+        ]}]));
+        assert!(!selects(&malformed, &any), "NotIn needs values");
     }
 }

@@ -39,7 +39,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = crate::cluster::component_client().await?;
     let certificates = crate::upload_cas::upload_certificates(&client, &args.namespace).await?;
     let config = operators::ControllerConfig {
-        clone_token_secret_namespace: Some(args.namespace),
+        cdi_namespace: Some(args.namespace),
         upload_certificates: Some(certificates),
         ..args.pods.controller_config()
     };

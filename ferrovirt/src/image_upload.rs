@@ -50,7 +50,8 @@ pub struct ImageUploadArgs {
     #[arg(long = "uploadproxy-url")]
     uploadproxy_url: Option<String>,
     /// A PEM file with the CA that signed the upload proxy's certificate, trusted in addition
-    /// to the system roots [default: ConfigMap cdi/cdi-uploadproxy-signer-bundle, if readable].
+    /// to the system roots [default: CDIConfig `config` status.uploadProxyCA, else ConfigMap
+    /// cdi/cdi-uploadproxy-signer-bundle, if readable].
     #[arg(long = "uploadproxy-ca", conflicts_with = "insecure")]
     uploadproxy_ca: Option<PathBuf>,
     /// Do not verify the upload proxy's certificate.

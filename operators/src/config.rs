@@ -31,9 +31,11 @@ pub struct ControllerConfig {
     /// Checks the clone tokens that authorize cross-namespace clones; without it such clones
     /// are refused.
     pub clone_tokens: Option<uploadproxy::UploadTokenValidator>,
-    /// Otherwise, the namespace of the Secret `cdi-api-signing-key` whose `id_rsa.pub` checks
-    /// them (where `ferrovirt webhook` keeps its key), read when a clone needs it.
-    pub clone_token_secret_namespace: Option<String>,
+    /// CDI's namespace on a cluster. Without `clone_tokens`, clone tokens are checked with
+    /// the `id_rsa.pub` of its Secret `cdi-api-signing-key` (where `ferrovirt webhook`
+    /// keeps its key), read when a clone needs it; CDIConfig's `status.uploadProxyCA` is
+    /// the bundle of its ConfigMap `cdi-uploadproxy-signer-bundle` (the upload proxy's CA).
+    pub cdi_namespace: Option<String>,
     /// Set where Services have no cluster DNS or proxy (one machine): a clone source reaches
     /// its target's upload server at that pod's own address.
     pub no_cluster_dns: bool,
@@ -74,7 +76,7 @@ impl Default for ControllerConfig {
             upload_client_name: UPLOAD_CLIENT_NAME.to_string(),
             upload_certificates: None,
             clone_tokens: None,
-            clone_token_secret_namespace: None,
+            cdi_namespace: None,
             no_cluster_dns: false,
             launcher_args: Vec::new(),
             kubevirt: SharedClusterConfig::default(),

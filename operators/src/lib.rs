@@ -45,7 +45,7 @@ pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> 
         () = datavolume::run(client.clone(), config.clone()) => Err(Error::Stopped("DataVolume")),
         () = datavolume::claim::run(client.clone(), config.clone()) => Err(Error::Stopped("claim")),
         () = storageprofile::run(client.clone()) => Err(Error::Stopped("StorageProfile")),
-        () = cdi_config::run(client.clone(), config.upload_proxy.clone()) => Err(Error::Stopped("CDIConfig")),
+        () = cdi_config::run(client.clone(), config.upload_proxy.clone(), config.cdi_namespace.clone()) => Err(Error::Stopped("CDIConfig")),
         () = datasource::run(client.clone()) => Err(Error::Stopped("DataSource")),
         () = dataimportcron::run(client) => Err(Error::Stopped("DataImportCron")),
     }

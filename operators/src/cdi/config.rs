@@ -16,7 +16,7 @@ use api::cdi::operator::{
     CdiConfigStatus, DEFAULT_FILESYSTEM_OVERHEAD, FilesystemOverhead, ImportProxy,
 };
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::core::v1::{ConfigMap, ResourceRequirements};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::PostParams;
@@ -25,6 +25,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
+use super::datavolume::pod::{CA_BUNDLE_KEY, UPLOAD_PROXY_CA_CONFIG_MAP};
 use super::datavolume::pvc::default_storage_class;
 use super::datavolume::settings::CDI_CONFIG;
 use crate::config::PublishedUploadProxy;
@@ -52,12 +53,14 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
-/// The status `config` should have, given the cluster's StorageClasses and the upload proxy
-/// to publish without an override (pure: the controller's plan).
+/// The status `config` should have, given the cluster's StorageClasses, the upload proxy to
+/// publish without an override, and the upload proxy's CA bundle as CDI's namespace keeps
+/// it on a cluster (pure: the controller's plan).
 pub fn desired_status(
     config: &CDIConfig,
     classes: &[StorageClass],
     published: Option<&PublishedUploadProxy>,
+    signer_bundle: Option<&str>,
 ) -> CdiConfigStatus {
     let spec = &config.spec;
     let current = config.status.clone().unwrap_or_default();
@@ -65,11 +68,16 @@ pub fn desired_status(
         .upload_proxy_url_override
         .clone()
         .or(published.map(|p| p.url.clone()));
-    // The CA is known for the proxy published here; an override naming another front (an
-    // Ingress, say) is served under a certificate CDI would find there, which is not read.
-    let upload_proxy_ca = published
-        .filter(|p| upload_proxy_url.as_ref() == Some(&p.url))
-        .map(|p| p.ca_pem.clone());
+    // The CA clients add to their roots for that URL: the published proxy's own; for an
+    // override (on a cluster the only URL there is), the proxy's signer bundle, which a
+    // front passing TLS through to the proxy serves under. (CDI reads the certificate of
+    // an Ingress or Route instead, which is not done.)
+    let upload_proxy_ca = match published {
+        Some(p) if upload_proxy_url.as_ref() == Some(&p.url) => Some(p.ca_pem.clone()),
+        _ => signer_bundle
+            .filter(|_| upload_proxy_url.is_some())
+            .map(str::to_owned),
+    };
     CdiConfigStatus {
         upload_proxy_url,
         upload_proxy_ca,
@@ -173,12 +181,26 @@ fn is_valid_overhead(text: &str) -> bool {
 struct Context {
     client: Client,
     published: Option<PublishedUploadProxy>,
+    /// CDI's namespace on a cluster, where the upload proxy keeps its CA bundle.
+    cdi_namespace: Option<String>,
 }
 
 async fn reconcile(config: Arc<CDIConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
     let classes: Api<StorageClass> = Api::all(ctx.client.clone());
     let classes = classes.list(&Default::default()).await?.items;
-    let status = desired_status(&config, &classes, ctx.published.as_ref());
+    let signer_bundle = match &ctx.cdi_namespace {
+        Some(namespace) => Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(UPLOAD_PROXY_CA_CONFIG_MAP)
+            .await?
+            .and_then(|map| map.data?.remove(CA_BUNDLE_KEY)),
+        None => None,
+    };
+    let status = desired_status(
+        &config,
+        &classes,
+        ctx.published.as_ref(),
+        signer_bundle.as_deref(),
+    );
     if config.status.as_ref() != Some(&status) {
         // Replaced whole, against the version read: a change meanwhile is looked at again.
         let mut updated = (*config).clone();
@@ -195,7 +217,8 @@ async fn reconcile(config: Arc<CDIConfig>, ctx: Arc<Context>) -> Result<Action, 
             Err(err) => return Err(err.into()),
         }
     }
-    Ok(Action::requeue(Duration::from_secs(600)))
+    // Looked at again within a minute: the CA bundle, which no watch covers, may change.
+    Ok(Action::requeue(Duration::from_secs(60)))
 }
 
 fn error_policy(config: Arc<CDIConfig>, err: &Error, _ctx: Arc<Context>) -> Action {
@@ -205,11 +228,19 @@ fn error_policy(config: Arc<CDIConfig>, err: &Error, _ctx: Arc<Context>) -> Acti
 
 /// Runs the CDIConfig controller until its watches end: CDIConfig `config`, reconciled
 /// again whenever a StorageClass changes; `published` is the upload proxy its status names
-/// without an override.
-pub async fn run(client: Client, published: Option<PublishedUploadProxy>) {
+/// without an override, `cdi_namespace` where the proxy keeps its CA bundle on a cluster.
+pub async fn run(
+    client: Client,
+    published: Option<PublishedUploadProxy>,
+    cdi_namespace: Option<String>,
+) {
     let configs: Api<CDIConfig> = Api::all(client.clone());
     let classes: Api<StorageClass> = Api::all(client.clone());
-    let ctx = Arc::new(Context { client, published });
+    let ctx = Arc::new(Context {
+        client,
+        published,
+        cdi_namespace,
+    });
     let only_config = watcher::Config::default().fields(&format!("metadata.name={CDI_CONFIG}"));
     Controller::new(configs, only_config)
         .watches(classes, watcher::Config::default(), |_| {
@@ -260,7 +291,7 @@ mod tests {
     #[test]
     fn an_empty_spec_gives_cdis_defaults() {
         let classes = [class("local", true), class("fast", false)];
-        let status = desired_status(&config(json!({}), json!(null)), &classes, None);
+        let status = desired_status(&config(json!({}), json!(null)), &classes, None, None);
         let resources = status.default_pod_resource_requirements.expect("resources");
         assert_eq!(
             resources.limits,
@@ -300,6 +331,7 @@ mod tests {
             &config(spec, json!({"uploadProxyURL": "https://127.0.0.1:1"})),
             &classes,
             Some(&loopback()),
+            None,
         );
         let resources = status.default_pod_resource_requirements.expect("resources");
         assert_eq!(
@@ -327,7 +359,21 @@ mod tests {
         assert_eq!(status.upload_proxy_url.as_deref(), Some("upload.example"));
         assert_eq!(
             status.upload_proxy_ca, None,
-            "the CA of the overriding front is not known"
+            "the loopback proxy's CA is not the overriding front's"
+        );
+        let on_a_cluster = desired_status(
+            &config(
+                json!({"uploadProxyURLOverride": "upload.example"}),
+                json!(null),
+            ),
+            &classes,
+            None,
+            Some("SIGNER PEM"),
+        );
+        assert_eq!(
+            on_a_cluster.upload_proxy_ca.as_deref(),
+            Some("SIGNER PEM"),
+            "on a cluster the override gets the proxy's signer bundle"
         );
     }
 
@@ -335,7 +381,12 @@ mod tests {
     fn the_published_upload_proxy_applies_without_an_override() {
         let current = json!({"uploadProxyURL": "upload.example", "uploadProxyCA": "OLD PEM",
             "filesystemOverhead": {"global": "0.06", "storageClass": {"gone": "0.06"}}});
-        let status = desired_status(&config(json!({}), current.clone()), &[], Some(&loopback()));
+        let status = desired_status(
+            &config(json!({}), current.clone()),
+            &[],
+            Some(&loopback()),
+            Some("SIGNER PEM"),
+        );
         assert_eq!(
             status.upload_proxy_url.as_deref(),
             Some("https://127.0.0.1:1"),
@@ -352,7 +403,8 @@ mod tests {
             Some(BTreeMap::new()),
             "a deleted class's figure goes"
         );
-        let unpublished = desired_status(&config(json!({}), current), &[], None);
+        let unpublished =
+            desired_status(&config(json!({}), current), &[], None, Some("SIGNER PEM"));
         assert_eq!(
             (unpublished.upload_proxy_url, unpublished.upload_proxy_ca),
             (None, None),
@@ -366,6 +418,7 @@ mod tests {
         let status = desired_status(
             &config(json!({"scratchSpaceStorageClass": "gone"}), json!(null)),
             &classes,
+            None,
             None,
         );
         assert_eq!(status.scratch_space_storage_class.as_deref(), Some("local"));

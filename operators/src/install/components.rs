@@ -77,6 +77,7 @@ pub fn active_cr(all: &[Value]) -> Option<&Value> {
         })
 }
 
+/// A condition of KubeVirt's CR (`lastProbeTime`).
 pub(crate) fn condition(
     type_: &str,
     status: &str,
@@ -87,6 +88,21 @@ pub(crate) fn condition(
     json!({
         "type": type_, "status": status, "reason": reason, "message": message,
         "lastProbeTime": now, "lastTransitionTime": now,
+    })
+}
+
+/// A condition of the operator SDK's (the CDI CR's: `lastHeartbeatTime`, which its schema
+/// declares where KubeVirt's has `lastProbeTime`).
+pub(crate) fn sdk_condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Value {
+    json!({
+        "type": type_, "status": status, "reason": reason, "message": message,
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
     })
 }
 
@@ -126,9 +142,9 @@ pub fn deployed_cdi_status(now: &str) -> Value {
     json!({
         "phase": "Deployed",
         "conditions": [
-            condition("Available", "True", "DeployCompleted", done, now),
-            condition("Progressing", "False", "", "", now),
-            condition("Degraded", "False", "", "", now),
+            sdk_condition("Available", "True", "DeployCompleted", done, now),
+            sdk_condition("Progressing", "False", "", "", now),
+            sdk_condition("Degraded", "False", "", "", now),
         ],
         "operatorVersion": VERSION,
         "targetVersion": VERSION,
@@ -146,6 +162,7 @@ fn same_status(current: &Value, wanted: &Value) -> bool {
             for condition in conditions {
                 if let Some(fields) = condition.as_object_mut() {
                     fields.remove("lastProbeTime");
+                    fields.remove("lastHeartbeatTime");
                     fields.remove("lastTransitionTime");
                 }
             }

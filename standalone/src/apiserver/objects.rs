@@ -207,12 +207,13 @@ impl Objects {
         mut body: Value,
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
-        let body = stored_shape(rt, body);
+        let mut body = stored_shape(rt, body);
+        Self::prune(rt, version, &mut body);
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
         self.admit(rt, &mut new, persist)?;
-        Self::check_schema(rt, version, &mut new, None)?;
+        Self::check_schema(rt, version, &new, None)?;
         let is_crd = rt.plural == "customresourcedefinitions";
         let crd_type = if is_crd {
             Some(self.check_crd(&new)?)
@@ -285,18 +286,26 @@ impl Objects {
         Ok(rt)
     }
 
-    /// A custom resource pruned and checked against its CRD's schema at `version`, as
-    /// kube-apiserver does on every write; `old` is the stored object of an update.
+    /// A custom resource as written, pruned of what its CRD's schema at `version` does not
+    /// declare, as kube-apiserver prunes a request's object before anything compares it
+    /// with the stored one (so an undeclared field is no change, and no new generation).
+    fn prune(rt: &ResourceType, version: &str, object: &mut Value) {
+        if let Some(schemas) = &rt.schemas {
+            schemas.prune(version, object, Input::Object);
+        }
+    }
+
+    /// A custom resource checked against its CRD's schema at `version`, as kube-apiserver
+    /// checks every write; `old` is the stored object of an update.
     fn check_schema(
         rt: &ResourceType,
         version: &str,
-        object: &mut Value,
+        object: &Value,
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
         let Some(schemas) = &rt.schemas else {
             return Ok(());
         };
-        schemas.prune(version, object, Input::Object);
         let errors = schemas.validate(version, object, old);
         if errors.is_empty() {
             return Ok(());
@@ -431,14 +440,16 @@ impl Objects {
             .store
             .write_as(persist, &rt.storage_key(), key_ns, name, |current| {
                 let current = current.ok_or_else(|| Self::not_found(rt, name))?;
-                let mut new = object::prepare_update(rt, &current, transform(&current)?, target)?;
+                let mut proposed = transform(&current)?;
+                Self::prune(rt, version, &mut proposed);
+                let mut new = object::prepare_update(rt, &current, proposed, target)?;
                 if target == UpdateTarget::Main {
                     self.admit(rt, &mut new, persist)?;
                     if rt.plural == "customresourcedefinitions" {
                         self.check_crd(&new)?;
                     }
                 }
-                Self::check_schema(rt, version, &mut new, Some(&current))?;
+                Self::check_schema(rt, version, &new, Some(&current))?;
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
                     return Ok(Change::Delete);
                 }

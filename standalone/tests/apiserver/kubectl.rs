@@ -877,29 +877,36 @@ spec:
     );
     let err = c.ok_stdin_fails(&["apply", "-f", "-"], &widget.replace("size: small, ", ""));
     assert!(err.contains("spec.size: Required value"), "{err}");
-    let err = c.fails(&[
-        "patch",
-        "widget",
-        "w",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        r#"{"status":{"phase":"Gone"}}"#,
-    ]);
+    let phase = |phase: &str| {
+        let patch = format!(r#"{{"status":{{"phase":"{phase}"}}}}"#);
+        let args = [
+            "patch",
+            "widget",
+            "w",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+        ];
+        c.kubectl(&[&args[..], &[patch.as_str()]].concat())
+    };
+    let refused = phase("Gone");
+    let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        err.contains(r#"status.phase: Unsupported value: "Gone""#),
+        !refused.status.success() && err.contains(r#"status.phase: Unsupported value: "Gone""#),
         "{err}"
     );
-    c.ok(&[
-        "patch",
-        "widget",
-        "w",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        r#"{"status":{"phase":"Ready"}}"#,
-    ]);
+    assert!(phase("Ready").status.success());
     assert_eq!(c.json(&["get", "widget", "w"])["spec"]["owner"], "ann");
+    // An undeclared field is pruned before the object is compared with the stored one: no
+    // change, no new generation.
+    let generation = c.json(&["get", "widget", "w"])["metadata"]["generation"].clone();
+    c.ok_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        &widget.replace("owner: ann}", "owner: ann, color: red}"),
+    );
+    let after = c.json(&["get", "widget", "w"]);
+    assert_eq!(after["metadata"]["generation"], generation, "{after}");
+    assert!(after["spec"].get("color").is_none(), "{after}");
 
     // A rule that does not compile keeps the CRD out, naming the rule.
     let err = c.ok_stdin_fails(

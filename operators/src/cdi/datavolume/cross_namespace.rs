@@ -43,7 +43,7 @@ async fn validator(ctx: &Context) -> Result<Option<UploadTokenValidator>, Error>
     if let Some(validator) = &ctx.config.clone_tokens {
         return Ok(Some(validator.clone()));
     }
-    let Some(namespace) = &ctx.config.clone_token_secret_namespace else {
+    let Some(namespace) = &ctx.config.cdi_namespace else {
         return Ok(None);
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);

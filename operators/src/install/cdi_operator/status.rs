@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::install::components::{VERSION, condition, deployed_cdi_status};
+use crate::install::components::{VERSION, deployed_cdi_status, sdk_condition};
 use crate::install::workloads::Workload;
 
 /// The Deployments of the install strategy.
@@ -17,16 +17,16 @@ pub fn deploy_status(workloads: &[Workload], current_phase: &str, now: &str) -> 
     if ready || current_phase == "Deployed" {
         let mut status = deployed_cdi_status(now);
         if !ready {
-            status["conditions"][2] = condition("Degraded", "True", "", "", now);
+            status["conditions"][2] = sdk_condition("Degraded", "True", "", "", now);
         }
         return status;
     }
     json!({
         "phase": "Deploying",
         "conditions": [
-            condition("Available", "False", "", "", now),
-            condition("Progressing", "True", "DeployStarted", "Started Deployment", now),
-            condition("Degraded", "False", "", "", now),
+            sdk_condition("Available", "False", "", "", now),
+            sdk_condition("Progressing", "True", "DeployStarted", "Started Deployment", now),
+            sdk_condition("Degraded", "False", "", "", now),
         ],
         "operatorVersion": VERSION,
         "targetVersion": VERSION,
@@ -39,9 +39,9 @@ pub fn unwanted_status(now: &str) -> Value {
     json!({
         "phase": "Error",
         "conditions": [
-            condition("Available", "False", "", "", now),
-            condition("Progressing", "False", "", "", now),
-            condition("Degraded", "True", "ConfigError", message, now),
+            sdk_condition("Available", "False", "", "", now),
+            sdk_condition("Progressing", "False", "", "", now),
+            sdk_condition("Degraded", "True", "ConfigError", message, now),
         ],
     })
 }

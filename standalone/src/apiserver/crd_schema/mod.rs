@@ -225,7 +225,8 @@ impl Walk<'_> {
             let Some(name) = required.as_str() else {
                 continue;
             };
-            if fields.get(name).is_none_or(Value::is_null) {
+            // A null left after pruning is one the schema allows: it is there.
+            if !fields.contains_key(name) {
                 self.errors
                     .push(format!("{}: Required value", join(path, name)));
             }

@@ -3,9 +3,9 @@
 //! `fieldValidation=Strict`'s refusal and `Warn`'s warnings: `spec.sorce`,
 //! `spec.template.volumes[0].nmae`), and so is a null where the schema does not allow one.
 //!
-//! What a node keeps whole: `x-kubernetes-preserve-unknown-fields`, and (conservatively,
-//! so nothing valid is ever dropped) a node that only `anyOf`/`oneOf`/`allOf`/`not` would
-//! describe further. An object node with neither `properties` nor `additionalProperties`
+//! A node with `x-kubernetes-preserve-unknown-fields` keeps its unknown fields, its declared
+//! ones still pruned inside; a node that `anyOf`/`oneOf`/`allOf`/`not` describe further is
+//! kept whole (conservatively, so nothing valid is ever dropped). An object node with neither `properties` nor `additionalProperties`
 //! declares nothing inside it, as upstream reads it (`blank: {}`). `metadata` is the
 //! server's to check, not the CRD's; an embedded resource keeps its `apiVersion`, `kind`
 //! and `metadata` too.
@@ -40,7 +40,7 @@ struct Pruner {
 
 impl Pruner {
     fn node(&mut self, schema: &Value, value: &mut Value, path: &str, root: bool) {
-        if keeps_everything(schema) {
+        if described_by_combinators(schema) {
             return;
         }
         match value {
@@ -61,6 +61,9 @@ impl Pruner {
         let additional = schema.get("additionalProperties");
         let embedded =
             root || schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+        // Unknown fields stay here; the declared ones are still pruned inside.
+        let preserve =
+            schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
         fields.retain(|name, field| {
             if embedded && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
                 return true;
@@ -82,7 +85,7 @@ impl Pruner {
                     self.node(sub, field, &field_path, false);
                     true
                 }
-                None if additional == Some(&Value::Bool(true)) => true,
+                None if preserve || additional == Some(&Value::Bool(true)) => true,
                 None => {
                     self.pruned.push(field_path);
                     false
@@ -92,11 +95,11 @@ impl Pruner {
     }
 }
 
-fn keeps_everything(schema: &Value) -> bool {
-    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
-        || ["anyOf", "oneOf", "allOf", "not"]
-            .iter()
-            .any(|k| schema.get(k).is_some())
+/// Whether `anyOf`/`oneOf`/`allOf`/`not` say more of the node: it is kept whole.
+fn described_by_combinators(schema: &Value) -> bool {
+    ["anyOf", "oneOf", "allOf", "not"]
+        .iter()
+        .any(|k| schema.get(k).is_some())
 }
 
 fn nullable(schema: &Value) -> bool {
@@ -125,7 +128,8 @@ mod tests {
                         "volumes": {"type": "array", "items": {
                             "type": "object", "properties": {"name": {"type": "string"}}}},
                         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                            "properties": {"typed": {"type": "object", "properties": {"a": {"type": "string"}}}}},
                         "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
                         "maybe": {"type": "string", "nullable": true},
                         "never": {"type": "string"},
@@ -161,6 +165,7 @@ mod tests {
             "spec": {
                 "sorce": {},
                 "source": {"http": {"ulr": "x"}, "blank": {"size": 1}},
+                "free": {"kept": 1, "typed": {"a": "x", "b": 2}},
                 "volumes": [{"name": "a"}, {"nmae": "b"}],
                 "never": null,
             },
@@ -172,6 +177,7 @@ mod tests {
             found,
             [
                 "extra",
+                "spec.free.typed.b",
                 "spec.sorce",
                 "spec.source.blank.size",
                 "spec.source.http.ulr",
@@ -180,7 +186,11 @@ mod tests {
         );
         assert_eq!(
             object,
-            json!({"spec": {"source": {"http": {}, "blank": {}}, "volumes": [{"name": "a"}, {}]}})
+            json!({"spec": {
+                "source": {"http": {}, "blank": {}},
+                "free": {"kept": 1, "typed": {"a": "x"}},
+                "volumes": [{"name": "a"}, {}],
+            }})
         );
     }
 

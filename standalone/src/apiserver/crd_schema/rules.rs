@@ -1,8 +1,10 @@
 //! CRD validation rules (`x-kubernetes-validations`): CEL expressions over `self` (the
 //! value at the rule's schema node) and, in a transition rule, `oldSelf` (the stored value
 //! it updates), with `message`, `messageExpression`, `fieldPath` and `reason` as
-//! kube-apiserver reads them. The CEL itself is the `cel` crate's, with the strings and
-//! lists extensions Kubernetes enables (`lowerAscii`, `indexOf`, ...).
+//! kube-apiserver reads them. The CEL itself is the `cel` crate's, with its strings and
+//! lists extensions (`lowerAscii`, `indexOf`, `slice`, ...); a rule calling a function of
+//! Kubernetes' own libraries that it lacks (`quantity()`, `url()`, `isSorted()`, ...) is
+//! not judged.
 
 use std::sync::{Arc, OnceLock};
 
@@ -114,7 +116,10 @@ impl Rule {
             return None;
         }
         let context = context(value, old).ok()?;
-        let field = format!("{path}{}", self.field_path);
+        let field = match path {
+            "" => self.field_path.trim_start_matches('.').to_string(),
+            _ => format!("{path}{}", self.field_path),
+        };
         let found = type_name(value);
         let message = match self.program.execute(&context) {
             Ok(cel::Value::Bool(true)) => return None,
@@ -123,6 +128,13 @@ impl Rule {
                 "rule did not evaluate to a bool: {other:?}, evaluating rule: {}",
                 self.source
             ),
+            // A function of Kubernetes' own CEL libraries (`quantity()`, `url()`, `ip()`,
+            // `isSorted()`, ...), which this evaluator lacks: the rule is not judged, rather
+            // than every write refused.
+            Err(cel::ExecutionError::UndeclaredReference(name)) => {
+                tracing::warn!(rule = %self.source, %name, "a CRD validation rule this server cannot evaluate");
+                return None;
+            }
             Err(err) => format!("{err}, evaluating rule: {}", self.source),
         };
         Some(match self.reason {

@@ -230,3 +230,33 @@ fn map_lists_ratchet_by_key() {
         ]
     );
 }
+
+#[test]
+fn a_rule_calling_a_kubernetes_library_function_this_server_lacks_is_not_judged() {
+    let schemas = spec_schema(json!({
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "quantity(self.size).isGreaterThan(quantity('1Gi'))", "message": "too small"},
+            {"rule": "has(self.size)", "message": "size is required"},
+        ],
+    }));
+    assert!(errors(&schemas, json!({"size": "1Mi"})).is_empty());
+    assert_eq!(
+        errors(&schemas, json!({})),
+        vec!["spec: Invalid value: \"object\": size is required"],
+        "the rules it can evaluate still are"
+    );
+}
+
+#[test]
+fn a_field_path_from_the_root_names_the_field() {
+    let schema = json!({
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": "has(self.spec)", "message": "spec is required", "fieldPath": ".spec"}],
+    });
+    let schemas = CrdSchemas::compile(&crd(schema)).expect("compiles");
+    assert_eq!(
+        schemas.validate("v1", &json!({"metadata": {"name": "n"}}), None),
+        vec!["spec: Invalid value: \"object\": spec is required"]
+    );
+}
