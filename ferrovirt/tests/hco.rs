@@ -190,14 +190,17 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         &["get", "cdiconfig", "config"],
         |config| config["spec"]["featureGates"][0] == "HonorWaitForFirstConsumer",
     );
-    platform.ok(&patch_hc(
+    // The HC patched, then CDIConfig's status waited for until its worker CPU limit is `cpu`.
+    let worker_cpu_limit = |patch: &str, what: &str, cpu: &str| {
+        platform.ok(&patch_hc(patch));
+        wait_for(&platform, what, &["get", "cdiconfig", "config"], |config| {
+            config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == cpu
+        })
+    };
+    let config = worker_cpu_limit(
         r#"{"spec":{"resourceRequirements":{"storageWorkloads":{"limits":{"cpu":"2"}}}}}"#,
-    ));
-    let config = wait_for(
-        &platform,
         "the HC's storage workload resources in CDIConfig's status",
-        &["get", "cdiconfig", "config"],
-        |config| config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == "2",
+        "2",
     );
     assert_eq!(
         config["status"]["defaultPodResourceRequirements"]["requests"],
@@ -205,14 +208,10 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         "CDI's defaults where the HC names nothing"
     );
     // Taken out of the HC, the resources go from CDIConfig's spec and its status.
-    platform.ok(&patch_hc(
+    let config = worker_cpu_limit(
         r#"{"spec":{"resourceRequirements":{"storageWorkloads":null}}}"#,
-    ));
-    let config = wait_for(
-        &platform,
         "CDI's default worker limits back in CDIConfig's status",
-        &["get", "cdiconfig", "config"],
-        |config| config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == "750m",
+        "750m",
     );
     assert!(
         config["spec"]["podResourceRequirements"].is_null(),

@@ -91,8 +91,8 @@ pub(crate) fn condition(
     })
 }
 
-/// A condition of the operator SDK's (the CDI CR's: `lastHeartbeatTime`, which its schema
-/// declares where KubeVirt's has `lastProbeTime`).
+/// A condition of the operator SDK's (the CDI CR's): KubeVirt's, with the heartbeat time its
+/// schema declares (`lastHeartbeatTime`) in place of `lastProbeTime`.
 pub(crate) fn sdk_condition(
     type_: &str,
     status: &str,
@@ -100,10 +100,13 @@ pub(crate) fn sdk_condition(
     message: &str,
     now: &str,
 ) -> Value {
-    json!({
-        "type": type_, "status": status, "reason": reason, "message": message,
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    })
+    let mut condition = condition(type_, status, reason, message, now);
+    if let Some(fields) = condition.as_object_mut()
+        && let Some(time) = fields.remove("lastProbeTime")
+    {
+        fields.insert("lastHeartbeatTime".into(), time);
+    }
+    condition
 }
 
 /// The status virt-operator gives the KubeVirt CR it deployed.
