@@ -118,7 +118,13 @@ pub fn register(server: &ApiServer) {
             "kubevirt.io",
             "kubevirts",
             &[Update],
-            |r, kv| install_guards::kubevirt_update(kv, r.old.unwrap_or(&Value::Null)),
+            |r, kv| {
+                in_process(install_guards::kubevirt_update(
+                    r,
+                    kv,
+                    r.old.unwrap_or(&Value::Null),
+                ))
+            },
         ),
         validation(
             CDI_WEBHOOK,

@@ -49,6 +49,16 @@ pub trait Cluster {
     ) -> Result<Option<Value>, Refusal>;
     /// Whether any object of `group`/`plural` exists, in any namespace.
     async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal>;
+    /// Creates `object` in `namespace` with `dryRun=All`, so that the API server's
+    /// validation and admission judge it; returns the warnings, or the refusal as the API
+    /// server reports it.
+    async fn dry_run_create(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, Refusal>;
     /// Updates `object` with `dryRun=All`, so that its own admission judges it; returns
     /// the warnings, or the refusal as the API server reports it.
     async fn dry_run_update(
@@ -89,6 +99,16 @@ impl Cluster for ValidationRequest<'_> {
         Ok(!found.is_empty())
     }
 
+    async fn dry_run_create(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, Refusal> {
+        ValidationRequest::dry_run_create(self, group, plural, namespace, object).map_err(passed_on)
+    }
+
     async fn dry_run_update(
         &self,
         group: &str,
@@ -121,9 +141,28 @@ pub async fn kubevirt_uninstall(cluster: &impl Cluster, kubevirt: &Value) -> Res
 
 /// virt-operator's check of an update to a KubeVirt CR (`old` the stored one): its
 /// warnings, or its refusal (422 Invalid, the causes joined as KubeVirt joins them) with
-/// the warnings, which virt-operator's response carries either way.
-pub fn kubevirt_update(kubevirt: &Value, old: &Value) -> Result<Vec<String>, Refusal> {
-    let review = api::kubevirt::update_review::review_update(kubevirt, old);
+/// the warnings, which virt-operator's response carries either way. A changed infra or
+/// workloads placement is judged by the API server: a Deployment or DaemonSet carrying it
+/// is created with `dryRun=All` in the CR's namespace, and its refusal is a cause.
+pub async fn kubevirt_update(
+    cluster: &impl Cluster,
+    kubevirt: &Value,
+    old: &Value,
+) -> Result<Vec<String>, Refusal> {
+    use api::kubevirt::update_review::{placement_probes, review_update};
+    let namespace = kubevirt["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let mut placement_causes = Vec::new();
+    for probe in placement_probes(kubevirt, old) {
+        let tried = cluster
+            .dry_run_create("apps", probe.plural, namespace, &probe.workload)
+            .await;
+        if let Err(refusal) = tried {
+            placement_causes.push(refusal.message);
+        }
+    }
+    let review = review_update(kubevirt, old, &placement_causes);
     match review.refusal() {
         Some(message) => Err(Refusal {
             warnings: review.warnings,

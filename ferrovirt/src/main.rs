@@ -20,6 +20,7 @@ mod image_upload;
 mod import;
 mod importer_pod;
 mod install_guards;
+mod install_webhooks;
 mod local_uploads;
 mod macpool;
 mod network_operator;

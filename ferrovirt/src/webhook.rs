@@ -16,7 +16,9 @@
 //! the ValidatingWebhookConfiguration `virt-template-validator` when that exists.
 //!
 //! And, as cdi-apiserver, the UploadTokenRequest API behind APIService
-//! `v1beta1.upload.cdi.kubevirt.io` ([`upload_token_api`]), signing with the same key.
+//! `v1beta1.upload.cdi.kubevirt.io` ([`upload_token_api`]), signing with the same key, and
+//! the CDI CR's uninstall guard at `/cdi-validate` (ValidatingWebhookConfiguration
+//! `cdi-api-validate`, [`crate::install_webhooks`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -41,6 +43,7 @@ use crate::ca_bundles::{
 };
 use crate::clone_auth::{self, CDI_GROUP, CloneSource, DeclaredSource};
 use crate::front_proxy::FrontProxy;
+use crate::install_webhooks::{self, CDI_DELETE_PATH, KubeCluster};
 use crate::upload_token_api::{self, UploadTokenApi};
 use uploadproxy::tls::ClientCerts;
 
@@ -72,6 +75,10 @@ pub struct WebhookArgs {
     /// server keeps when it exists.
     #[arg(long, default_value = validator::WEBHOOK_CONFIGURATION)]
     validating_configuration: String,
+    /// The ValidatingWebhookConfiguration of the CDI CR's uninstall guard, whose caBundle
+    /// this server keeps when it exists.
+    #[arg(long, default_value = "cdi-api-validate")]
+    cdi_validating_configuration: String,
     /// The APIService of the UploadTokenRequest API, whose caBundle this server keeps when
     /// it exists.
     #[arg(long, default_value = "v1beta1.upload.cdi.kubevirt.io")]
@@ -101,6 +108,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
             issuer: issuer.clone(),
             front_proxy,
         },
+        guards: KubeCluster::new(client.clone()),
         client,
         issuer,
     });
@@ -165,6 +173,7 @@ async fn serving_tls(
     publish_webhook_ca(client, &args.configuration, ca.cert_pem()).await?;
     // Without the template validator's configuration this server is CDI's webhook only.
     publish_validating_ca(client, &args.validating_configuration, ca.cert_pem()).await?;
+    publish_validating_ca(client, &args.cdi_validating_configuration, ca.cert_pem()).await?;
     if !publish_apiservice_ca(client, &args.api_service, ca.cert_pem()).await? {
         tracing::info!(api_service = %args.api_service, "no APIService to keep");
     }
@@ -174,6 +183,7 @@ async fn serving_tls(
         vec![
             Holder::Mutating(args.configuration.clone()),
             Holder::Validating(args.validating_configuration.clone()),
+            Holder::Validating(args.cdi_validating_configuration.clone()),
             Holder::ApiService(args.api_service.clone()),
         ],
     );
@@ -204,11 +214,15 @@ struct Reviewer {
     client: Client,
     issuer: Arc<UploadTokenIssuer>,
     uploads: UploadTokenApi,
+    guards: KubeCluster,
 }
 
 impl Reviewer {
     async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
         let path = request.uri().path().to_owned();
+        if path == CDI_DELETE_PATH {
+            return install_webhooks::handle(&self.guards, &[CDI_DELETE_PATH], request).await;
+        }
         let known = [MUTATE_PATH, VM_VALIDATE_PATH, TEMPLATE_VALIDATE_PATH];
         if !known.contains(&path.as_str()) || request.method() != hyper::Method::POST {
             return respond(StatusCode::NOT_FOUND, &json!({"error": "not found"}));

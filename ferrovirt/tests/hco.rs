@@ -313,6 +313,30 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         ),
         "{stderr}"
     );
+    // A changed placement is judged by the API server, through a dry-run DaemonSet.
+    let refused = kubevirt_patch(
+        r#"{"spec":{"workloads":{"nodePlacement":{"tolerations":[{"key":"virt","operator":"Sometimes"}]}}}}"#,
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains(
+            r#"denied the request: DaemonSet.apps "placement-validation-webhook" is invalid: spec.template.spec.tolerations[0].operator: Unsupported value: "Sometimes": supported values: "Equal", "Exists""#
+        ),
+        "{stderr}"
+    );
+    assert!(
+        platform
+            .json(&[
+                "get",
+                "daemonset",
+                "placement-validation-webhook",
+                "-n",
+                NAMESPACE
+            ])
+            .is_none(),
+        "the dry run wrote its DaemonSet"
+    );
     // A refusal keeps the review's warnings, as kube-apiserver passes on both.
     let both = kubevirt_patch(
         r#"{"spec":{"infra":{"replicas":0},"configuration":{"developerConfiguration":{"featureGates":["LiveMigration"]}}}}"#,

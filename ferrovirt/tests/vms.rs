@@ -1968,11 +1968,151 @@ spec:
     platform.ok(&["delete", "vmi", "kvconfigprobe", "--timeout=60s"]);
 }
 
+/// A port free on loopback now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// virt-operator's webhooks (ValidatingWebhookConfiguration `virt-operator-validator`,
+/// Service `kubevirt-operator-webhook`), asked as kube-apiserver asks them, over TLS
+/// verified with the caBundle the operator keeps in the configuration: under
+/// `BlockUninstallIfWorkloadsExist` the Deployed CR's deletion is refused while a VM exists
+/// and allowed once it is gone; an update with no infra replicas, or with an infra
+/// placement the API server refuses for a Deployment, is refused in virt-operator's words,
+/// and a graduated feature gate warned about.
+fn operator_webhooks_guard_the_kubevirt_cr(platform: &Platform, port: u16) {
+    let configuration = wait_for(
+        platform,
+        &[
+            "get",
+            "validatingwebhookconfiguration",
+            "virt-operator-validator",
+        ],
+        Duration::from_secs(30),
+        "the operator's CA in its webhook configuration",
+        |configuration| {
+            configuration["webhooks"].as_array().is_some_and(|hooks| {
+                hooks
+                    .iter()
+                    .all(|h| h["clientConfig"]["caBundle"].is_string())
+            })
+        },
+    );
+    let bundle = configuration["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("a caBundle");
+    let ca = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, bundle)
+        .expect("the caBundle is base64");
+    let ca_file = platform.data_dir().join("virt-operator-ca.pem");
+    std::fs::write(&ca_file, ca).expect("writing the CA");
+    let ask = |path: &str, operation: &str, object: &Value, old: &Value| -> Value {
+        const HOST: &str = "kubevirt-operator-webhook.kubevirt.svc";
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "review-1", "operation": operation, "namespace": "kubevirt",
+                "name": "kubevirt", "userInfo": {"username": "admin"},
+                "resource": {"group": "kubevirt.io", "version": "v1", "resource": "kubevirts"},
+                "object": object, "oldObject": old,
+            },
+        });
+        let output = Command::new("curl")
+            .args([
+                "-sS",
+                "--fail-with-body",
+                "-H",
+                "Content-Type: application/json",
+            ])
+            .arg("--cacert")
+            .arg(&ca_file)
+            .args(["--resolve", &format!("{HOST}:{port}:127.0.0.1")])
+            .args(["--data-binary", &review.to_string()])
+            .arg(format!("https://{HOST}:{port}{path}"))
+            .output()
+            .expect("running curl");
+        assert!(output.status.success(), "curl: {output:?}");
+        let answer: Value = serde_json::from_slice(&output.stdout).expect("an AdmissionReview");
+        assert_eq!(answer["response"]["uid"], "review-1", "{answer}");
+        answer["response"].clone()
+    };
+    platform.ok(&[
+        "patch",
+        "kubevirt",
+        "kubevirt",
+        "-n",
+        "kubevirt",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
+    ]);
+    let kubevirt = platform
+        .json(&["get", "kubevirt", "kubevirt", "-n", "kubevirt"])
+        .expect("the KubeVirt CR");
+    platform.apply(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: blocks-uninstall\n  namespace: default\n\
+         spec:\n  runStrategy: Halted\n  template:\n    spec:\n      domain:\n        devices: {}\n",
+    );
+    const DELETE_PATH: &str = "/kubevirt-validate-delete";
+    let answer = ask(DELETE_PATH, "DELETE", &Value::Null, &kubevirt);
+    assert_eq!(answer["allowed"], false, "{answer}");
+    assert_eq!(
+        answer["status"]["message"],
+        "Rejecting the uninstall request, since there are still Virtual Machines present. Either delete all KubeVirt related workloads or change the uninstall strategy before uninstalling KubeVirt."
+    );
+    platform.ok(&["delete", "vm", "blocks-uninstall", "-n", "default"]);
+    let answer = ask(DELETE_PATH, "DELETE", &Value::Null, &kubevirt);
+    assert_eq!(answer["allowed"], true, "{answer}");
+
+    const UPDATE_PATH: &str = "/kubevirt-validate-update";
+    let mut no_infra = kubevirt.clone();
+    no_infra["spec"]["infra"] = serde_json::json!({"replicas": 0});
+    let answer = ask(UPDATE_PATH, "UPDATE", &no_infra, &kubevirt);
+    assert_eq!(answer["allowed"], false, "{answer}");
+    assert_eq!(answer["status"]["code"], 422, "{answer}");
+    assert_eq!(
+        answer["status"]["message"],
+        "infra replica count can't be 0"
+    );
+    // A changed placement is judged by the API server, through a dry-run Deployment.
+    let mut misplaced = kubevirt.clone();
+    misplaced["spec"]["infra"] =
+        serde_json::json!({"nodePlacement": {"nodeSelector": {"bad key": "x"}}});
+    let answer = ask(UPDATE_PATH, "UPDATE", &misplaced, &kubevirt);
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            r#"Deployment.apps "placement-validation-webhook" is invalid: spec.template.spec.nodeSelector: Invalid value: "bad key": name part must consist"#
+        ),
+        "{answer}"
+    );
+    let mut placed = kubevirt.clone();
+    placed["spec"]["infra"] =
+        serde_json::json!({"nodePlacement": {"nodeSelector": {"kubernetes.io/os": "linux"}}});
+    let answer = ask(UPDATE_PATH, "UPDATE", &placed, &kubevirt);
+    assert_eq!(answer["allowed"], true, "{answer}");
+    let mut graduated = kubevirt.clone();
+    graduated["spec"]["configuration"]["developerConfiguration"]["featureGates"] =
+        serde_json::json!(["LiveMigration"]);
+    let answer = ask(UPDATE_PATH, "UPDATE", &graduated, &kubevirt);
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert!(
+        answer["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("feature gate LiveMigration is deprecated")),
+        "{answer}"
+    );
+}
+
 /// virt-operator as deploy/virt-operator runs it on a cluster: its own process under its
 /// service account, against the embedded API server without its in-process KubeVirt.
 /// Upstream's KubeVirt CR deploys the components of deploy/virt with the operator's image
 /// (`Deploying` until they are ready, then `Deployed`), a deleted Deployment is put back, a
-/// second CR is `ExistingDeployment`, and deleting the CR removes the components first.
+/// second CR is `ExistingDeployment`, deleting the CR removes the components first, and
+/// its webhooks guard the CR's uninstall and updates.
 #[test]
 fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_it() {
     let platform = Platform::start_with("virt-operator", &["--no-virt"]);
@@ -1987,12 +2127,14 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         .collect();
     platform.apply(&objects.join("\n---\n"));
     let image = "registry.example/ferrovirt/ferrovirt:test";
+    let webhook_port = free_port();
+    let webhook_listen = format!("127.0.0.1:{webhook_port}");
     let operator = Component::start_as(
         &platform,
         "virt-operator",
         "kubevirt",
         "kubevirt-operator",
-        &["--image", image],
+        &["--image", image, "--webhook-listen", &webhook_listen],
     );
     // Upstream's kubevirt-cr.yaml.
     platform.apply(
@@ -2088,6 +2230,8 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         deployed["status"]["observedKubeVirtRegistry"],
         "registry.example/ferrovirt"
     );
+
+    operator_webhooks_guard_the_kubevirt_cr(&platform, webhook_port);
 
     // A deployment deleted by hand comes back.
     platform.ok(&["delete", "deployment", "virt-controller", "-n", "kubevirt"]);

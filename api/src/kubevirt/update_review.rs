@@ -1,14 +1,12 @@
 //! virt-operator's review of an update to a KubeVirt CR (`kubevirt-update-validator`,
 //! `pkg/virt-operator/webhooks` of v1.7.0, the release HCO's mapping pairs with): the checks
-//! that need nothing but the old and new object, with its words, and the warnings it gives.
-//!
-//! Not done: the placement check, which dry-run-creates a Deployment and a DaemonSet with
-//! the new `infra` and `workloads` placement; the API server's schema check of those fields
-//! stands in for it.
+//! that need nothing but the old and new object, with its words, and the warnings it gives;
+//! and the workloads whose dry-run creation judges a changed placement ([`placement_probes`]),
+//! whose refusals the caller passes back in as causes.
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::feature_gates;
 
@@ -26,8 +24,59 @@ impl Review {
     }
 }
 
-/// Reviews the KubeVirt CR `new` replacing `old`.
-pub fn review_update(new: &Value, old: &Value) -> Review {
+/// A workload virt-operator creates with `dryRun=All` in the CR's namespace, so that the API
+/// server judges a changed placement as it would judge the components carrying it.
+#[derive(Debug, PartialEq)]
+pub struct PlacementProbe {
+    /// `deployments` (the infra placement, virt-api's and virt-controller's) or
+    /// `daemonsets` (the workloads placement, virt-handler's), of group `apps`.
+    pub plural: &'static str,
+    pub workload: Value,
+}
+
+/// The probes of an update: one for each of `infra` and `workloads` that changed and
+/// carries a `nodePlacement`.
+pub fn placement_probes(new: &Value, old: &Value) -> Vec<PlacementProbe> {
+    let namespace = &new["metadata"]["namespace"];
+    [
+        ("infra", "Deployment", "deployments"),
+        ("workloads", "DaemonSet", "daemonsets"),
+    ]
+    .into_iter()
+    .filter(|(field, ..)| new["spec"][field] != old["spec"][field])
+    .filter_map(|(field, kind, plural)| {
+        let placement = new["spec"][field]["nodePlacement"].as_object()?;
+        let mut workload = json!({
+            "apiVersion": "apps/v1",
+            "kind": kind,
+            "metadata": {"name": "placement-validation-webhook", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": {"kubevirt.io/choose-me": ""}},
+                "template": {
+                    "metadata": {"labels": {"kubevirt.io/choose-me": ""}},
+                    "spec": {"containers": [
+                        {"name": "placement-verification-pod", "image": "test.only:latest"},
+                    ]},
+                },
+            },
+        });
+        if kind == "Deployment" {
+            workload["spec"]["replicas"] = json!(1);
+        }
+        let pod = &mut workload["spec"]["template"]["spec"];
+        for key in ["nodeSelector", "affinity", "tolerations"] {
+            if let Some(value) = placement.get(key).filter(|v| !v.is_null()) {
+                pod[key] = value.clone();
+            }
+        }
+        Some(PlacementProbe { plural, workload })
+    })
+    .collect()
+}
+
+/// Reviews the KubeVirt CR `new` replacing `old`; `placement_causes` are the refusals of
+/// its [`placement_probes`], which take their place among the causes as in virt-operator.
+pub fn review_update(new: &Value, old: &Value, placement_causes: &[String]) -> Review {
     let (spec, old_spec) = (&new["spec"], &old["spec"]);
     let config = &spec["configuration"];
     let old_config = &old_spec["configuration"];
@@ -40,6 +89,7 @@ pub fn review_update(new: &Value, old: &Value) -> Review {
     if config["tlsConfiguration"] != old_config["tlsConfiguration"] {
         causes.extend(tls(&config["tlsConfiguration"]));
     }
+    causes.extend(placement_causes.iter().cloned());
     if config["seccompConfiguration"] != old_config["seccompConfiguration"] {
         causes.extend(seccomp(&config["seccompConfiguration"]));
     }
@@ -301,7 +351,44 @@ fn seccomp(config: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    #[test]
+    fn a_changed_placement_is_probed_by_the_workload_that_carries_it() {
+        let placement = json!({"nodeSelector": {"disk": "ssd"},
+                               "tolerations": [{"key": "virt", "operator": "Exists"}]});
+        let new = kubevirt(json!({"infra": {"nodePlacement": placement}, "workloads": {}}));
+        let probes = placement_probes(&new, &kubevirt(json!({})));
+        // The workloads field changed but carries no placement: nothing to probe.
+        assert_eq!(probes.len(), 1);
+        let probe = &probes[0];
+        assert_eq!(probe.plural, "deployments");
+        assert_eq!(probe.workload["kind"], "Deployment");
+        assert_eq!(probe.workload["metadata"]["namespace"], "kubevirt");
+        assert_eq!(probe.workload["spec"]["replicas"], 1);
+        let pod = &probe.workload["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"], placement["nodeSelector"]);
+        assert_eq!(pod["tolerations"], placement["tolerations"]);
+        assert!(pod["affinity"].is_null());
+
+        // Unchanged, no probe; the workloads' placement is a DaemonSet's.
+        assert!(placement_probes(&new, &new).is_empty());
+        let mut workloads = new.clone();
+        workloads["spec"]["workloads"] = json!({"nodePlacement": placement});
+        let probes = placement_probes(&workloads, &new);
+        assert_eq!(probes.len(), 1);
+        assert_eq!(probes[0].plural, "daemonsets");
+        assert!(probes[0].workload["spec"]["replicas"].is_null());
+    }
+
+    #[test]
+    fn placement_causes_come_before_the_replica_count_as_in_virt_operator() {
+        let new = kubevirt(json!({"infra": {"replicas": 0}}));
+        let review = review_update(&new, &kubevirt(json!({})), &["placement refused".into()]);
+        assert_eq!(
+            review.refusal().as_deref(),
+            Some("placement refused, infra replica count can't be 0")
+        );
+    }
 
     fn kubevirt(spec: Value) -> Value {
         json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
@@ -309,7 +396,7 @@ mod tests {
     }
 
     fn update(spec: Value) -> Review {
-        review_update(&kubevirt(spec), &kubevirt(json!({})))
+        review_update(&kubevirt(spec), &kubevirt(json!({})), &[])
     }
 
     #[test]
@@ -431,7 +518,7 @@ mod tests {
             "seccompConfiguration": {"virtualMachineInstanceProfile": {}},
             "tlsConfiguration": {"minTLSVersion": "VersionTLS13", "ciphers": ["X"]},
         }}));
-        assert_eq!(review_update(&stored, &stored), Review::default());
+        assert_eq!(review_update(&stored, &stored, &[]), Review::default());
     }
 
     #[test]
@@ -441,12 +528,15 @@ mod tests {
         };
         let old = with_gates(json!(["Snapshot", "LiveMigration"]));
         let new = with_gates(json!(["Snapshot", "LiveMigration", "Macvtap"]));
-        let review = review_update(&new, &old);
+        let review = review_update(&new, &old, &[]);
         assert!(review.causes.is_empty());
         assert_eq!(review.warnings.len(), 2, "{:?}", review.warnings);
         assert!(review.warnings[0].starts_with("feature gate LiveMigration is deprecated"));
         assert!(review.warnings[1].starts_with("Macvtap network binding is discontinued"));
-        assert_eq!(review_update(&new, &new).warnings, Vec::<String>::new());
+        assert_eq!(
+            review_update(&new, &new, &[]).warnings,
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -483,10 +573,10 @@ mod tests {
         let old = kubevirt(json!({}));
         let empty =
             kubevirt(json!({"configuration": {"developerConfiguration": {"useEmulation": true}}}));
-        assert!(review_update(&empty, &old).warnings.is_empty());
+        assert!(review_update(&empty, &old, &[]).warnings.is_empty());
         let disabled = kubevirt(json!({"configuration": {"developerConfiguration": {
             "featureGates": ["NUMA"], "disabledFeatureGates": ["Snapshot"]}}}));
-        let review = review_update(&disabled, &old);
+        let review = review_update(&disabled, &old, &[]);
         assert_eq!(review.warnings.len(), 1, "{:?}", review.warnings);
         assert!(review.causes.is_empty());
     }

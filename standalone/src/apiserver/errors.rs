@@ -22,9 +22,10 @@ pub enum ApiError {
         name: String,
         message: String,
     },
-    /// A custom resource that fails its CRD's schema: every field error, as
-    /// kube-apiserver lists them (one alone, several in brackets).
-    #[error("{kind}.{group} \"{name}\" is invalid: {}", listed(.errors))]
+    /// An object that fails its schema (a custom resource its CRD's, a built-in kind
+    /// kube-apiserver's validation): every field error, as kube-apiserver lists them (one
+    /// alone, several in brackets).
+    #[error("{} \"{name}\" is invalid: {}", qualified(.kind, .group), listed(.errors))]
     SchemaInvalid {
         kind: String,
         group: String,
@@ -167,6 +168,15 @@ fn invalid_cause(message: &str) -> Value {
 }
 
 /// Field errors as kube-apiserver's aggregate prints them.
+/// A kind as kube-apiserver names it in errors: `Deployment.apps`, `Pod` for the core group.
+fn qualified(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
 fn listed(errors: &[String]) -> String {
     match errors {
         [one] => one.clone(),

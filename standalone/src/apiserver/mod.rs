@@ -18,6 +18,7 @@ mod openapi;
 mod openapi_v2;
 mod patch;
 mod pod_log;
+mod pod_placement;
 mod resources;
 mod route;
 mod selector;

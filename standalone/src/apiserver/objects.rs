@@ -11,6 +11,7 @@ use super::errors::ApiError;
 use super::event_view;
 use super::object::{self, UpdateTarget};
 use super::patch::{self, Patch, PatchType};
+use super::pod_placement;
 use super::resources::{Registry, ResourceType, from_crd};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{Change, Persist, Store};
@@ -295,18 +296,28 @@ impl Objects {
         }
     }
 
-    /// A custom resource checked against its CRD's schema at `version`, as kube-apiserver
-    /// checks every write; `old` is the stored object of an update.
+    /// An object checked as kube-apiserver checks every write: a custom resource against
+    /// its CRD's schema at `version`, a built-in kind's pod placement; `old` is the stored
+    /// object of an update.
     fn check_schema(
         rt: &ResourceType,
         version: &str,
         object: &Value,
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
-        let Some(schemas) = &rt.schemas else {
-            return Ok(());
+        let errors = match &rt.schemas {
+            Some(schemas) => schemas.validate(version, object, old),
+            None => {
+                // What an update does not change is not judged again: an object stored
+                // before this check may still have its status and finalizers written.
+                let before = old.map_or_else(Vec::new, |old| {
+                    pod_placement::validate(&rt.group, &rt.kind, old)
+                });
+                let mut errors = pod_placement::validate(&rt.group, &rt.kind, object);
+                errors.retain(|error| !before.contains(error));
+                errors
+            }
         };
-        let errors = schemas.validate(version, object, old);
         if errors.is_empty() {
             return Ok(());
         }

@@ -80,17 +80,10 @@ impl ValidationRequest<'_> {
         plural: &str,
         object: &Value,
     ) -> Result<Vec<String>, ApiError> {
-        let rt = self
-            .objects
-            .registry
-            .find_plural(group, plural)
-            .ok_or(ApiError::NoSuchResource)?;
+        let rt = self.served(group, plural)?;
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let version = object["apiVersion"]
-            .as_str()
-            .and_then(|v| v.rsplit('/').next())
-            .unwrap_or_default();
+        let version = version_of(object);
         let old = self.objects.get(&rt, namespace, name)?;
         let operation = Operation::Update;
         let warnings = self.validations.run(
@@ -106,6 +99,46 @@ impl ValidationRequest<'_> {
         (self.objects).update_as(persist, &rt, version, namespace, name, body, main)?;
         Ok(warnings)
     }
+
+    /// Creates `object` (of `group`/`plural`, in `namespace`) with `dryRun=All`, as a
+    /// webhook's client would: the API server's validation of the kind and the resource's
+    /// validating webhooks judge it, nothing is written. Returns the webhooks' warnings, or
+    /// the first refusal as the API server reports it.
+    pub fn dry_run_create(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, ApiError> {
+        let rt = self.served(group, plural)?;
+        let version = version_of(object);
+        let warnings = self.validations.run(
+            self.objects,
+            Operation::Create,
+            &rt,
+            namespace,
+            Some(object),
+            None,
+        )?;
+        let body = object.clone();
+        (self.objects).create_as(Persist::DryRun, &rt, version, namespace, body)?;
+        Ok(warnings)
+    }
+
+    fn served(&self, group: &str, plural: &str) -> Result<ResourceType, ApiError> {
+        (self.objects.registry)
+            .find_plural(group, plural)
+            .ok_or(ApiError::NoSuchResource)
+    }
+}
+
+/// The version of an object's `apiVersion` (`apps/v1` is `v1`).
+fn version_of(object: &Value) -> &str {
+    object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit('/').next())
+        .unwrap_or_default()
 }
 
 /// A check's answer: allowed (with warnings for the client), or refused.

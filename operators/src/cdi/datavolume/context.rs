@@ -28,6 +28,9 @@ pub enum Error {
     /// A clone source's client certificate could not be issued.
     #[error("clone source certificate: {0}")]
     CloneCertificate(String),
+    /// No single CDI CR says where worker pods run.
+    #[error(transparent)]
+    ActiveCdi(#[from] super::settings::TooManyActiveCdis),
 }
 
 /// What every reconcile shares.

@@ -299,7 +299,7 @@ async fn cluster_settings(
         class,
         profile,
         config,
-        workload: workload_placement(&cdis.items),
+        workload: workload_placement(&cdis.items)?,
     })
 }
 

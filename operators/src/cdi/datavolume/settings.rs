@@ -114,21 +114,25 @@ pub fn is_insecure_registry(config: Option<&CDIConfig>, endpoint: &str) -> bool 
         .is_some_and(|r| r.iter().any(|h| h == host))
 }
 
-/// The workload placement of the active CDI CR among `crs`: CDI's operator marks every CR
-/// but the first with phase `Error`, and CDI's controllers read the one left. With none (a
-/// single machine without a CDI CR) worker pods run anywhere.
-pub fn workload_placement(crs: &[CDI]) -> NodePlacement {
+/// More than one CDI CR is active: CDI's controllers refuse to guess which one places the
+/// worker pods, and retry until CDI's operator has put all but one in `Error`.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("number of active CDI CRs > 1")]
+pub struct TooManyActiveCdis;
+
+/// The workload placement of the active CDI CR among `crs` (those not in phase `Error`, as
+/// CDI's operator marks every CR but the first). With none (a single machine without a CDI
+/// CR) worker pods run anywhere.
+pub fn workload_placement(crs: &[CDI]) -> Result<NodePlacement, TooManyActiveCdis> {
     let phase = |cr: &CDI| cr.status.as_ref().and_then(|s| s.phase.clone());
-    let active: Vec<&CDI> = match crs {
-        [only] => vec![only],
-        _ => crs
-            .iter()
-            .filter(|cr| phase(cr).as_deref() != Some("Error"))
-            .collect(),
-    };
+    let active: Vec<&CDI> = crs
+        .iter()
+        .filter(|cr| phase(cr).as_deref() != Some("Error"))
+        .collect();
     match active.as_slice() {
-        [cr] => cr.spec.workload.clone().unwrap_or_default(),
-        _ => NodePlacement::default(),
+        [] => Ok(NodePlacement::default()),
+        [cr] => Ok(cr.spec.workload.clone().unwrap_or_default()),
+        _ => Err(TooManyActiveCdis),
     }
 }
 
@@ -146,24 +150,26 @@ mod tests {
         .expect("a CDI")
     }
 
-    fn picked(crs: &[CDI]) -> Option<String> {
-        workload_placement(crs).node_selector?.get("pick").cloned()
+    fn picked(crs: &[CDI]) -> Result<Option<String>, TooManyActiveCdis> {
+        Ok(workload_placement(crs)?
+            .node_selector
+            .and_then(|selector| selector.get("pick").cloned()))
     }
 
     #[test]
     fn worker_pods_follow_the_active_cdi_crs_workload() {
-        assert_eq!(picked(&[]), None, "no CR: anywhere");
-        let only = [cdi("cdi", Some("Error"), "a")];
-        assert_eq!(picked(&only).as_deref(), Some("a"), "a lone CR is the CDI");
+        assert_eq!(picked(&[]), Ok(None), "no CR: anywhere");
+        let unwanted = [cdi("cdi", Some("Error"), "a")];
+        assert_eq!(picked(&unwanted), Ok(None), "no active CR: anywhere");
         let second = [
             cdi("cdi", Some("Deployed"), "a"),
             cdi("other", Some("Error"), "b"),
         ];
-        assert_eq!(picked(&second).as_deref(), Some("a"));
+        assert_eq!(picked(&second), Ok(Some("a".into())));
         let undecided = [cdi("cdi", Some("Deployed"), "a"), cdi("other", None, "b")];
         assert_eq!(
             picked(&undecided),
-            None,
+            Err(TooManyActiveCdis),
             "two active CRs: neither is the CDI"
         );
     }
