@@ -13,6 +13,7 @@ use crate::install_guards::{
 };
 
 const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
+const VMI_WEBHOOK: &str = "virtualmachineinstances-create-validator.kubevirt.io";
 
 /// Runs a check of [`install_guards`] here, where the cluster is the embedded server's
 /// store: its future never waits, so one poll ends it.
@@ -24,25 +25,19 @@ fn in_process<T>(
         .unwrap_or_else(|| Err(Refusal::new(500, "an in-process admission check waited")))
 }
 
-/// virt-api's checks of a VM that depend on the cluster's feature gates.
-fn vm_feature_gates(request: &ValidationRequest, vm: &Value) -> Result<(), Refusal> {
-    let video = &vm["spec"]["template"]["spec"]["domain"]["devices"]["video"];
-    if video.is_null() {
-        return Ok(());
-    }
+/// virt-api's checks of a VM or VMI that depend on the active KubeVirt CR's feature gates
+/// (none without a KubeVirt CR).
+fn feature_gates(request: &ValidationRequest, object: &Value) -> Result<(), Refusal> {
     let kubevirts = request
         .list("kubevirt.io", "kubevirts", None, 100)
         .map_err(passed_on)?;
     let gates = operators::install::components::active_cr(&kubevirts)
-        .map(operators::install::components::kubevirt_feature_gates)
+        .map(api::kubevirt::cluster_config::feature_gates)
         .unwrap_or_default();
-    if gates.iter().any(|g| g == "VideoConfig") {
-        return Ok(());
+    match api::kubevirt::gated_features::refusal(object, &gates) {
+        Some(message) => Err(Refusal::new(422, message)),
+        None => Ok(()),
     }
-    Err(Refusal::new(
-        422,
-        "Video configuration is specified but the VideoConfig feature gate is not enabled",
-    ))
 }
 
 /// SSP's template validator: the VM against its own rules or its template's.
@@ -173,7 +168,14 @@ pub fn register(server: &ApiServer) {
             "kubevirt.io",
             "virtualmachines",
             &[Create, Update],
-            |r, vm| no_warnings(vm_feature_gates(r, vm)),
+            |r, vm| no_warnings(feature_gates(r, vm)),
+        ),
+        validation(
+            VMI_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachineinstances",
+            &[Create],
+            |r, vmi| no_warnings(feature_gates(r, vmi)),
         ),
         validation(
             api::template_validator::VM_WEBHOOK,

@@ -8,7 +8,8 @@
 //!   each is then authorized with a SubjectAccessReview, as KubeVirt's virt-api does.
 //!   The VM verbs are answered here, the rest forwarded to the VMI node's virt-handler;
 //! - the mutating admission webhooks of VirtualMachines and VirtualMachineInstances
-//!   (`api::admission`'s defaulting and validation).
+//!   (`api::admission`'s defaulting and validation, and the features the active KubeVirt
+//!   CR's feature gates leave off refused in virt-api's words).
 //!
 //! At start it writes the bundle of its serving CA into those APIServices and webhooks.
 
@@ -230,6 +231,11 @@ async fn admit(
         Ok(review) => review,
         Err(refused) => return refused,
     };
+    // virt-api's validating webhooks, here in the one webhook: the gated features first.
+    let object = &review["request"]["object"];
+    if let Some(message) = api::kubevirt::gated_features::refusal(object, &cluster.feature_gates) {
+        return webhook::answer_review(&review, Err((422, message.to_owned())));
+    }
     let verdict =
         webhook::admit_request_in(&review["request"], cluster).and_then(
             |admitted| match admitted {

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use api::cdi::{DataSource, StorageProfile};
+use api::kubevirt::cluster_config::feature_gates as kubevirt_feature_gates;
 use ferrovirt_tests::TempDir;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use kube::api::PostParams;
-use operators::install::components::kubevirt_feature_gates;
 use serde_json::json;
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 

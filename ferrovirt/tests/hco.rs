@@ -10,7 +10,7 @@ mod platform;
 
 use std::time::{Duration, Instant};
 
-use operators::install::components::kubevirt_feature_gates;
+use api::kubevirt::cluster_config::feature_gates as kubevirt_feature_gates;
 use platform::{Platform, condition};
 use serde_json::Value;
 

@@ -1447,6 +1447,35 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+    // Its feature gates too: a video device is refused without VideoConfig, in virt-api's
+    // words, and admitted once the CR turns the gate on.
+    let mut video_review = vmi_review.clone();
+    video_review["request"]["uid"] = "u-3".into();
+    video_review["request"]["object"]["spec"]["domain"]["devices"]["video"] =
+        serde_json::json!({"type": "virtio"});
+    let answer = post_review(api_port, "/virtualmachineinstances-mutate", &video_review);
+    assert_eq!(answer["response"]["allowed"], false, "{answer:#}");
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "Video configuration is specified but the VideoConfig feature gate is not enabled"
+    );
+    platform.apply(
+        "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata:\n  name: kubevirt\n  namespace: kubevirt\n\
+         spec:\n  configuration:\n    developerConfiguration:\n      featureGates: [VideoConfig]\n\
+         \x20   architectureConfiguration:\n      amd64:\n        machineType: pc\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = post_review(api_port, "/virtualmachineinstances-mutate", &video_review);
+        if answer["response"]["allowed"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the KubeVirt CR's VideoConfig gate did not reach virt-api: {answer:#}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 
     verb(&platform, &["stop", "cl"]).expect("stop");
     wait_for(

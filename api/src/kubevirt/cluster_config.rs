@@ -31,6 +31,8 @@ pub struct ClusterConfig {
     /// `autoCPULimitNamespaceLabelSelector`: a launcher pod in a namespace it selects gets a
     /// CPU limit of one CPU per vCPU (unless its VMI names a limit).
     pub auto_cpu_limit_namespaces: Option<LabelSelector>,
+    /// `developerConfiguration.featureGates`: what virt-api admits of the gated features.
+    pub feature_gates: Vec<String>,
 }
 
 /// virt-config's default CPU allocation ratio.
@@ -50,6 +52,7 @@ impl Default for ClusterConfig {
             use_emulation: true,
             cpu_allocation_ratio: DEFAULT_CPU_ALLOCATION_RATIO,
             auto_cpu_limit_namespaces: None,
+            feature_gates: Vec::new(),
         }
     }
 }
@@ -90,8 +93,20 @@ impl ClusterConfig {
             .ok()
             .flatten()
             .filter(crate::label_selector::is_valid),
+            feature_gates: feature_gates(kubevirt),
         }
     }
+}
+
+/// The feature gates the KubeVirt CR `kubevirt` turns on.
+pub fn feature_gates(kubevirt: &Value) -> Vec<String> {
+    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The cluster config as the watcher of KubeVirt CRs last saw it, read by admission and by
@@ -127,6 +142,17 @@ mod tests {
             !config.use_emulation,
             "virt-config's default is no emulation"
         );
+    }
+
+    #[test]
+    fn feature_gates_are_read_from_the_developer_configuration() {
+        let kv = json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": ["VideoConfig", 3]}}}});
+        assert_eq!(feature_gates(&kv), ["VideoConfig"]);
+        assert_eq!(
+            ClusterConfig::from_kubevirt(&kv).feature_gates,
+            ["VideoConfig"]
+        );
+        assert!(feature_gates(&json!({})).is_empty());
     }
 
     #[test]

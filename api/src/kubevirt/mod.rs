@@ -4,6 +4,7 @@
 pub mod cluster_config;
 pub mod default;
 pub mod feature_gates;
+pub mod gated_features;
 #[allow(clippy::module_inception)]
 pub mod kubevirt;
 pub mod update_review;

@@ -4,9 +4,8 @@
 //! Degraded/Created conditions); any other is marked `ExistingDeployment` and left alone,
 //! as virt-operator does. Each CDI CR gets the operator SDK's `Deployed` phase and
 //! conditions. Their configuration is read where it takes effect (the KubeVirt CR's feature
-//! gates by virt-api's admission, see [`kubevirt_feature_gates`]; its default interface
-//! binding and machine type by virt-api's defaulting of VMIs, kept current in a
-//! [`SharedClusterConfig`]).
+//! gates by virt-api's admission, its default interface binding and machine type by
+//! virt-api's defaulting of VMIs, kept current in a [`SharedClusterConfig`]).
 
 use std::time::Duration;
 
@@ -42,20 +41,6 @@ pub fn cdi_resource() -> ApiResource {
         kind: "CDI".into(),
         plural: "cdis".into(),
     }
-}
-
-/// The KubeVirt feature gates a KubeVirt CR turns on.
-pub fn kubevirt_feature_gates(kubevirt: &Value) -> Vec<String> {
-    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"]
-        .as_array()
-        .map(|gates| {
-            gates
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The active CR among `all` (KubeVirt or CDI CRs): the oldest not being deleted, ties
@@ -351,12 +336,5 @@ mod tests {
             &earlier,
             &existing_deployment_status("2026-01-01T00:00:00Z")
         ));
-    }
-
-    #[test]
-    fn feature_gates_are_read_from_the_developer_configuration() {
-        let kv = json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": ["VideoConfig", 3]}}}});
-        assert_eq!(kubevirt_feature_gates(&kv), ["VideoConfig"]);
-        assert!(kubevirt_feature_gates(&json!({})).is_empty());
     }
 }
