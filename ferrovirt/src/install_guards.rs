@@ -47,8 +47,16 @@ pub trait Cluster {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, Refusal>;
-    /// Whether any object of `group`/`plural` exists, in any namespace.
-    async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal>;
+    /// How many objects of `group`/`plural` there are in all namespaces, counting no
+    /// further than `limit`, of those `selector` selects (a label selector in its text
+    /// form; "" selects all).
+    async fn count(
+        &self,
+        group: &str,
+        plural: &str,
+        selector: &str,
+        limit: usize,
+    ) -> Result<usize, Refusal>;
     /// Creates `object` in `namespace` with `dryRun=All`, so that the API server's
     /// validation and admission judge it; returns the warnings, or the refusal as the API
     /// server reports it.
@@ -94,9 +102,15 @@ impl Cluster for ValidationRequest<'_> {
         ValidationRequest::get(self, group, plural, namespace, name).map_err(passed_on)
     }
 
-    async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal> {
-        let found = self.list(group, plural, None, 1).map_err(passed_on)?;
-        Ok(!found.is_empty())
+    async fn count(
+        &self,
+        group: &str,
+        plural: &str,
+        selector: &str,
+        limit: usize,
+    ) -> Result<usize, Refusal> {
+        let found = self.list_selected(group, plural, None, selector, limit);
+        Ok(found.map_err(passed_on)?.len())
     }
 
     async fn dry_run_create(
@@ -119,18 +133,19 @@ impl Cluster for ValidationRequest<'_> {
     }
 }
 
-/// Whether an operator CR blocks its own deletion while workloads exist.
+/// Whether an operator CR asks that its deletion wait until no workloads are left.
 fn blocks_uninstall(operator: &Value) -> bool {
-    operator["spec"]["uninstallStrategy"] == BLOCK && operator["status"]["phase"] == "Deployed"
+    operator["spec"]["uninstallStrategy"] == BLOCK
 }
 
 /// virt-operator's check of a KubeVirt CR's deletion.
 pub async fn kubevirt_uninstall(cluster: &impl Cluster, kubevirt: &Value) -> Result<(), Refusal> {
-    if !blocks_uninstall(kubevirt) {
+    // Only a deployment is guarded: one still deploying, or failed, may go.
+    if !blocks_uninstall(kubevirt) || kubevirt["status"]["phase"] != "Deployed" {
         return Ok(());
     }
     for (group, plural, words) in KUBEVIRT_WORKLOADS {
-        if cluster.any(group, plural).await? {
+        if cluster.count(group, plural, "", 1).await? > 0 {
             return Err(Refusal::denied(format!(
                 "Rejecting the uninstall request, since there are still {words} present. Either delete all KubeVirt related workloads or change the uninstall strategy before uninstalling KubeVirt."
             )));
@@ -172,12 +187,25 @@ pub async fn kubevirt_update(
     }
 }
 
-/// CDI's check of a CDI CR's deletion.
+/// The label CDI puts on the DataVolumes a DataImportCron imports, which go with it.
+const DATA_IMPORT_CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
+
+/// cdi-apiserver's check of a CDI CR's deletion: a CR never deployed, or in `Error`, may go;
+/// under the blocking strategy, not while DataVolumes other than boot source imports exist
+/// (its message counts at most two, as CDI lists no further).
 pub async fn cdi_uninstall(cluster: &impl Cluster, cdi: &Value) -> Result<(), Refusal> {
-    if blocks_uninstall(cdi) && cluster.any("cdi.kubevirt.io", "datavolumes").await? {
-        return Err(Refusal::denied(
-            "Rejecting the uninstall request, since there are still DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI.",
-        ));
+    let phase = cdi["status"]["phase"].as_str().unwrap_or_default();
+    if matches!(phase, "" | "Error") || !blocks_uninstall(cdi) {
+        return Ok(());
+    }
+    let workloads = format!("!{DATA_IMPORT_CRON_LABEL}");
+    let present = cluster
+        .count("cdi.kubevirt.io", "datavolumes", &workloads, 2)
+        .await?;
+    if present > 0 {
+        return Err(Refusal::denied(format!(
+            "rejecting the uninstall request, since there are still {present} DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI"
+        )));
     }
     Ok(())
 }
@@ -277,10 +305,10 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn only_a_deployed_operator_with_the_blocking_strategy_blocks() {
-        let operator = |strategy: &str, phase: &str| json!({"spec": {"uninstallStrategy": strategy}, "status": {"phase": phase}});
-        assert!(blocks_uninstall(&operator(BLOCK, "Deployed")));
-        assert!(!blocks_uninstall(&operator("RemoveWorkloads", "Deployed")));
-        assert!(!blocks_uninstall(&operator(BLOCK, "Deploying")));
+    fn only_the_blocking_strategy_blocks() {
+        let operator = |strategy: &str| json!({"spec": {"uninstallStrategy": strategy}});
+        assert!(blocks_uninstall(&operator(BLOCK)));
+        assert!(!blocks_uninstall(&operator("RemoveWorkloads")));
+        assert!(!blocks_uninstall(&json!({"spec": {}})));
     }
 }

@@ -248,16 +248,23 @@ impl Cluster for KubeCluster {
             .transpose()
     }
 
-    async fn any(&self, group: &str, plural: &str) -> Result<bool, Refusal> {
+    async fn count(
+        &self,
+        group: &str,
+        plural: &str,
+        selector: &str,
+        limit: usize,
+    ) -> Result<usize, Refusal> {
         let Some((resource, _)) = self.resource(group, plural).await? else {
-            return Ok(false);
+            return Ok(0);
         };
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let found = api
-            .list_metadata(&ListParams::default().limit(1))
-            .await
-            .map_err(refused)?;
-        Ok(!found.items.is_empty())
+        let mut params = ListParams::default().limit(u32::try_from(limit).unwrap_or(u32::MAX));
+        if !selector.is_empty() {
+            params = params.labels(selector);
+        }
+        let found = api.list_metadata(&params).await.map_err(refused)?;
+        Ok(found.items.len())
     }
 
     async fn dry_run_create(

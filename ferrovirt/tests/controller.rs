@@ -1543,7 +1543,7 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
     assert_eq!(answer["allowed"], false, "{answer:#}");
     assert_eq!(
         answer["status"]["message"],
-        "admission webhook \"cdi-validate.cdi.kubevirt.io\" denied the request: Rejecting the uninstall request, since there are still DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI."
+        "admission webhook \"cdi-validate.cdi.kubevirt.io\" denied the request: rejecting the uninstall request, since there are still 1 DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI"
     );
 
     // Without workloads, the deletion passes.
@@ -1760,7 +1760,7 @@ async fn the_webhook_serves_upload_token_requests_behind_their_apiservice() {
 /// As cdi-apiserver, the webhook guards the CDI CR's deletion (`/cdi-validate` of
 /// ValidatingWebhookConfiguration `cdi-api-validate`, over TLS verified with the caBundle
 /// it keeps there): a Deployed CR under BlockUninstallIfWorkloadsExist may not go while a
-/// DataVolume exists, and may once it is gone.
+/// DataVolume exists, and may once it is gone (a boot source's import does not count).
 async fn cdi_webhook_guards_the_uninstall(kubeconfig: &std::path::Path, dir: &TempDir, port: u16) {
     const SERVICE: &str = "ferrovirt-webhook.cdi.svc";
     use base64::Engine as _;
@@ -1789,13 +1789,18 @@ async fn cdi_webhook_guards_the_uninstall(kubeconfig: &std::path::Path, dir: &Te
     let cdi = kubectl_json(kubeconfig, &["cdi", "cdi"])
         .await
         .expect("the CDI CR");
+    // A boot source's import (labelled by its DataImportCron) goes with CDI: it does not
+    // block, the other DataVolume does.
     let dv = dir.join("dv.yaml");
     std::fs::write(
         &dv,
         "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: blank\n  namespace: team\n\
+         spec:\n  source:\n    blank: {}\n  storage:\n    resources:\n      requests:\n        storage: 1Gi\n\
+         ---\napiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: boot-source\n  namespace: team\n\
+         \x20 labels:\n    cdi.kubevirt.io/dataImportCron: fedora\n\
          spec:\n  source:\n    blank: {}\n  storage:\n    resources:\n      requests:\n        storage: 1Gi\n",
     )
-    .expect("writing the DataVolume");
+    .expect("writing the DataVolumes");
     kubectl(kubeconfig, &["apply", "-f", &dv.display().to_string()]).await;
     let ask = |uid: &'static str| {
         let review = admission_review(
@@ -1825,7 +1830,7 @@ async fn cdi_webhook_guards_the_uninstall(kubeconfig: &std::path::Path, dir: &Te
     assert_eq!(answer["allowed"], false, "{answer:#}");
     assert_eq!(
         answer["status"]["message"],
-        "Rejecting the uninstall request, since there are still DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI."
+        "rejecting the uninstall request, since there are still 1 DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI"
     );
     kubectl(kubeconfig, &["delete", "dv", "blank", "-n", "team"]).await;
     let answer = ask("cdi-2").await;

@@ -13,6 +13,7 @@ use super::errors::ApiError;
 use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects};
 use super::resources::ResourceType;
+use super::selector::LabelSelector;
 use super::store::Persist;
 
 /// What is being done to the object.
@@ -60,10 +61,24 @@ impl ValidationRequest<'_> {
         namespace: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Value>, ApiError> {
+        self.list_selected(group, plural, namespace, "", limit)
+    }
+
+    /// [`Self::list`] of the objects whose labels `selector` (a label selector as a
+    /// `labelSelector` query parameter writes it) selects.
+    pub fn list_selected(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        selector: &str,
+        limit: usize,
+    ) -> Result<Vec<Value>, ApiError> {
         let Some(rt) = self.objects.registry.find_plural(group, plural) else {
             return Ok(Vec::new());
         };
         let options = ListOptions {
+            labels: LabelSelector::parse(selector)?,
             limit: Some(limit),
             ..Default::default()
         };
