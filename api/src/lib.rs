@@ -20,6 +20,7 @@ pub mod network_attachment;
 pub mod node_selector;
 pub mod quantity;
 pub mod ssp;
+pub mod strategic_merge;
 pub mod template;
 pub mod template_validator;
 pub mod upload;

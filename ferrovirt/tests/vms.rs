@@ -2140,8 +2140,9 @@ fn operator_webhooks_guard_the_kubevirt_cr(platform: &Platform, port: u16) {
 /// service account, against the embedded API server without its in-process KubeVirt.
 /// Upstream's KubeVirt CR deploys the components of deploy/virt with the operator's image
 /// (`Deploying` until they are ready, then `Deployed`), a deleted Deployment is put back, a
-/// second CR is `ExistingDeployment`, deleting the CR removes the components first, and
-/// its webhooks guard the CR's uninstall and updates.
+/// second CR is `ExistingDeployment`, deleting the CR removes the components first, its
+/// webhooks guard the CR's uninstall and updates, and its `customizeComponents` patches
+/// what it deploys.
 #[test]
 fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_it() {
     let platform = Platform::start_with("virt-operator", &["--no-virt"]);
@@ -2261,6 +2262,39 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
     );
 
     operator_webhooks_guard_the_kubevirt_cr(&platform, webhook_port);
+
+    // The CR's customizeComponents patches what is deployed (here a strategic patch of
+    // virt-controller's container), and mark it with the patches' identifier.
+    let patch = r#"{"spec":{"template":{"spec":{"containers":[{"name":"virt-controller","resources":{"limits":{"cpu":"200m"}}}]}}}}"#;
+    let customize = serde_json::json!({"spec": {"customizeComponents": {"patches": [
+        {"resourceType": "Deployment", "resourceName": "virt-controller", "type": "strategic",
+         "patch": patch},
+    ]}}});
+    platform.ok(&[
+        "patch",
+        "kubevirt",
+        "kubevirt",
+        "-n",
+        "kubevirt",
+        "--type=merge",
+        "-p",
+        &customize.to_string(),
+    ]);
+    let customized = wait_for(
+        &platform,
+        &["get", "deployment", "virt-controller", "-n", "kubevirt"],
+        Duration::from_secs(60),
+        "virt-controller was not customized",
+        |d| d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "200m",
+    );
+    assert_eq!(
+        customized["spec"]["template"]["spec"]["containers"][0]["image"], image,
+        "the patch merged into the container"
+    );
+    assert!(
+        customized["metadata"]["annotations"]["kubevirt.io/customizer-identifier"].is_string(),
+        "{customized}"
+    );
 
     // A deployment deleted by hand comes back.
     platform.ok(&["delete", "deployment", "virt-controller", "-n", "kubevirt"]);

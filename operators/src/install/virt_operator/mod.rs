@@ -8,6 +8,7 @@
 //! ([`status`]). On `ferrovirt up` the components run in-process instead, and
 //! `install::components` reports them.
 
+pub mod customize;
 pub mod status;
 
 use std::time::Duration;
@@ -137,6 +138,11 @@ async fn deploy(
         &status::DAEMONSETS,
         &spec["workloads"]["nodePlacement"],
     );
+    if let Err(err) = customize::customize(&mut objects, &spec["customizeComponents"]) {
+        // As upstream, nothing is deployed until the patches apply; the next pass retries.
+        tracing::warn!(%err, "not deploying: the KubeVirt CR's customizeComponents");
+        return Ok(());
+    }
     deployer::ensure_all(client, MANAGER, &objects).await?;
     let workloads = workloads::observe(
         client,
