@@ -187,9 +187,6 @@ pub async fn kubevirt_update(
     }
 }
 
-/// The label CDI puts on the DataVolumes a DataImportCron imports, which go with it.
-const DATA_IMPORT_CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
-
 /// cdi-apiserver's check of a CDI CR's deletion: a CR never deployed, or in `Error`, may go;
 /// under the blocking strategy, not while DataVolumes other than boot source imports exist
 /// (its message counts at most two, as CDI lists no further).
@@ -198,7 +195,8 @@ pub async fn cdi_uninstall(cluster: &impl Cluster, cdi: &Value) -> Result<(), Re
     if matches!(phase, "" | "Error") || !blocks_uninstall(cdi) {
         return Ok(());
     }
-    let workloads = format!("!{DATA_IMPORT_CRON_LABEL}");
+    // A DataImportCron's imports (labelled by it) go with CDI.
+    let workloads = format!("!{}", operators::cdi::dataimportcron::CRON_LABEL);
     let present = cluster
         .count("cdi.kubevirt.io", "datavolumes", &workloads, 2)
         .await?;

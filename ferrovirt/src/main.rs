@@ -92,8 +92,8 @@ enum Command {
     /// Run the DataVolume, StorageProfile, DataSource and DataImportCron controllers against a
     /// cluster.
     Controller(controller::ControllerArgs),
-    /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, and the
-    /// clone permission check that issues clone tokens.
+    /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, the
+    /// clone permission check that issues clone tokens, and the CDI CR's uninstall guard.
     Webhook(webhook::WebhookArgs),
     /// kubemacpool on a cluster: the VirtualMachine MAC address webhook
     /// (/mutate-virtualmachines), MAC collision detection and their metrics.
@@ -113,8 +113,7 @@ enum Command {
     /// HCO on a cluster: the HyperConverged of its namespace becomes the KubeVirt, CDI,
     /// NetworkAddonsConfig and SSP CRs, whose conditions it aggregates.
     HcoOperator(hco_operator::HcoOperatorArgs),
-    /// HCO's webhook on a cluster: the HyperConverged's checks and the KubeVirt and CDI
-    /// uninstall guards.
+    /// HCO's webhook on a cluster: the HyperConverged's checks.
     HcoWebhook(hco_webhook::HcoWebhookArgs),
     /// SSP's operator on a cluster: each SSP CR gets the common templates, its boot sources
     /// and its status.
@@ -123,7 +122,8 @@ enum Command {
     /// pool's range and CNAO's status.
     NetworkOperator(network_operator::NetworkOperatorArgs),
     /// virt-operator on a cluster: each KubeVirt CR deploys virt-api, virt-controller and
-    /// virt-handler in its namespace and reports them in its status.
+    /// virt-handler in its namespace and reports them in its status; it serves the CR's
+    /// uninstall guard and update review.
     VirtOperator(virt_operator::VirtOperatorArgs),
     /// virt-controller on a cluster: the VirtualMachine and VirtualMachineInstance
     /// controllers.

@@ -20,7 +20,7 @@ pub const OPERAND: &str = "data-sources";
 /// Where golden images are kept.
 pub const GOLDEN_IMAGES_NAMESPACE: &str = "kubevirt-os-images";
 /// The label by which a DataSource is kept up to date by a DataImportCron.
-pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
+pub use crate::cdi::dataimportcron::CRON_LABEL;
 /// The annotation listing a cron template's architectures; not carried to the cron.
 pub const ARCHITECTURES_ANNOTATION: &str = "ssp.kubevirt.io/dict.architectures";
 
