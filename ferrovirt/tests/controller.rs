@@ -1380,17 +1380,7 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
         let https = https.clone();
         async move {
             let url = format!("https://{SERVICE}:{port}{path}");
-            let answer: serde_json::Value = https
-                .post(&url)
-                .json(&review)
-                .send()
-                .await
-                .expect("the webhook answers")
-                .json()
-                .await
-                .expect("an AdmissionReview");
-            assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
-            answer["response"].clone()
+            post_admission_review(&https, &url, &review).await
         }
     };
     const HC: (&str, &str, &str) = ("hco.kubevirt.io", "v1beta1", "hyperconvergeds");
@@ -1813,17 +1803,8 @@ async fn cdi_webhook_guards_the_uninstall(kubeconfig: &std::path::Path, dir: &Te
         );
         let https = https.clone();
         async move {
-            let answer: serde_json::Value = https
-                .post(format!("https://{SERVICE}:{port}/cdi-validate"))
-                .json(&review)
-                .send()
-                .await
-                .expect("the webhook answers")
-                .json()
-                .await
-                .expect("an AdmissionReview");
-            assert_eq!(answer["response"]["uid"], uid);
-            answer["response"].clone()
+            let url = format!("https://{SERVICE}:{port}/cdi-validate");
+            post_admission_review(&https, &url, &review).await
         }
     };
     let answer = ask("cdi-1").await;
@@ -1835,6 +1816,26 @@ async fn cdi_webhook_guards_the_uninstall(kubeconfig: &std::path::Path, dir: &Te
     kubectl(kubeconfig, &["delete", "dv", "blank", "-n", "team"]).await;
     let answer = ask("cdi-2").await;
     assert_eq!(answer["allowed"], true, "{answer:#}");
+}
+
+/// The AdmissionResponse a webhook gives `review` at `url`, its uid checked against the
+/// request's, as kube-apiserver checks it.
+async fn post_admission_review(
+    https: &reqwest::Client,
+    url: &str,
+    review: &serde_json::Value,
+) -> serde_json::Value {
+    let answer: serde_json::Value = https
+        .post(url)
+        .json(review)
+        .send()
+        .await
+        .expect("the webhook answers")
+        .json()
+        .await
+        .expect("an AdmissionReview");
+    assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+    answer["response"].clone()
 }
 
 /// The PEM under `key` of Secret `namespace/name`.

@@ -1997,6 +1997,20 @@ spec:
     platform.ok(&["delete", "vmi", "kvconfigprobe", "--timeout=60s"]);
 }
 
+/// Merge-patches the KubeVirt CR `kubevirt/kubevirt` with `patch`.
+fn merge_patch_kubevirt(platform: &Platform, patch: &str) {
+    platform.ok(&[
+        "patch",
+        "kubevirt",
+        "kubevirt",
+        "-n",
+        "kubevirt",
+        "--type=merge",
+        "-p",
+        patch,
+    ]);
+}
+
 /// A port free on loopback now.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -2067,16 +2081,10 @@ fn operator_webhooks_guard_the_kubevirt_cr(platform: &Platform, port: u16) {
         assert_eq!(answer["response"]["uid"], "review-1", "{answer}");
         answer["response"].clone()
     };
-    platform.ok(&[
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "-n",
-        "kubevirt",
-        "--type=merge",
-        "-p",
+    merge_patch_kubevirt(
+        platform,
         r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
-    ]);
+    );
     let kubevirt = platform
         .json(&["get", "kubevirt", "kubevirt", "-n", "kubevirt"])
         .expect("the KubeVirt CR");
@@ -2270,16 +2278,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         {"resourceType": "Deployment", "resourceName": "virt-controller", "type": "strategic",
          "patch": patch},
     ]}}});
-    platform.ok(&[
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "-n",
-        "kubevirt",
-        "--type=merge",
-        "-p",
-        &customize.to_string(),
-    ]);
+    merge_patch_kubevirt(&platform, &customize.to_string());
     let customized = wait_for(
         &platform,
         &["get", "deployment", "virt-controller", "-n", "kubevirt"],
