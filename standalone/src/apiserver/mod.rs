@@ -4,6 +4,7 @@
 mod aggregated;
 mod apiservice;
 mod authz;
+mod conversion;
 mod crd_schema;
 mod credentials;
 mod discovery;
@@ -42,6 +43,7 @@ use front_proxy::FrontProxyIdentity;
 
 pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
 pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
+pub use conversion::Converter;
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
 pub use objects::{Admission, Objects};
@@ -171,6 +173,14 @@ impl ApiServer {
     pub fn register_aggregated_api(&self, api: AggregatedApi) {
         tracing::info!(group = %api.group, versions = ?api.versions, "serving an aggregated API");
         self.aggregated.register(api);
+    }
+
+    /// Converts `converter`'s kind between its versions from now on, as a CRD's conversion
+    /// webhook does once it answers; a pure function, registered as the kind's component
+    /// registers its webhooks.
+    pub fn register_converter(&self, converter: Converter) {
+        tracing::info!(group = %converter.group, kind = %converter.kind, "converting with an in-process webhook");
+        self.objects.registry.register_converter(converter);
     }
 
     /// Calls `validation` from now on, as registering a ValidatingWebhookConfiguration does;

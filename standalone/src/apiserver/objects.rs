@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
+use super::conversion;
 use super::crd_schema::{CrdSchemas, Input};
 use super::errors::ApiError;
 use super::event_view;
@@ -103,6 +104,17 @@ impl Objects {
         self.store
             .get(&rt.storage_key(), ns, name)?
             .ok_or_else(|| Self::not_found(rt, name))
+    }
+
+    /// [`Objects::get`] at `version` of the resource.
+    pub fn get_at(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        with_version(rt, version, self.get(rt, ns, name)?)
     }
 
     pub fn list(
@@ -222,6 +234,7 @@ impl Objects {
             None
         };
         let name = object::name(&new).to_string();
+        let new = at_storage_version(rt, new)?;
         let key_ns = if rt.namespaced { ns } else { "" };
         let written = self.store.write_as(
             persist,
@@ -239,7 +252,7 @@ impl Objects {
         if let Some(crd_type) = crd_type.filter(|_| persist == Persist::Commit) {
             self.registry.insert(crd_type);
         }
-        Ok(with_version(rt, version, written.object))
+        with_version(rt, version, written.object)
     }
 
     /// The DefaultStorageClass admission plugin: a claim without a class gets the default.
@@ -401,12 +414,13 @@ impl Objects {
     pub fn preview_patch(
         &self,
         rt: &ResourceType,
+        version: &str,
         ns: &str,
         name: &str,
         patch: &Patch,
     ) -> Result<(Value, Value), ApiError> {
         let key_ns = if rt.namespaced { ns } else { "" };
-        let current = self.get(rt, key_ns, name)?;
+        let current = self.get_at(rt, version, key_ns, name)?;
         let new = patched(rt, &current, patch.kind, &patch.body)?;
         Ok((current, new))
     }
@@ -450,7 +464,10 @@ impl Objects {
         let written = self
             .store
             .write_as(persist, &rt.storage_key(), key_ns, name, |current| {
-                let current = current.ok_or_else(|| Self::not_found(rt, name))?;
+                let stored = current.ok_or_else(|| Self::not_found(rt, name))?;
+                // The request's version is the one it is judged at, as kube-apiserver
+                // converts only to store.
+                let current = with_version(rt, version, stored.clone())?;
                 let mut proposed = transform(&current)?;
                 Self::prune(rt, version, &mut proposed);
                 let mut new = object::prepare_update(rt, &current, proposed, target)?;
@@ -461,6 +478,7 @@ impl Objects {
                     }
                 }
                 Self::check_schema(rt, version, &new, Some(&current))?;
+                let (new, current) = (at_storage_version(rt, new)?, stored);
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
                     return Ok(Change::Delete);
                 }
@@ -479,7 +497,7 @@ impl Objects {
                 }
             }
         }
-        Ok(with_version(rt, version, written.object))
+        with_version(rt, version, written.object)
     }
 
     /// Deletes an object: at once, or (with finalizers, or in the foreground) by marking it
@@ -558,7 +576,7 @@ impl Objects {
         {
             self.unregister_crd(&written.object);
         }
-        Ok(with_version(rt, version, written.object))
+        with_version(rt, version, written.object)
     }
 
     fn unregister_crd(&self, crd: &Value) {
@@ -624,13 +642,25 @@ fn served_shape(rt: &ResourceType, object: Value) -> Value {
 }
 
 /// Objects are stored once; read at another served version (or through another API of the
-/// same objects), they carry that apiVersion and shape.
-pub fn with_version(rt: &ResourceType, version: &str, object: Value) -> Value {
+/// same objects), they carry that apiVersion and shape: a custom resource converted as its
+/// CRD says ([`conversion`]).
+pub fn with_version(rt: &ResourceType, version: &str, object: Value) -> Result<Value, ApiError> {
     let mut object = served_shape(rt, object);
+    if rt.schemas.is_some() {
+        return conversion::to_version(rt, object, version);
+    }
     if object.is_object() {
         object["apiVersion"] = json!(rt.api_version(version));
     }
-    object
+    Ok(object)
+}
+
+/// A custom resource at its storage version, as it is written.
+fn at_storage_version(rt: &ResourceType, object: Value) -> Result<Value, ApiError> {
+    if rt.schemas.is_none() {
+        return Ok(object);
+    }
+    conversion::to_version(rt, object, &rt.storage_version)
 }
 
 fn encode_continue(ns: &str, name: &str) -> String {

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use super::conversion::{Converter, Strategy};
 use super::crd_schema::CrdSchemas;
 
 /// A printed column of `kubectl get`: a header and a simple JSONPath into the object.
@@ -38,6 +39,11 @@ pub struct ResourceType {
     pub create_only: bool,
     /// A custom resource's schemas, checked on every write (none for built-in kinds).
     pub schemas: Option<Arc<CrdSchemas>>,
+    /// The version objects are stored at (a CRD's storage version; the only version of a
+    /// built-in kind).
+    pub storage_version: String,
+    /// How objects move between the served versions.
+    pub conversion: Strategy,
 }
 
 impl ResourceType {
@@ -89,6 +95,8 @@ impl ResourceType {
 #[derive(Default)]
 pub struct Registry {
     types: RwLock<BTreeMap<(String, String), ResourceType>>,
+    /// The in-process conversion webhooks, given to the kinds whose CRDs ask for one.
+    converters: RwLock<Vec<Converter>>,
 }
 
 impl Registry {
@@ -100,12 +108,35 @@ impl Registry {
         registry
     }
 
-    pub fn insert(&self, resource: ResourceType) {
+    pub fn insert(&self, mut resource: ResourceType) {
+        if let Strategy::Webhook(converter) = &mut resource.conversion {
+            let converters = self.converters.read().unwrap_or_else(|e| e.into_inner());
+            *converter = converters
+                .iter()
+                .find(|c| c.group == resource.group && c.kind == resource.kind)
+                .cloned();
+        }
         let key = (resource.group.clone(), resource.plural.clone());
         self.types
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, resource);
+    }
+
+    /// Converts `converter`'s kind from now on, as a conversion webhook a CRD names does
+    /// once it answers.
+    pub fn register_converter(&self, converter: Converter) {
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        for resource in types.values_mut() {
+            if let Strategy::Webhook(slot) = &mut resource.conversion {
+                if resource.group == converter.group && resource.kind == converter.kind {
+                    *slot = Some(converter.clone());
+                }
+            }
+        }
+        let mut converters = self.converters.write().unwrap_or_else(|e| e.into_inner());
+        converters.retain(|c| !(c.group == converter.group && c.kind == converter.kind));
+        converters.push(converter);
     }
 
     pub fn remove(&self, group: &str, plural: &str) {
@@ -195,6 +226,8 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         // A stored CRD's schemas compiled when it was written; `Objects` refuses one
         // that does not compile.
         schemas: CrdSchemas::compile(crd).ok().map(Arc::new),
+        storage_version: storage.get("name")?.as_str()?.to_string(),
+        conversion: Strategy::of_crd(crd),
     })
 }
 
@@ -298,6 +331,8 @@ impl Builtin {
             columns,
             create_only: false,
             schemas: None,
+            storage_version: self.version.into(),
+            conversion: Strategy::None,
         }
     }
 }
@@ -399,6 +434,8 @@ fn builtin_types() -> Vec<ResourceType> {
             columns: vec![],
             create_only: true,
             schemas: None,
+            storage_version: "v1".into(),
+            conversion: Strategy::None,
         });
     }
     types

@@ -721,7 +721,7 @@ impl Handler {
             (&Method::GET, None) => self.list(rt, call),
             (&Method::GET, Some(name)) => respond(
                 StatusCode::OK,
-                super::objects::with_version(rt, version, objects.get(rt, ns, name)?),
+                objects.get_at(rt, version, ns, name)?,
                 warnings,
             ),
             (&Method::POST, None) => {
@@ -746,7 +746,7 @@ impl Handler {
                 let body = parse_json(&call.body)?;
                 warnings = Self::check_fields(rt, version, call, &body)?;
                 if judged(Operation::Update) {
-                    let old = objects.get(rt, ns, name)?;
+                    let old = objects.get_at(rt, version, ns, name)?;
                     warnings.extend(validate(Operation::Update, Some(&body), Some(&old))?);
                 }
                 let updated = objects.update_as(persist, rt, version, ns, name, body, target)?;
@@ -765,12 +765,12 @@ impl Handler {
                 let existed = kind == PatchType::Apply
                     && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
                 if existed && judged(Operation::Update) {
-                    let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
+                    let (old, new) = objects.preview_patch(rt, version, ns, name, &patch)?;
                     warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
                 } else if kind == PatchType::Apply && judged(Operation::Create) {
                     warnings.extend(validate(Operation::Create, Some(&patch.body), None)?);
                 } else if kind != PatchType::Apply && judged(Operation::Update) {
-                    let (old, new) = objects.preview_patch(rt, ns, name, &patch)?;
+                    let (old, new) = objects.preview_patch(rt, version, ns, name, &patch)?;
                     warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
                 }
                 let object = objects.patch_as(persist, rt, version, ns, name, &patch, target)?;
@@ -784,7 +784,7 @@ impl Handler {
             (&Method::DELETE, Some(name)) => {
                 let (propagation, uid, persist) = delete_options(&call.query, &call.body)?;
                 if self.validations.applies(rt, Operation::Delete) {
-                    let old = objects.get(rt, ns, name)?;
+                    let old = objects.get_at(rt, version, ns, name)?;
                     warnings = validate(Operation::Delete, None, Some(&old))?;
                 }
                 let options = (propagation, uid.as_deref());
@@ -907,7 +907,7 @@ impl Handler {
             .items
             .into_iter()
             .map(|o| super::objects::with_version(rt, version, o))
-            .collect();
+            .collect::<Result<_, _>>()?;
         let body = if table::wants_table(&call.accept) {
             table::render(rt, items, meta)
         } else {

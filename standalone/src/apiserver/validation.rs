@@ -99,7 +99,7 @@ impl ValidationRequest<'_> {
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let version = version_of(object);
-        let old = self.objects.get(&rt, namespace, name)?;
+        let old = self.objects.get_at(&rt, version, namespace, name)?;
         let operation = Operation::Update;
         let warnings = self.validations.run(
             self.objects,

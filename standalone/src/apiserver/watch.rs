@@ -236,7 +236,14 @@ impl Watch {
     }
 
     async fn send(&mut self, kind: &str, object: Value) -> Result<(), Disconnected> {
-        let object = with_version(&self.request.rt, &self.request.version, object);
+        let object = match with_version(&self.request.rt, &self.request.version, object) {
+            Ok(object) => object,
+            Err(err) => {
+                return self
+                    .send_raw(json!({"type": "ERROR", "object": err.status()}))
+                    .await;
+            }
+        };
         let rendered = (self.request.render)(object);
         self.send_raw(json!({"type": kind, "object": rendered}))
             .await

@@ -1100,3 +1100,143 @@ fn kubectl_create_generators_speak_protobuf_and_tokens_follow_rbac() {
         "{revoked}"
     );
 }
+
+/// Widgets stored at v2 (`spec.dimensions.size`) and served at v1 too (`spec.size`).
+const CONVERTED_WIDGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget}
+  scope: Namespaced
+  conversion: {strategy: Webhook}
+  versions:
+  - name: v2
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              dimensions:
+                type: object
+                properties:
+                  size: {type: string, enum: [small, large]}
+  - name: v1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: string, enum: [small, large, medium]}
+"#;
+
+/// The widgets' conversion webhook: v1's `spec.size` is v2's `spec.dimensions.size`.
+fn convert_widget(object: &Value, to: &str) -> Result<Value, String> {
+    let mut out = object.clone();
+    let spec = &mut out["spec"];
+    match to {
+        "example.com/v2" => {
+            let size = spec.as_object_mut().and_then(|s| s.remove("size"));
+            spec["dimensions"]["size"] = size.ok_or("a v1 widget needs spec.size")?;
+        }
+        "example.com/v1" => {
+            let dimensions = spec.as_object_mut().and_then(|s| s.remove("dimensions"));
+            spec["size"] = dimensions.map(|d| d["size"].clone()).unwrap_or_default();
+        }
+        other => return Err(format!("no version {other}")),
+    }
+    out["apiVersion"] = serde_json::json!(to);
+    Ok(out)
+}
+
+#[test]
+fn kubectl_reads_and_writes_a_custom_resource_at_each_served_version() {
+    let c = Cluster::start(Vec::new());
+    c.ok_stdin(&["apply", "-f", "-"], CONVERTED_WIDGETS);
+    let widget =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: small}\n";
+    // Without its webhook the API server cannot store the widget, and says why.
+    let refused = (0..50).find_map(|_| {
+        let out = run(c.kubectl_command(&["apply", "-f", "-"]), Some(widget));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if err.contains("conversion webhook") {
+            return Some(err);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        None
+    });
+    let err = refused.expect("the write fails for want of a conversion webhook");
+    assert!(
+        err.contains("conversion webhook for example.com/v1, Kind=Widget failed"),
+        "{err}"
+    );
+
+    c.server
+        .register_converter(standalone::apiserver::Converter::new(
+            "example.com",
+            "Widget",
+            convert_widget,
+        ));
+    c.ok_stdin(&["apply", "-f", "-"], widget);
+    let v2 = c.json(&["get", "widgets.v2.example.com", "w"]);
+    assert_eq!(v2["apiVersion"], "example.com/v2");
+    assert_eq!(
+        v2["spec"],
+        serde_json::json!({"dimensions": {"size": "small"}})
+    );
+    let v1 = c.json(&["get", "widgets.v1.example.com", "w"]);
+    assert_eq!(v1["spec"], serde_json::json!({"size": "small"}), "{v1}");
+
+    // A patch is written against the version it is sent to, and judged by its schema.
+    c.ok(&[
+        "patch",
+        "widgets.v1.example.com",
+        "w",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":"large"}}"#,
+    ]);
+    let v2 = c.json(&["get", "widgets.v2.example.com", "w"]);
+    assert_eq!(v2["spec"]["dimensions"]["size"], "large");
+    let out = c.kubectl(&[
+        "patch",
+        "widgets.v2.example.com",
+        "w",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"dimensions":{"size":"medium"}}}"#,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(r#"spec.dimensions.size: Unsupported value: "medium""#),
+        "{err}"
+    );
+    // A conversion that fails refuses the write and loses nothing.
+    let out = c.kubectl(&[
+        "patch",
+        "widgets.v1.example.com",
+        "w",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/size"}]"#,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("a v1 widget needs spec.size"),
+        "{err}"
+    );
+    let v1 = c.json(&["get", "widgets.v1.example.com", "w"]);
+    assert_eq!(v1["spec"]["size"], "large");
+    let listed = c.json(&["get", "widgets.v1.example.com"]);
+    assert_eq!(listed["items"][0]["spec"]["size"], "large", "{listed}");
+}
