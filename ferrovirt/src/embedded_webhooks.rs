@@ -6,7 +6,9 @@
 
 use futures_util::FutureExt;
 use serde_json::Value;
-use standalone::apiserver::{ApiServer, Operation, Refusal, Validation, ValidationRequest};
+use standalone::apiserver::{
+    ApiServer, Converter, Operation, Refusal, Validation, ValidationRequest,
+};
 
 use crate::install_guards::{
     self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_UPDATE_WEBHOOK, KUBEVIRT_WEBHOOK, passed_on,
@@ -97,8 +99,16 @@ fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
     result.map(|()| Vec::new())
 }
 
-/// Registers every in-process webhook with `server`.
+/// Registers every in-process webhook with `server`: the validating ones, and HCO's
+/// conversion of the HyperConverged between v1beta1 and v1.
 pub fn register(server: &ApiServer) {
+    server.register_converter(Converter::new(
+        api::hco::GROUP,
+        "HyperConverged",
+        |hc, api_version| {
+            api::hco::conversion::convert(hc, api_version).map_err(|err| err.to_string())
+        },
+    ));
     use Operation::{Create, Delete, Update};
     let all = [
         validation(

@@ -214,7 +214,14 @@ fn hco_refusal(err: api::hco::validate::HyperConvergedError) -> Refusal {
 
 /// HCO's check of a new HC in `namespace`.
 pub fn hyperconverged_create(namespace: &str, hc: &Value) -> Result<Vec<String>, Refusal> {
-    api::hco::validate::review_create(hc, namespace).map_err(hco_refusal)
+    api::hco::validate::review_create(&as_v1beta1(hc)?, namespace).map_err(hco_refusal)
+}
+
+/// An HC as HCO's checks judge it: at v1beta1, whichever version it was written at (as
+/// kube-apiserver converts for a webhook that names v1beta1 in its rules).
+fn as_v1beta1(hc: &Value) -> Result<Value, Refusal> {
+    api::hco::conversion::convert(hc, api::hco::conversion::V1BETA1)
+        .map_err(|err| Refusal::new(400, err.to_string()))
 }
 
 /// HCO's update check of an update that changes the spec or annotations of an HC not
@@ -228,6 +235,7 @@ pub async fn hyperconverged_update(
     hc: &Value,
     old: &Value,
 ) -> Result<Vec<String>, Refusal> {
+    let (hc, old) = (&as_v1beta1(hc)?, &as_v1beta1(old)?);
     let deleting = !hc["metadata"]["deletionTimestamp"].is_null();
     if deleting || !api::hco::validate::changes_anything(hc, old) {
         return Ok(Vec::new());
@@ -267,6 +275,7 @@ pub async fn hyperconverged_delete(
     namespace: &str,
     hc: &Value,
 ) -> Result<(), Refusal> {
+    let hc = &as_v1beta1(hc)?;
     let name = hc["metadata"]["name"].as_str().unwrap_or_default();
     let nested = |webhook: &str, refusal: Refusal| {
         Refusal::denied(format!(

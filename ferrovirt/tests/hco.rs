@@ -18,8 +18,12 @@ const NAMESPACE: &str = "kubevirt-hyperconverged";
 const KUBEVIRT: &str = "kubevirt-kubevirt-hyperconverged";
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// HCO's example CR (deploy/hco.cr.yaml of its v1beta1 API).
+/// HCO's example CR (deploy/hco.cr.yaml) of its v1beta1 API.
 const EXAMPLE_HC: &str = include_str!("data/hco.cr.yaml");
+/// HCO's example CR of its v1 API (upstream's deploy/hco.cr.yaml today).
+const EXAMPLE_HC_V1: &str = include_str!("data/hco.v1.cr.yaml");
+/// The HC's resource at v1beta1, for the v1beta1 client's reads and patches.
+const HCO_V1BETA1: &str = "hyperconvergeds.v1beta1.hco.kubevirt.io";
 
 fn vm_with_video(name: &str) -> String {
     format!(
@@ -69,9 +73,13 @@ fn is_true(object: &Value, type_: &str) -> bool {
     condition(object, type_).is_some_and(|c| c["status"] == "True")
 }
 
+/// Sets the video gate as a v1 client does: an entry of the gate list.
 fn set_video_gate(platform: &Platform, on: bool) {
-    let patch = format!(r#"{{"spec":{{"featureGates":{{"videoConfig":{on}}}}}}}"#);
-    platform.ok(&patch_hc(&patch));
+    let state = if on { "Enabled" } else { "Disabled" };
+    let patch =
+        format!(r#"{{"spec":{{"featureGates":[{{"name":"videoConfig","state":"{state}"}}]}}}}"#);
+    let hc = ["hco", "kubevirt-hyperconverged", "-n", NAMESPACE];
+    platform.ok(&[&["patch"][..], &hc, &["--type=merge", "-p", &patch]].concat());
     wait_for(
         platform,
         "the gate reaching KubeVirt",
@@ -88,7 +96,7 @@ fn set_video_gate(platform: &Platform, on: bool) {
 #[test]
 fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     let platform = Platform::start("hco");
-    platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(EXAMPLE_HC));
+    platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(EXAMPLE_HC_V1));
     let hc = wait_for(
         &platform,
         "the HC becoming Available",
@@ -96,6 +104,39 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         |hc| is_true(hc, "Available") && is_true(hc, "ReconcileComplete"),
     );
     assert_eq!(hc["status"]["systemHealthStatus"], "healthy", "{hc:#}");
+    assert_eq!(
+        hc["apiVersion"], "hco.kubevirt.io/v1",
+        "v1 is the preferred version"
+    );
+    assert_eq!(
+        hc["spec"]["deployment"]["uninstallStrategy"],
+        "BlockUninstallIfWorkloadsExist"
+    );
+    // A v1beta1 client reads the same HC flat, what v1beta1 cannot say kept in an annotation.
+    let beta = platform
+        .json(&[
+            "get",
+            HCO_V1BETA1,
+            "kubevirt-hyperconverged",
+            "-n",
+            NAMESPACE,
+        ])
+        .expect("the HC at v1beta1");
+    assert_eq!(beta["apiVersion"], "hco.kubevirt.io/v1beta1");
+    assert_eq!(
+        beta["spec"]["uninstallStrategy"],
+        "BlockUninstallIfWorkloadsExist"
+    );
+    assert_eq!(
+        beta["spec"]["resourceRequirements"]["vmiCPUAllocationRatio"],
+        10
+    );
+    assert_eq!(beta["spec"]["featureGates"]["videoConfig"], true);
+    assert_eq!(
+        beta["metadata"]["annotations"]["hco.kubevirt.io/v1-only-fields"],
+        r#"{"deployNetworkResourcesInjector":true}"#
+    );
+    assert_eq!(beta["status"], hc["status"]);
     let related: Vec<&str> = hc["status"]["relatedObjects"]
         .as_array()
         .into_iter()
@@ -479,10 +520,11 @@ fn refusal(platform: &Platform, args: &[&str], stdin: Option<&str>) -> String {
     stderr
 }
 
+/// A merge patch of the HC, as a v1beta1 client sends it.
 fn patch_hc(patch: &str) -> Vec<&str> {
     vec![
         "patch",
-        "hco",
+        HCO_V1BETA1,
         "kubevirt-hyperconverged",
         "-n",
         NAMESPACE,
@@ -559,7 +601,13 @@ fn the_hco_webhook_judges_changes_before_they_reach_the_operands() {
     dry.push("--dry-run=server");
     platform.ok(&dry);
     let hc = platform
-        .json(&["get", "hco", "kubevirt-hyperconverged", "-n", NAMESPACE])
+        .json(&[
+            "get",
+            HCO_V1BETA1,
+            "kubevirt-hyperconverged",
+            "-n",
+            NAMESPACE,
+        ])
         .expect("HC");
     assert_eq!(hc["spec"]["featureGates"]["videoConfig"], true, "{hc:#}");
     let mut dry_short = patch_hc(r#"{"spec":{"certConfig":{"ca":{"duration":"1m"}}}}"#);

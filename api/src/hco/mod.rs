@@ -2,7 +2,9 @@
 //! HPP, SSP and CNAO together. Placement and the commonly set knobs are typed; the rest of
 //! its large spec is kept as it came.
 
+pub mod conversion;
 pub mod schema;
+pub mod v1;
 pub mod validate;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
