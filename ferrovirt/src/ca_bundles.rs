@@ -27,6 +27,9 @@ pub enum Holder {
     Validating(String),
     /// An APIService.
     ApiService(String),
+    /// The conversion webhook of a CustomResourceDefinition (kept only while the CRD asks
+    /// for one).
+    CrdConversion(String),
 }
 
 impl Holder {
@@ -45,13 +48,19 @@ impl Holder {
             Holder::ApiService(_) => {
                 GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService")
             }
+            Holder::CrdConversion(_) => {
+                GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+            }
         };
         ApiResource::from_gvk(&gvk)
     }
 
     fn name(&self) -> &str {
         match self {
-            Holder::Mutating(name) | Holder::Validating(name) | Holder::ApiService(name) => name,
+            Holder::Mutating(name)
+            | Holder::Validating(name)
+            | Holder::ApiService(name)
+            | Holder::CrdConversion(name) => name,
         }
     }
 }
@@ -61,6 +70,11 @@ impl Holder {
 pub fn carries(holder: &Holder, object: &Value, bundle: &str) -> bool {
     match holder {
         Holder::ApiService(_) => object["spec"]["caBundle"] == bundle,
+        Holder::CrdConversion(_) => {
+            let conversion = &object["spec"]["conversion"];
+            conversion["strategy"] != "Webhook"
+                || conversion["webhook"]["clientConfig"]["caBundle"] == bundle
+        }
         Holder::Mutating(_) | Holder::Validating(_) => {
             object["webhooks"].as_array().is_none_or(|hooks| {
                 hooks
@@ -72,7 +86,7 @@ pub fn carries(holder: &Holder, object: &Value, bundle: &str) -> bool {
 }
 
 /// Writes `ca_pem` into `holder` if it exists and does not carry it yet; whether it wrote.
-async fn refresh(client: &Client, holder: &Holder, ca_pem: &str) -> anyhow::Result<bool> {
+pub async fn refresh(client: &Client, holder: &Holder, ca_pem: &str) -> anyhow::Result<bool> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &holder.resource());
     let Some(current) = api.get_opt(holder.name()).await? else {
         return Ok(false);
@@ -89,6 +103,15 @@ async fn refresh(client: &Client, holder: &Holder, ca_pem: &str) -> anyhow::Resu
             .map(|()| true),
         Holder::Validating(name) => publish_validating_ca(client, name, ca_pem).await,
         Holder::ApiService(name) => publish_apiservice_ca(client, name, ca_pem).await,
+        Holder::CrdConversion(name) => {
+            let crds: Api<DynamicObject> = Api::all_with(client.clone(), &holder.resource());
+            let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
+            let patch = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": bundle}}}}});
+            crds.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .with_context(|| format!("writing the conversion caBundle of CRD {name}"))?;
+            Ok(true)
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use crate::install_guards;
-use crate::install_webhooks::{GuardServer, HYPERCONVERGED_PATH};
+use crate::install_webhooks::{CONVERT_PATH, GuardServer, HYPERCONVERGED_PATH};
 
 #[derive(clap::Args)]
 pub struct HcoWebhookArgs {
@@ -34,7 +34,8 @@ pub async fn run(args: HcoWebhookArgs) -> anyhow::Result<()> {
         ca_secret: "hco-webhook-ca",
         configuration: args.configuration,
         manifest: "deploy/hco-operator/operator.yaml",
-        paths: &[HYPERCONVERGED_PATH],
+        paths: &[HYPERCONVERGED_PATH, CONVERT_PATH],
+        converts: &["hyperconvergeds.hco.kubevirt.io"],
     }
     .run(client)
     .await

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use standalone::apiserver::Refusal;
 
 use crate::ca_bundles::{self, Holder, publish_validating_ca};
+use crate::conversion_review;
 use crate::install_guards::{self, Cluster};
 use crate::webhook::{answer_with, read_review, respond};
 
@@ -32,6 +33,8 @@ pub const KUBEVIRT_DELETE_PATH: &str = "/kubevirt-validate-delete";
 pub const KUBEVIRT_UPDATE_PATH: &str = "/kubevirt-validate-update";
 /// cdi-apiserver's path for a CDI CR's deletion.
 pub const CDI_DELETE_PATH: &str = "/cdi-validate";
+/// Where HCO's webhook converts the HyperConverged between its versions.
+pub const CONVERT_PATH: &str = api::hco::schema::CONVERSION_PATH;
 
 /// Where and as what a guard server serves.
 pub struct GuardServer {
@@ -48,6 +51,8 @@ pub struct GuardServer {
     pub manifest: &'static str,
     /// The paths it answers.
     pub paths: &'static [&'static str],
+    /// The CRDs it converts at [`CONVERT_PATH`] (their conversion caBundle kept too).
+    pub converts: &'static [&'static str],
 }
 
 impl GuardServer {
@@ -69,11 +74,13 @@ impl GuardServer {
                 self.manifest
             );
         }
-        ca_bundles::keep(
-            client.clone(),
-            ca.cert_pem().to_owned(),
-            vec![Holder::Validating(self.configuration.clone())],
-        );
+        let mut holders = vec![Holder::Validating(self.configuration.clone())];
+        for crd in self.converts {
+            let holder = Holder::CrdConversion((*crd).to_owned());
+            ca_bundles::refresh(&client, &holder, ca.cert_pem()).await?;
+            holders.push(holder);
+        }
+        ca_bundles::keep(client.clone(), ca.cert_pem().to_owned(), holders);
         let listener = tokio::net::TcpListener::bind(self.listen)
             .await
             .with_context(|| format!("listening on {}", self.listen))?;
@@ -103,6 +110,10 @@ pub async fn handle(
         Ok(review) => review,
         Err(refused) => return refused,
     };
+    if path == CONVERT_PATH {
+        let answer = conversion_review::answer(&review, conversion_review::hyperconverged);
+        return respond(StatusCode::OK, &answer);
+    }
     let verdict = review_request(cluster, &path, &review["request"]).await;
     answer_with(&review, response(verdict))
 }

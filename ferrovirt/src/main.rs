@@ -8,6 +8,7 @@ mod clone_auth;
 mod clone_source;
 mod cluster;
 mod controller;
+mod conversion_review;
 mod csi_driver;
 mod embedded_webhooks;
 mod front_proxy;

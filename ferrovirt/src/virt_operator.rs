@@ -43,6 +43,7 @@ pub async fn run(args: VirtOperatorArgs) -> anyhow::Result<()> {
         configuration: args.webhook_configuration,
         manifest: "deploy/virt-operator/operator.yaml",
         paths: &[KUBEVIRT_DELETE_PATH, KUBEVIRT_UPDATE_PATH],
+        converts: &[],
     };
     tokio::select! {
         () = virt_operator::run(client.clone(), args.image) => Ok(()),

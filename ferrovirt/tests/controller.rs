@@ -1418,6 +1418,43 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
     .await;
     assert_eq!(answer["allowed"], true, "{answer:#}");
 
+    // The webhook converts the HC for the API server (v1beta1 to the v1 it stores), under
+    // the CA it keeps in the CRD's conversion stanza.
+    let crd = kubectl_json(&kubeconfig, &["crd", "hyperconvergeds.hco.kubevirt.io"])
+        .await
+        .expect("the HC's CRD");
+    let conversion = &crd["spec"]["conversion"]["webhook"]["clientConfig"];
+    assert_eq!(conversion["service"]["path"], "/convert");
+    let crd_bundle = conversion["caBundle"]
+        .as_str()
+        .expect("a conversion caBundle");
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(crd_bundle)
+            .unwrap(),
+        bundle
+    );
+    let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "c-1", "desiredAPIVersion": "hco.kubevirt.io/v1", "objects": [hc.clone()]}});
+    let converted: serde_json::Value = https
+        .post(format!("https://{SERVICE}:{port}/convert"))
+        .json(&review)
+        .send()
+        .await
+        .expect("the webhook converts")
+        .json()
+        .await
+        .expect("a ConversionReview");
+    let response = &converted["response"];
+    assert_eq!(response["uid"], "c-1");
+    assert_eq!(response["result"]["status"], "Success", "{converted:#}");
+    let v1 = &response["convertedObjects"][0];
+    assert_eq!(v1["apiVersion"], "hco.kubevirt.io/v1");
+    assert_eq!(
+        v1["spec"]["deployment"]["uninstallStrategy"],
+        hc["spec"]["uninstallStrategy"]
+    );
+
     // A second replica (or a rolling update's new pod) serves under the same CA, from the
     // Secret the first one made: the bundle in the configuration verifies it too.
     let (_second, second_port) = spawn_server_as(
