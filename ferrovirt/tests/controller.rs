@@ -172,7 +172,7 @@ async fn start_api_server(dir: &TempDir) -> ApiServer {
         .into_iter()
         .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
         .collect();
-    ApiServer::start(ApiServerConfig {
+    let server = ApiServer::start(ApiServerConfig {
         data_dir: dir.join("data"),
         listen: "127.0.0.1:0".parse().expect("an address"),
         crds,
@@ -181,7 +181,15 @@ async fn start_api_server(dir: &TempDir) -> ApiServer {
         create_admission: Vec::new(),
     })
     .await
-    .expect("the API server starts")
+    .expect("the API server starts");
+    // Standing for kube-apiserver, which would ask hco-webhook's /convert (tested over TLS
+    // in `the_hco_webhook_guards_the_hc_on_a_cluster`): the same conversion, in process.
+    server.register_converter(standalone::apiserver::Converter::new(
+        api::hco::GROUP,
+        "HyperConverged",
+        |hc, to| api::hco::conversion::convert(hc, to).map_err(|e| e.to_string()),
+    ));
+    server
 }
 
 /// `ferrovirt OPERATOR --image IMAGE` as `deploy/OPERATOR/operator.yaml` runs it: that file
@@ -1067,7 +1075,7 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
     ]
     .map(|(account, args, env)| spawn_as(&kubeconfig, &dir, account, &args, &[env]));
 
-    let cr = format!("{}/tests/data/hco.cr.yaml", env!("CARGO_MANIFEST_DIR"));
+    let cr = format!("{}/tests/data/hco.v1.cr.yaml", env!("CARGO_MANIFEST_DIR"));
     kubectl(&kubeconfig, &["apply", "-n", HCO_NS, "-f", &cr]).await;
 
     // The operands, with HCO's spec; each operator acts on its own.
@@ -1223,7 +1231,7 @@ async fn deploy_hco_installs_the_operators_that_one_hyperconverged_configures() 
             HCO_NS,
             "--type=merge",
             "-p",
-            r#"{"spec":{"featureGates":{"videoConfig":false}}}"#,
+            r#"{"spec":{"featureGates":[{"name":"videoConfig","state":"Disabled"}]}}"#,
         ],
     )
     .await;

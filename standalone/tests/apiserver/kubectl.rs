@@ -757,6 +757,13 @@ items:
 #[test]
 fn kubectl_gets_the_crd_schemas_and_cel_rules_refusals() {
     let c = Cluster::start(crds());
+    // HCO's webhook converts the HC to v1, the version stored.
+    c.server
+        .register_converter(standalone::apiserver::Converter::new(
+            "hco.kubevirt.io",
+            "HyperConverged",
+            |hc, to| api::hco::conversion::convert(hc, to).map_err(|e| e.to_string()),
+        ));
     // Upstream HCO's v1beta1 CEL rules, on the HyperConverged CRD.
     c.ok(&["create", "namespace", "kubevirt-hyperconverged"]);
     let hc = r#"apiVersion: hco.kubevirt.io/v1beta1
@@ -798,9 +805,17 @@ spec:
         "kubevirt-hyperconverged",
         "kubevirt-hyperconverged",
     ]);
-    assert_eq!(
-        stored["spec"]["resourceRequirements"]["vmiCPUAllocationRatio"],
-        4
+    // Stored at v1, where the ratio is a virtualization setting, and judged there too.
+    assert_eq!(stored["apiVersion"], "hco.kubevirt.io/v1");
+    assert_eq!(stored["spec"]["virtualization"]["vmiCPUAllocationRatio"], 4);
+    let err = c.ok_stdin_fails(
+        &["apply", "-f", "-"],
+        "apiVersion: hco.kubevirt.io/v1\nkind: HyperConverged\nmetadata: {name: kubevirt-hyperconverged, namespace: kubevirt-hyperconverged}\nspec:\n  virtualization: {vmiCPUAllocationRatio: 0}\n  featureGates: [{name: downwardMetrics}, {name: DownwardMetrics}]\n",
+    );
+    assert!(
+        err.contains("spec.virtualization: Invalid value: \"object\": vmiCPUAllocationRatio must be greater than 0")
+            && err.contains("feature gate names must be unique (case-insensitive)"),
+        "{err}"
     );
     // CDI's rule on a StorageProfile's access modes.
     let profile = r#"{"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "StorageProfile",
