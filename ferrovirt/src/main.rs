@@ -62,6 +62,34 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log verbosity as KubeVirt's components take it (what a KubeVirt CR's
+    /// `customizeComponents.flags` pass as `--v N`): up to 1 warnings, 2-3 info, 4-5 debug,
+    /// 6 and more trace. Overrides RUST_LOG.
+    #[arg(long = "v", global = true, value_name = "LEVEL")]
+    verbosity: Option<u8>,
+}
+
+/// The log filter of klog verbosity `level`.
+fn verbosity_filter(level: u8) -> &'static str {
+    match level {
+        0..=1 => "warn",
+        2..=3 => "info",
+        4..=5 => "debug",
+        _ => "trace",
+    }
+}
+
+/// Logs to stderr, filtered by `verbosity` if given, else by RUST_LOG (warnings by default).
+fn init_tracing(verbosity: Option<u8>) {
+    let filter = match verbosity {
+        Some(level) => EnvFilter::new(verbosity_filter(level)),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }
 
 #[derive(Subcommand)]
@@ -192,22 +220,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     // Installed under a CNI plugin's name (`/opt/cni/bin/cnv-bridge` a link to this binary),
     // a runtime runs it with no arguments: it is that plugin.
     if let Some(plugin) = cni_plugin_named_by_argv0() {
+        init_tracing(None);
         return match ferrovirt_network::cni::run(plugin) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
         };
     }
     let cli = Cli::parse();
+    init_tracing(cli.verbosity);
     // ssh hands the terminal to the system's ssh and exits with its status.
     let command = match cli.command {
         Command::Ssh(args) => return virtctl::ssh(args).unwrap_or_else(report),

@@ -2277,7 +2277,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
     let customize = serde_json::json!({"spec": {"customizeComponents": {"patches": [
         {"resourceType": "Deployment", "resourceName": "virt-controller", "type": "strategic",
          "patch": patch},
-    ]}}});
+    ], "flags": {"controller": {"v": "4"}}}}});
     merge_patch_kubevirt(&platform, &customize.to_string());
     let customized = wait_for(
         &platform,
@@ -2293,6 +2293,25 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
     assert!(
         customized["metadata"]["annotations"]["kubevirt.io/customizer-identifier"].is_string(),
         "{customized}"
+    );
+    // The flags are the container's arguments, and the component takes them.
+    let args = &customized["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(args, &serde_json::json!(["virt-controller", "--v", "4"]));
+    let args: Vec<&str> = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let parsed = std::process::Command::new(env!("CARGO_BIN_EXE_ferrovirt"))
+        .args(&args)
+        .arg("--help")
+        .output()
+        .expect("running ferrovirt");
+    assert!(
+        parsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&parsed.stderr)
     );
 
     // A deployment deleted by hand comes back.

@@ -4,8 +4,14 @@
 //! as a string. Every object a patch changes carries the hash of the patches in annotation
 //! `kubevirt.io/customizer-identifier`, as upstream's do. A patch that does not apply fails
 //! the whole deployment pass (upstream's behaviour: the operator retries, and the update
-//! review already refuses a patch that is not JSON). `flags` are not applied: the
-//! components here take other flags than KubeVirt's.
+//! review already refuses a patch that is not JSON).
+//!
+//! `flags` (`api`, `controller`, `handler`: flag name to value) become one more strategic
+//! patch per component, as upstream turns them into one: the container's arguments become
+//! the component's name and the flags, sorted, lower-cased, `--name` for an empty value,
+//! `--name=value` for a boolean, `--name value` otherwise. Upstream replaces the command;
+//! here the image's entrypoint is `ferrovirt` and the component is its first argument, so
+//! the arguments are replaced. The components take `--v LEVEL` as KubeVirt's do.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -34,10 +40,12 @@ pub enum CustomizeError {
 
 /// Applies `customize` (the CR's `spec.customizeComponents`) to `objects`, in order.
 pub fn customize(objects: &mut [Value], customize: &Value) -> Result<(), CustomizeError> {
-    let Some(patches) = customize["patches"].as_array().filter(|p| !p.is_empty()) else {
+    let mut patches = customize["patches"].as_array().cloned().unwrap_or_default();
+    patches.extend(flag_patches(&customize["flags"]));
+    if patches.is_empty() {
         return Ok(());
-    };
-    let identifier = identifier(patches);
+    }
+    let identifier = identifier(&patches);
     for (index, patch) in patches.iter().enumerate() {
         let body: Value = serde_json::from_str(patch["patch"].as_str().unwrap_or_default())
             .map_err(|e| CustomizeError::NotJson {
@@ -65,6 +73,47 @@ pub fn customize(objects: &mut [Value], customize: &Value) -> Result<(), Customi
         }
     }
     Ok(())
+}
+
+/// The components `flags` may name: its key, and the kind and name of the workload (and of
+/// its container).
+const FLAGGED: [(&str, &str, &str); 3] = [
+    ("api", "Deployment", "virt-api"),
+    ("controller", "Deployment", "virt-controller"),
+    ("handler", "DaemonSet", "virt-handler"),
+];
+
+/// The patches that give each component named in `flags` its flags.
+fn flag_patches(flags: &Value) -> Vec<Value> {
+    FLAGGED
+        .iter()
+        .filter_map(|&(key, kind, name)| {
+            let flags = flags[key].as_object().filter(|f| !f.is_empty())?;
+            let mut args = vec![name.to_owned()];
+            args.extend(flag_args(flags));
+            let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": name, "args": args}]}}}});
+            Some(json!({"resourceType": kind, "resourceName": name, "type": "strategic",
+                        "patch": patch.to_string()}))
+        })
+        .collect()
+}
+
+/// A component's flags as arguments, as upstream writes them.
+fn flag_args(flags: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut names: Vec<&String> = flags.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .flat_map(|name| {
+            let flag = format!("--{}", name.to_lowercase());
+            let value = flags[name].as_str().unwrap_or_default().to_lowercase();
+            match value.as_str() {
+                "" => vec![flag],
+                "true" | "false" => vec![format!("{flag}={value}")],
+                _ => vec![flag, value],
+            }
+        })
+        .collect()
 }
 
 /// Whether `patch` is meant for `object`.
@@ -148,6 +197,32 @@ mod tests {
             &objects[2]["metadata"]["annotations"][IDENTIFIER_ANNOTATION],
             id
         );
+    }
+
+    #[test]
+    fn flags_become_the_components_arguments() {
+        let mut objects = objects();
+        let flags = json!({"flags": {"controller": {"v": "4", "Leader-Elect": "True", "dry": ""},
+                                     "api": {}}});
+        customize(&mut objects, &flags).expect("the flags apply");
+        let controller = &objects[1]["spec"]["template"]["spec"]["containers"][0];
+        // Sorted by the names as written (upper case first), as upstream sorts them.
+        assert_eq!(
+            controller["args"],
+            json!([
+                "virt-controller",
+                "--leader-elect=true",
+                "--dry",
+                "--v",
+                "4"
+            ])
+        );
+        assert_eq!(
+            controller["image"], "i",
+            "the rest of the container is kept"
+        );
+        assert!(objects[0]["spec"]["template"]["spec"]["containers"][0]["args"].is_null());
+        assert!(objects[1]["metadata"]["annotations"][IDENTIFIER_ANNOTATION].is_string());
     }
 
     #[test]
