@@ -1,6 +1,8 @@
-//! hco.kubevirt.io/v1beta1 HyperConverged: the single object that configures KubeVirt, CDI,
-//! HPP, SSP and CNAO together. Placement and the commonly set knobs are typed; the rest of
-//! its large spec is kept as it came.
+//! hco.kubevirt.io HyperConverged: the single object that configures KubeVirt, CDI, HPP,
+//! SSP and CNAO together. This module's types are v1beta1's, the version HCO's checks and
+//! controller here read (the API server converts); [`v1`] is the storage version and
+//! [`conversion`] moves an HC between the two. Placement and the commonly set knobs are
+//! typed; the rest of its large spec is kept as it came.
 
 pub mod conversion;
 pub mod schema;
