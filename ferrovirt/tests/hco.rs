@@ -113,15 +113,7 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         "BlockUninstallIfWorkloadsExist"
     );
     // A v1beta1 client reads the same HC flat, what v1beta1 cannot say kept in an annotation.
-    let beta = platform
-        .json(&[
-            "get",
-            HCO_V1BETA1,
-            "kubevirt-hyperconverged",
-            "-n",
-            NAMESPACE,
-        ])
-        .expect("the HC at v1beta1");
+    let beta = hc_as_v1beta1(&platform);
     assert_eq!(beta["apiVersion"], "hco.kubevirt.io/v1beta1");
     assert_eq!(
         beta["spec"]["uninstallStrategy"],
@@ -520,6 +512,18 @@ fn refusal(platform: &Platform, args: &[&str], stdin: Option<&str>) -> String {
     stderr
 }
 
+/// The HC as a v1beta1 client reads it.
+fn hc_as_v1beta1(platform: &Platform) -> Value {
+    let hc = [
+        "get",
+        HCO_V1BETA1,
+        "kubevirt-hyperconverged",
+        "-n",
+        NAMESPACE,
+    ];
+    platform.json(&hc).expect("the HC at v1beta1")
+}
+
 /// A merge patch of the HC, as a v1beta1 client sends it.
 fn patch_hc(patch: &str) -> Vec<&str> {
     vec![
@@ -600,15 +604,7 @@ fn the_hco_webhook_judges_changes_before_they_reach_the_operands() {
     let mut dry = patch_hc(r#"{"spec":{"featureGates":{"videoConfig":false}}}"#);
     dry.push("--dry-run=server");
     platform.ok(&dry);
-    let hc = platform
-        .json(&[
-            "get",
-            HCO_V1BETA1,
-            "kubevirt-hyperconverged",
-            "-n",
-            NAMESPACE,
-        ])
-        .expect("HC");
+    let hc = hc_as_v1beta1(&platform);
     assert_eq!(hc["spec"]["featureGates"]["videoConfig"], true, "{hc:#}");
     let mut dry_short = patch_hc(r#"{"spec":{"certConfig":{"ca":{"duration":"1m"}}}}"#);
     dry_short.push("--dry-run=server");
