@@ -253,6 +253,28 @@ pub fn crd_status(crd: &Value) -> Value {
     })
 }
 
+/// A CRD's `status.storedVersions` with its current storage version added, as
+/// apiextensions-apiserver keeps the versions objects may still be stored at.
+pub fn record_storage_version(crd: &mut Value) {
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["storage"].as_bool() == Some(true))
+        .map(|v| v["name"].clone());
+    let Some(storage) = storage else {
+        return;
+    };
+    if !crd["status"]["storedVersions"].is_array() {
+        crd["status"]["storedVersions"] = json!([]);
+    }
+    if let Some(stored) = crd["status"]["storedVersions"].as_array_mut() {
+        if !stored.contains(&storage) {
+            stored.push(storage);
+        }
+    }
+}
+
 /// Which part of an object a write may change.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UpdateTarget {
@@ -362,6 +384,20 @@ mod tests {
             "names": {"kind": "DataVolume", "plural": "datavolumes"},
             "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}}}]}}))
         .unwrap()
+    }
+
+    #[test]
+    fn a_crd_remembers_every_version_it_stored_at() {
+        let mut crd = json!({"spec": {"versions": [
+            {"name": "v1", "storage": true}, {"name": "v1beta1", "storage": false}]},
+            "status": {"storedVersions": ["v1beta1"]}});
+        record_storage_version(&mut crd);
+        assert_eq!(crd["status"]["storedVersions"], json!(["v1beta1", "v1"]));
+        record_storage_version(&mut crd);
+        assert_eq!(crd["status"]["storedVersions"], json!(["v1beta1", "v1"]));
+        let mut fresh = json!({"spec": {"versions": [{"name": "v2", "storage": true}]}});
+        record_storage_version(&mut fresh);
+        assert_eq!(fresh["status"]["storedVersions"], json!(["v2"]));
     }
 
     #[test]

@@ -475,6 +475,7 @@ impl Objects {
                     self.admit(rt, &mut new, persist)?;
                     if rt.plural == "customresourcedefinitions" {
                         self.check_crd(&new)?;
+                        object::record_storage_version(&mut new);
                     }
                 }
                 Self::check_schema(rt, version, &new, Some(&current))?;

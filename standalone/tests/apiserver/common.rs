@@ -91,6 +91,12 @@ impl Cluster {
         let server = runtime
             .block_on(ApiServer::start(config(&dir.path().join("data"), crds)))
             .expect("server starts");
+        // HCO's conversion of the HyperConverged (stored at v1), as `ferrovirt up` registers it.
+        server.register_converter(standalone::apiserver::Converter::new(
+            api::hco::GROUP,
+            "HyperConverged",
+            |hc, to| api::hco::conversion::convert(hc, to).map_err(|e| e.to_string()),
+        ));
         Cluster {
             dir,
             server,

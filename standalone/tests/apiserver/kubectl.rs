@@ -757,13 +757,6 @@ items:
 #[test]
 fn kubectl_gets_the_crd_schemas_and_cel_rules_refusals() {
     let c = Cluster::start(crds());
-    // HCO's webhook converts the HC to v1, the version stored.
-    c.server
-        .register_converter(standalone::apiserver::Converter::new(
-            "hco.kubevirt.io",
-            "HyperConverged",
-            |hc, to| api::hco::conversion::convert(hc, to).map_err(|e| e.to_string()),
-        ));
     // Upstream HCO's v1beta1 CEL rules, on the HyperConverged CRD.
     c.ok(&["create", "namespace", "kubevirt-hyperconverged"]);
     let hc = r#"apiVersion: hco.kubevirt.io/v1beta1
