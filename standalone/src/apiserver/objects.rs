@@ -479,7 +479,14 @@ impl Objects {
                     }
                 }
                 Self::check_schema(rt, version, &new, Some(&current))?;
-                let (new, current) = (at_storage_version(rt, new)?, stored);
+                let mut new = at_storage_version(rt, new)?;
+                if rt.status_subresource && target == UpdateTarget::Status {
+                    // A status write leaves the rest as stored, not as converted back.
+                    let status = new["status"].take();
+                    new = stored.clone();
+                    new["status"] = status;
+                }
+                let current = stored;
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
                     return Ok(Change::Delete);
                 }

@@ -1123,6 +1123,7 @@ spec:
   - name: v2
     served: true
     storage: true
+    subresources: {status: {}}
     schema:
       openAPIV3Schema:
         type: object
@@ -1134,9 +1135,15 @@ spec:
                 type: object
                 properties:
                   size: {type: string, enum: [small, large]}
+                  color: {type: string}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
   - name: v1
     served: true
     storage: false
+    subresources: {status: {}}
     schema:
       openAPIV3Schema:
         type: object
@@ -1145,9 +1152,14 @@ spec:
             type: object
             properties:
               size: {type: string, enum: [small, large, medium]}
+          status:
+            type: object
+            properties:
+              phase: {type: string}
 "#;
 
-/// The widgets' conversion webhook: v1's `spec.size` is v2's `spec.dimensions.size`.
+/// The widgets' conversion webhook: v1's `spec.size` is v2's `spec.dimensions.size` (v2's
+/// `color` has no place in v1).
 fn convert_widget(object: &Value, to: &str) -> Result<Value, String> {
     let mut out = object.clone();
     let spec = &mut out["spec"];
@@ -1247,4 +1259,27 @@ fn kubectl_reads_and_writes_a_custom_resource_at_each_served_version() {
     assert_eq!(v1["spec"]["size"], "large");
     let listed = c.json(&["get", "widgets.v1.example.com"]);
     assert_eq!(listed["items"][0]["spec"]["size"], "large", "{listed}");
+
+    // A status written at v1 leaves the rest as stored: v2's color, which v1 cannot say,
+    // stays.
+    c.ok(&[
+        "patch",
+        "widgets.v2.example.com",
+        "w",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"dimensions":{"color":"red"}}}"#,
+    ]);
+    c.ok(&[
+        "patch",
+        "widgets.v1.example.com",
+        "w",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Ready"}}"#,
+    ]);
+    let v2 = c.json(&["get", "widgets.v2.example.com", "w"]);
+    assert_eq!(v2["status"]["phase"], "Ready");
+    assert_eq!(v2["spec"]["dimensions"]["color"], "red", "{v2}");
 }
