@@ -27,9 +27,10 @@ pub enum Holder {
     Validating(String),
     /// An APIService.
     ApiService(String),
-    /// The conversion webhook of a CustomResourceDefinition (kept only while the CRD asks
-    /// for one).
-    CrdConversion(String),
+    /// The conversion webhook of a CustomResourceDefinition (its name), served behind the
+    /// Service `service` (`{namespace, name, path, port}`): the whole stanza is kept, as
+    /// HCO keeps its CRD's.
+    CrdConversion(String, Value),
 }
 
 impl Holder {
@@ -48,7 +49,7 @@ impl Holder {
             Holder::ApiService(_) => {
                 GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService")
             }
-            Holder::CrdConversion(_) => {
+            Holder::CrdConversion(..) => {
                 GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
             }
         };
@@ -60,7 +61,7 @@ impl Holder {
             Holder::Mutating(name)
             | Holder::Validating(name)
             | Holder::ApiService(name)
-            | Holder::CrdConversion(name) => name,
+            | Holder::CrdConversion(name, _) => name,
         }
     }
 }
@@ -70,10 +71,8 @@ impl Holder {
 pub fn carries(holder: &Holder, object: &Value, bundle: &str) -> bool {
     match holder {
         Holder::ApiService(_) => object["spec"]["caBundle"] == bundle,
-        Holder::CrdConversion(_) => {
-            let conversion = &object["spec"]["conversion"];
-            conversion["strategy"] != "Webhook"
-                || conversion["webhook"]["clientConfig"]["caBundle"] == bundle
+        Holder::CrdConversion(_, service) => {
+            object["spec"]["conversion"] == crd_conversion(service, &json!(bundle))
         }
         Holder::Mutating(_) | Holder::Validating(_) => {
             object["webhooks"].as_array().is_none_or(|hooks| {
@@ -103,16 +102,26 @@ pub async fn refresh(client: &Client, holder: &Holder, ca_pem: &str) -> anyhow::
             .map(|()| true),
         Holder::Validating(name) => publish_validating_ca(client, name, ca_pem).await,
         Holder::ApiService(name) => publish_apiservice_ca(client, name, ca_pem).await,
-        Holder::CrdConversion(name) => {
+        Holder::CrdConversion(name, service) => {
             let crds: Api<DynamicObject> = Api::all_with(client.clone(), &holder.resource());
-            let bundle = k8s_openapi::ByteString(ca_pem.as_bytes().to_vec());
-            let patch = json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": bundle}}}}});
+            let patch = json!({"spec": {"conversion": crd_conversion(service, &json!(bundle))}});
             crds.patch(name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
-                .with_context(|| format!("writing the conversion caBundle of CRD {name}"))?;
+                .with_context(|| format!("writing the conversion webhook of CRD {name}"))?;
             Ok(true)
         }
     }
+}
+
+/// A CRD's `spec.conversion` naming the webhook behind `service` and its CA `bundle`.
+fn crd_conversion(service: &Value, bundle: &Value) -> Value {
+    json!({
+        "strategy": "Webhook",
+        "webhook": {
+            "clientConfig": {"service": service, "caBundle": bundle},
+            "conversionReviewVersions": ["v1", "v1beta1"],
+        },
+    })
 }
 
 /// Keeps `ca_pem` in each of `holders` until the process ends.

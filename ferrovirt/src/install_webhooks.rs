@@ -76,7 +76,9 @@ impl GuardServer {
         }
         let mut holders = vec![Holder::Validating(self.configuration.clone())];
         for crd in self.converts {
-            let holder = Holder::CrdConversion((*crd).to_owned());
+            let service =
+                json!({"namespace": namespace, "name": service, "path": CONVERT_PATH, "port": 443});
+            let holder = Holder::CrdConversion((*crd).to_owned(), service);
             ca_bundles::refresh(&client, &holder, ca.cert_pem()).await?;
             holders.push(holder);
         }

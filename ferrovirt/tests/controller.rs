@@ -1355,6 +1355,19 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
         env!("CARGO_MANIFEST_DIR")
     );
     kubectl(&kubeconfig, &["apply", "-f", &manifest]).await;
+    // As HCO's, the webhook writes the CRD's whole conversion stanza, not only its CA.
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "crd",
+            "hyperconvergeds.hco.kubevirt.io",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/conversion"}]"#,
+        ],
+    )
+    .await;
     let (_webhook, port) = spawn_server_as(
         &kubeconfig,
         &dir,
@@ -1428,11 +1441,23 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
 
     // The webhook converts the HC for the API server (v1beta1 to the v1 it stores), under
     // the CA it keeps in the CRD's conversion stanza.
-    let crd = kubectl_json(&kubeconfig, &["crd", "hyperconvergeds.hco.kubevirt.io"])
-        .await
-        .expect("the HC's CRD");
+    let crd = eventually(
+        "the webhook's CA in the CRD's conversion stanza",
+        || async {
+            let crd =
+                kubectl_json(&kubeconfig, &["crd", "hyperconvergeds.hco.kubevirt.io"]).await?;
+            crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
+                .is_string()
+                .then_some(crd)
+        },
+    )
+    .await;
     let conversion = &crd["spec"]["conversion"]["webhook"]["clientConfig"];
-    assert_eq!(conversion["service"]["path"], "/convert");
+    assert_eq!(
+        conversion["service"],
+        json!({"namespace": HCO_NS, "name": "hyperconverged-cluster-webhook-service",
+               "path": "/convert", "port": 443})
+    );
     let crd_bundle = conversion["caBundle"]
         .as_str()
         .expect("a conversion caBundle");
