@@ -681,7 +681,7 @@ impl Transfer<'_> {
             tokio::time::sleep(backoff(failures)).await;
             offset = match told {
                 Some(offset) => Some(offset),
-                None => self.committed().await,
+                None => self.committed().await?,
             };
         }
     }
@@ -751,30 +751,34 @@ impl Transfer<'_> {
         }
     }
 
-    /// How many bytes the upload server has committed (HEAD), if it says.
-    async fn committed(&self) -> Option<u64> {
-        let response = self
+    /// How many bytes the upload server has committed (HEAD), if it says; an error when
+    /// the proxy refuses the token (retrying would not change that).
+    async fn committed(&self) -> anyhow::Result<Option<u64>> {
+        let asked = self
             .client
             .head(self.url.clone())
             .bearer_auth(self.token)
             .send()
-            .await
-            .inspect_err(
-                |err| tracing::warn!(err = %error_chain(err), "asking for the upload offset"),
-            )
-            .ok()?;
-        if response.status() != StatusCode::OK {
-            tracing::warn!(status = %response.status(), "asking for the upload offset");
-            return None;
+            .await;
+        let response = match asked {
+            Ok(response) => response,
+            Err(err) => {
+                tracing::warn!(err = %error_chain(&err), "asking for the upload offset");
+                return Ok(None);
+            }
+        };
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED {
+            bail!("the upload proxy refused the upload token ({status})");
         }
-        response
-            .headers()
-            .get(OFFSET_HEADER)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        if status != StatusCode::OK {
+            tracing::warn!(%status, "asking for the upload offset");
+            return Ok(None);
+        }
+        let offset = response.headers().get(OFFSET_HEADER);
+        Ok(offset
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok()))
     }
 }
 

@@ -23,6 +23,29 @@ use crate::server::text;
 use crate::tls::{self, Peer};
 use crate::token::UploadTokenValidator;
 
+/// How much of a refused request's body is read (and dropped) before the refusal is sent,
+/// and for how long at most.
+const DRAIN_LIMIT: usize = 16 << 20;
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// Reads what is left of a refused request's body, up to [`DRAIN_LIMIT`] bytes or
+/// [`DRAIN_TIME`]: a client still sending an image then reads the refusal, where closing
+/// the connection under it would give it a broken pipe instead (Go's net/http, which CDI's
+/// proxy runs on, discards an unread body the same way before closing).
+async fn drain(mut body: Incoming) {
+    use http_body_util::BodyExt as _;
+    let mut read = 0;
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, Bytes::len);
+            if read > DRAIN_LIMIT {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
 /// How long the proxy waits for an upload server to become ready, as CDI.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -115,42 +138,63 @@ impl UploadProxy {
 
     /// Handles one request.
     pub async fn handle(&self, request: Request<Incoming>, _peer: Peer) -> Response<Full<Bytes>> {
-        let path = request.uri().path().to_string();
-        if path == "/healthz" {
-            return text(StatusCode::OK, "OK");
+        match self.upstream_url(&request).await {
+            Ok(url) => self.forward(request, &url).await,
+            Err(refusal) => {
+                drain(request.into_body()).await;
+                refusal
+            }
         }
-        if routes::route(&path).is_none() {
-            return text(StatusCode::NOT_FOUND, "not found");
+    }
+
+    /// Where the request goes (its token checked, its upload server ready), or the answer
+    /// that refuses it.
+    async fn upstream_url(
+        &self,
+        request: &Request<Incoming>,
+    ) -> Result<String, Response<Full<Bytes>>> {
+        let path = request.uri().path();
+        if path == "/healthz" {
+            return Err(text(StatusCode::OK, "OK"));
+        }
+        if routes::route(path).is_none() {
+            return Err(text(StatusCode::NOT_FOUND, "not found"));
         }
         let Some(token) = bearer_token(request.headers()) else {
-            return text(
+            return Err(text(
                 StatusCode::BAD_REQUEST,
                 "missing or malformed Authorization header (expected \"Bearer <upload token>\")",
-            );
+            ));
         };
         let claims = match self.validator.validate(token) {
             Ok(claims) => claims,
-            Err(err) if err.is_wrong_purpose() => {
-                tracing::warn!(%err, "token refused");
-                return text(StatusCode::BAD_REQUEST, &escape_html(&err.to_string()));
-            }
             Err(err) => {
                 tracing::warn!(%err, "token refused");
-                return text(StatusCode::UNAUTHORIZED, &escape_html(&err.to_string()));
+                let status = if err.is_wrong_purpose() {
+                    StatusCode::BAD_REQUEST
+                } else {
+                    StatusCode::UNAUTHORIZED
+                };
+                return Err(text(status, &escape_html(&err.to_string())));
             }
         };
         let target = match self.wait_ready(&claims.namespace, &claims.name).await {
             Ok(target) => target,
             Err(message) => {
-                return text(StatusCode::SERVICE_UNAVAILABLE, &escape_html(&message));
+                return Err(text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &escape_html(&message),
+                ));
             }
         };
         let upstream_path = match target.content_type {
-            ContentType::Archive => routes::archive_path(&path),
-            ContentType::Kubevirt | ContentType::Clone => &path,
+            ContentType::Archive => routes::archive_path(path),
+            ContentType::Kubevirt | ContentType::Clone => path,
         };
-        let url = format!("{}{upstream_path}", target.base_url.trim_end_matches('/'));
-        self.forward(request, &url).await
+        Ok(format!(
+            "{}{upstream_path}",
+            target.base_url.trim_end_matches('/')
+        ))
     }
 
     /// Asks the resolver until the upload server is ready, it refuses, or the wait ends.
