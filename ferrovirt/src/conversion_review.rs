@@ -8,11 +8,6 @@ use serde_json::{Value, json};
 /// Converts one object to an API version, or says why it cannot.
 pub type Convert = fn(&Value, &str) -> Result<Value, String>;
 
-/// The HyperConverged conversion, as [`Convert`].
-pub fn hyperconverged(object: &Value, api_version: &str) -> Result<Value, String> {
-    api::hco::conversion::convert(object, api_version).map_err(|err| err.to_string())
-}
-
 /// The answer to `review` (a ConversionReview), in the review's own apiVersion.
 pub fn answer(review: &Value, convert: Convert) -> Value {
     let request = &review["request"];
@@ -56,7 +51,7 @@ mod tests {
                         "spec": {"uninstallStrategy": "RemoveWorkloads"}});
         let answer = answer(
             &review(json!([hc.clone(), hc]), "hco.kubevirt.io/v1"),
-            hyperconverged,
+            api::hco::conversion::webhook,
         );
         let response = &answer["response"];
         assert_eq!(response["uid"], "u-1");
@@ -75,7 +70,10 @@ mod tests {
         let bad = json!({"apiVersion": "hco.kubevirt.io/v1beta1", "kind": "HyperConverged",
                          "metadata": {"name": "h", "annotations": {"hco.kubevirt.io/v1-only-fields": "["}},
                          "spec": {}});
-        let answer = answer(&review(json!([bad]), "hco.kubevirt.io/v1"), hyperconverged);
+        let answer = answer(
+            &review(json!([bad]), "hco.kubevirt.io/v1"),
+            api::hco::conversion::webhook,
+        );
         let result = &answer["response"]["result"];
         assert_eq!(result["status"], "Failure");
         assert!(

@@ -104,10 +104,8 @@ fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
 pub fn register(server: &ApiServer) {
     server.register_converter(Converter::new(
         api::hco::GROUP,
-        "HyperConverged",
-        |hc, api_version| {
-            api::hco::conversion::convert(hc, api_version).map_err(|err| err.to_string())
-        },
+        api::hco::conversion::KIND,
+        api::hco::conversion::webhook,
     ));
     use Operation::{Create, Delete, Update};
     let all = [

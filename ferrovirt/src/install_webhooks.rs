@@ -113,7 +113,7 @@ pub async fn handle(
         Err(refused) => return refused,
     };
     if path == CONVERT_PATH {
-        let answer = conversion_review::answer(&review, conversion_review::hyperconverged);
+        let answer = conversion_review::answer(&review, api::hco::conversion::webhook);
         return respond(StatusCode::OK, &answer);
     }
     let verdict = review_request(cluster, &path, &review["request"]).await;

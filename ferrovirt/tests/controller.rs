@@ -186,8 +186,8 @@ async fn start_api_server(dir: &TempDir) -> ApiServer {
     // in `the_hco_webhook_guards_the_hc_on_a_cluster`): the same conversion, in process.
     server.register_converter(standalone::apiserver::Converter::new(
         api::hco::GROUP,
-        "HyperConverged",
-        |hc, to| api::hco::conversion::convert(hc, to).map_err(|e| e.to_string()),
+        api::hco::conversion::KIND,
+        api::hco::conversion::webhook,
     ));
     server
 }

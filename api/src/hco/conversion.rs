@@ -31,6 +31,14 @@ pub enum ConversionError {
     Versions { from: String, to: String },
 }
 
+/// The kind converted.
+pub const KIND: &str = "HyperConverged";
+
+/// [`convert`] as a conversion webhook answers: the object, or the message of its failure.
+pub fn webhook(object: &Value, api_version: &str) -> Result<Value, String> {
+    convert(object, api_version).map_err(|err| err.to_string())
+}
+
 /// `object` (a HyperConverged of either version) at `api_version`.
 pub fn convert(object: &Value, api_version: &str) -> Result<Value, ConversionError> {
     let from = object["apiVersion"].as_str().unwrap_or_default();

@@ -94,8 +94,8 @@ impl Cluster {
         // HCO's conversion of the HyperConverged (stored at v1), as `ferrovirt up` registers it.
         server.register_converter(standalone::apiserver::Converter::new(
             api::hco::GROUP,
-            "HyperConverged",
-            |hc, to| api::hco::conversion::convert(hc, to).map_err(|e| e.to_string()),
+            api::hco::conversion::KIND,
+            api::hco::conversion::webhook,
         ));
         Cluster {
             dir,
