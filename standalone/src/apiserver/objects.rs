@@ -221,7 +221,7 @@ impl Objects {
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
         let mut body = stored_shape(rt, body);
-        Self::prune(rt, version, &mut body);
+        Self::prune_and_default(rt, version, &mut body);
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
@@ -301,11 +301,13 @@ impl Objects {
     }
 
     /// A custom resource as written, pruned of what its CRD's schema at `version` does not
-    /// declare, as kube-apiserver prunes a request's object before anything compares it
-    /// with the stored one (so an undeclared field is no change, and no new generation).
-    fn prune(rt: &ResourceType, version: &str, object: &mut Value) {
+    /// declare and given the defaults it declares, as kube-apiserver decodes a request's
+    /// object before anything compares it with the stored one (so an undeclared field, or
+    /// a default written out, is no change and no new generation).
+    fn prune_and_default(rt: &ResourceType, version: &str, object: &mut Value) {
         if let Some(schemas) = &rt.schemas {
             schemas.prune(version, object, Input::Object);
+            schemas.default(version, object);
         }
     }
 
@@ -469,7 +471,7 @@ impl Objects {
                 // converts only to store.
                 let current = with_version(rt, version, stored.clone())?;
                 let mut proposed = transform(&current)?;
-                Self::prune(rt, version, &mut proposed);
+                Self::prune_and_default(rt, version, &mut proposed);
                 let mut new = object::prepare_update(rt, &current, proposed, target)?;
                 if target == UpdateTarget::Main {
                     self.admit(rt, &mut new, persist)?;
@@ -654,13 +656,27 @@ fn served_shape(rt: &ResourceType, object: Value) -> Value {
 /// CRD says ([`conversion`]).
 pub fn with_version(rt: &ResourceType, version: &str, object: Value) -> Result<Value, ApiError> {
     let mut object = served_shape(rt, object);
-    if rt.schemas.is_some() {
+    if let Some(schemas) = &rt.schemas {
+        // Read from storage, it is defaulted at the version it was stored at, as
+        // kube-apiserver defaults what it decodes; nothing is written back.
+        let stored = object["apiVersion"]
+            .as_str()
+            .and_then(version_of)
+            .map(str::to_string);
+        if let Some(stored) = stored {
+            schemas.default(&stored, &mut object);
+        }
         return conversion::to_version(rt, object, version);
     }
     if object.is_object() {
         object["apiVersion"] = json!(rt.api_version(version));
     }
     Ok(object)
+}
+
+/// The version part of an `apiVersion` (`v1` of `hco.kubevirt.io/v1`).
+fn version_of(api_version: &str) -> Option<&str> {
+    api_version.rsplit('/').next().filter(|v| !v.is_empty())
 }
 
 /// A custom resource at its storage version, as it is written.

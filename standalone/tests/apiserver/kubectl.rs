@@ -1283,3 +1283,122 @@ fn kubectl_reads_and_writes_a_custom_resource_at_each_served_version() {
     assert_eq!(v2["status"]["phase"], "Ready");
     assert_eq!(v2["spec"]["dimensions"]["color"], "red", "{v2}");
 }
+
+/// Gadgets whose schema gives defaults: at the top of `spec`, under a defaulted object, in
+/// list items and map values, and a nullable one.
+const DEFAULTED_GADGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets, singular: gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer, default: 1}
+              strategy:
+                type: object
+                default: {type: Rolling}
+                properties:
+                  type: {type: string, enum: [Rolling, Recreate]}
+                  maxUnavailable: {type: integer, default: 1}
+              ports:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    port: {type: integer}
+                    protocol: {type: string, default: TCP}
+              note: {type: string, nullable: true, default: none}
+"#;
+
+#[test]
+fn kubectl_sees_the_defaults_of_a_custom_resources_schema() {
+    let c = Cluster::start(Vec::new());
+    c.ok_stdin(&["apply", "-f", "-"], DEFAULTED_GADGETS);
+    let gadget = "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec:\n  ports: [{port: 80}, {port: 53, protocol: UDP}]\n";
+    wait_for_crd(&c, gadget);
+    let stored = c.json(&["get", "gadget", "g"]);
+    assert_eq!(
+        stored["spec"],
+        serde_json::json!({
+            "replicas": 1,
+            "strategy": {"type": "Rolling", "maxUnavailable": 1},
+            "ports": [{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}],
+            "note": "none",
+        }),
+        "{stored}"
+    );
+    // A null the schema allows is kept, not defaulted.
+    let nulled =
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: h}\nspec: {note: null}\n";
+    c.ok_stdin(&["create", "-f", "-"], nulled);
+    let h = c.json(&["get", "gadget", "h"]);
+    assert_eq!(h["spec"]["note"], serde_json::Value::Null, "{h}");
+    assert_eq!(h["spec"]["replicas"], 1, "{h}");
+
+    // Writing the defaults out is no change: no new generation.
+    let explicit = gadget.replace(
+        "spec:\n",
+        "spec:\n  replicas: 1\n  strategy: {type: Rolling, maxUnavailable: 1}\n",
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &explicit);
+    let again = c.json(&["get", "gadget", "g"]);
+    assert_eq!(
+        again["metadata"]["generation"],
+        stored["metadata"]["generation"]
+    );
+
+    // A default the CRD gains later shows on reading what was stored before, and nothing
+    // is written for it.
+    let with_color = DEFAULTED_GADGETS.replace(
+        "              note:",
+        "              color: {type: string, default: blue}\n              note:",
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &with_color);
+    let read = (0..50)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            c.json(&["get", "gadget", "g"])
+        })
+        .find(|g| g["spec"]["color"] == "blue")
+        .expect("the new default is read");
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        again["metadata"]["resourceVersion"]
+    );
+
+    // A default its own schema refuses makes the CRD invalid, as kube-apiserver says.
+    let err = c.ok_stdin_fails(
+        &["apply", "-f", "-"],
+        &DEFAULTED_GADGETS.replace("default: 1}", "default: one}"),
+    );
+    assert!(
+        err.contains("properties[spec].properties[replicas].default: Invalid value")
+            && err.contains("must be of type integer"),
+        "{err}"
+    );
+}
+
+/// Applies `object` once its CRD, just applied, is served.
+fn wait_for_crd(c: &Cluster, object: &str) {
+    let applied = (0..50).any(|_| {
+        let out = run(c.kubectl_command(&["apply", "-f", "-"]), Some(object));
+        if out.status.success() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        false
+    });
+    assert!(applied, "the custom resource is served");
+}

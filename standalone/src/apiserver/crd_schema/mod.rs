@@ -8,8 +8,9 @@
 //! elsewhere. Nulls are skipped (kube-apiserver prunes them before validating), and so is
 //! what only `anyOf`/`oneOf`/`allOf`/`not` would say: those value validations are left out.
 //! Before it is judged, an object is pruned of what its schema does not declare
-//! ([`prune`]).
+//! ([`prune`]) and given the defaults its schema declares ([`defaults`]).
 
+mod defaults;
 mod prune;
 mod rules;
 mod values;
@@ -75,6 +76,7 @@ impl CrdSchemas {
             };
             let place = format!("spec.versions[{i}].schema.openAPIV3Schema");
             compiled.compile_node(schema, "", &place, &mut errors);
+            compiled.check_defaults(schema, "", &place, &mut errors);
             versions.insert(name, compiled);
         }
         if errors.is_empty() {
@@ -95,6 +97,14 @@ impl CrdSchemas {
         match self.versions.get(version) {
             Some(compiled) => prune::prune(&compiled.schema, value, input),
             None => Vec::new(),
+        }
+    }
+
+    /// Fills in what `version`'s schema gives as `default` where `value` leaves it out, as
+    /// kube-apiserver defaults a request's object and every object it reads from storage.
+    pub fn default(&self, version: &str, value: &mut Value) {
+        if let Some(compiled) = self.versions.get(version) {
+            defaults::apply(&compiled.schema, value);
         }
     }
 
@@ -139,12 +149,46 @@ impl VersionSchema {
         }
         for (name, child) in children(node) {
             let child_pointer = format!("{pointer}/{name}");
-            let child_place = match name.split_once('/') {
-                Some((keyword, field)) => format!("{place}.{keyword}[{field}]"),
-                None => format!("{place}.{name}"),
-            };
-            self.compile_node(child, &child_pointer, &child_place, errors);
+            self.compile_node(child, &child_pointer, &child_place(place, &name), errors);
         }
+    }
+}
+
+impl VersionSchema {
+    /// Refuses, as kube-apiserver refuses a CRD, a `default` (of the node at `pointer` or
+    /// under it) that its own schema would prune or refuse: each one is pruned and judged
+    /// as a value of its node would be.
+    fn check_defaults(&self, node: &Value, pointer: &str, place: &str, errors: &mut Vec<String>) {
+        if let Some(default) = node.get("default") {
+            let path = format!("{place}.default");
+            let mut pruned = default.clone();
+            let unknown = prune::prune_node(node, &mut pruned);
+            if !unknown.is_empty() {
+                errors.push(format!(
+                    "{path}: Invalid value: {default}: must not have unknown fields, got: {}",
+                    unknown.join(", ")
+                ));
+            }
+            let mut walk = Walk {
+                schema: self,
+                errors: Vec::new(),
+            };
+            walk.node(node, pointer, &path, &pruned, None);
+            errors.append(&mut walk.errors);
+        }
+        for (name, child) in children(node) {
+            let child_pointer = format!("{pointer}/{name}");
+            self.check_defaults(child, &child_pointer, &child_place(place, &name), errors);
+        }
+    }
+}
+
+/// How kube-apiserver names the schema node `name` (as [`children`] gives it) under `place`:
+/// `properties[spec]`, `items`, `additionalProperties`.
+fn child_place(place: &str, name: &str) -> String {
+    match name.split_once('/') {
+        Some((keyword, field)) => format!("{place}.{keyword}[{field}]"),
+        None => format!("{place}.{name}"),
     }
 }
 

@@ -33,6 +33,17 @@ pub fn prune(schema: &Value, value: &mut Value, input: Input) -> Vec<String> {
     pruner.pruned
 }
 
+/// [`prune`] of a value under the schema node `schema`, not at an object's root: a CRD's
+/// `default` is pruned so.
+pub fn prune_node(schema: &Value, value: &mut Value) -> Vec<String> {
+    let mut pruner = Pruner {
+        input: Input::Object,
+        pruned: Vec::new(),
+    };
+    pruner.node(schema, value, "", false);
+    pruner.pruned
+}
+
 struct Pruner {
     input: Input,
     pruned: Vec<String>,

@@ -260,3 +260,50 @@ fn a_field_path_from_the_root_names_the_field() {
         vec!["spec: Invalid value: \"object\": spec is required"]
     );
 }
+
+#[test]
+fn a_crd_whose_default_its_schema_refuses_is_refused_by_place() {
+    let schema = json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {
+            "replicas": {"type": "integer", "minimum": 1, "default": 0},
+            "mode": {"type": "string", "default": 3},
+            "strategy": {
+                "type": "object",
+                "default": {"type": "Rolling", "typo": true},
+                "properties": {"type": {"type": "string"}},
+            },
+            "fine": {"type": "object", "default": {"type": "x"},
+                "properties": {"type": {"type": "string"}}},
+        },
+    }}});
+    let refused = CrdSchemas::compile(&crd(schema)).expect_err("refused");
+    let place = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties";
+    assert_eq!(
+        refused,
+        vec![
+            format!(
+                "{place}[mode].default: Invalid value: \"integer\": {place}[mode].default in body must be of type string: \"integer\""
+            ),
+            format!(
+                "{place}[replicas].default: Invalid value: 0: {place}[replicas].default in body should be greater than or equal to 1"
+            ),
+            format!(
+                "{place}[strategy].default: Invalid value: {{\"type\":\"Rolling\",\"typo\":true}}: must not have unknown fields, got: typo"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn defaults_are_given_at_the_version_asked_for() {
+    let schemas = spec_schema(json!({
+        "type": "object",
+        "properties": {"replicas": {"type": "integer", "default": 1}},
+    }));
+    let mut object = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {}, "spec": {}});
+    schemas.default("v2", &mut object);
+    assert_eq!(object["spec"], json!({}));
+    schemas.default("v1", &mut object);
+    assert_eq!(object["spec"], json!({"replicas": 1}));
+}
