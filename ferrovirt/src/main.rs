@@ -330,3 +330,27 @@ fn report(err: anyhow::Error) -> ExitCode {
     eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
     ExitCode::FAILURE
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// klog's levels as KubeVirt's components use them: 2 is their usual info level, 4
+    /// and 5 their debug levels (a `customizeComponents.flags` `v: "4"`).
+    #[test]
+    fn klog_verbosity_maps_onto_tracing_levels() {
+        let levels: Vec<&str> = (0..=9).map(verbosity_filter).collect();
+        assert_eq!(
+            levels,
+            [
+                "warn", "warn", "info", "info", "debug", "debug", "trace", "trace", "trace",
+                "trace"
+            ]
+        );
+        // The component first, then its flags, as a customized Deployment passes them.
+        let cli = Cli::try_parse_from(["ferrovirt", "ssp-operator", "--v", "4"]);
+        assert!(cli.is_ok_and(|cli| cli.verbosity == Some(4)));
+        let unknown = Cli::try_parse_from(["ferrovirt", "ssp-operator", "--vv", "4"]);
+        assert!(unknown.is_err());
+    }
+}

@@ -428,7 +428,8 @@ fn bad_request(message: &str) -> Value {
 /// needs no change), or the HTTP code and message that refuse it.
 pub type Verdict = Result<Option<Value>, (u16, String)>;
 
-/// The AdmissionReview in `request`'s body, or the answer that refuses the body.
+/// The review (an AdmissionReview, or at `/convert` a ConversionReview) in `request`'s
+/// body, or the answer that refuses the body.
 pub async fn read_review(request: Request<Incoming>) -> Result<Value, Response<Full<Bytes>>> {
     let body = match Limited::new(request.into_body(), MAX_REVIEW)
         .collect()
@@ -436,12 +437,13 @@ pub async fn read_review(request: Request<Incoming>) -> Result<Value, Response<F
     {
         Ok(body) => body.to_bytes(),
         Err(err) => {
-            let message = format!("reading the AdmissionReview: {err}");
+            let message = format!("reading the review's body: {err}");
             return Err(respond(StatusCode::BAD_REQUEST, &json!({"error": message})));
         }
     };
     serde_json::from_slice(&body).map_err(|err| {
-        let message = format!("the body is not an AdmissionReview: {err}");
+        let message =
+            format!("the body is not a review (AdmissionReview or ConversionReview): {err}");
         respond(StatusCode::BAD_REQUEST, &json!({"error": message}))
     })
 }

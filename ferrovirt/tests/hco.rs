@@ -503,6 +503,41 @@ fn a_hyperconverged_of_another_name_is_not_reconciled() {
             ])
             .is_none()
     );
+
+    // What an HC leaves out, the CRD's defaults (upstream's) fill in, at either version.
+    let bare = format!(
+        "apiVersion: hco.kubevirt.io/v1\nkind: HyperConverged\nmetadata: {{name: bare, namespace: {NAMESPACE}}}\nspec: {{}}\n"
+    );
+    platform.ok_stdin(&["apply", "-f", "-"], Some(&bare));
+    let v1 = platform
+        .json(&["get", "hco", "bare", "-n", NAMESPACE])
+        .expect("the bare HC");
+    let spec = &v1["spec"];
+    assert_eq!(
+        spec["deployment"]["uninstallStrategy"], "BlockUninstallIfWorkloadsExist",
+        "{v1}"
+    );
+    assert_eq!(
+        spec["virtualization"]["liveMigrationConfig"]["completionTimeoutPerGiB"],
+        20
+    );
+    assert_eq!(
+        spec["security"]["certConfig"]["server"]["renewBefore"],
+        "12h0m0s"
+    );
+    // As upstream's CRD has it, `workloadSources` itself has no default.
+    assert!(spec["workloadSources"].is_null(), "{v1}");
+    let beta = platform
+        .json(&["get", HCO_V1BETA1, "bare", "-n", NAMESPACE])
+        .expect("the bare HC at v1beta1");
+    assert_eq!(
+        beta["spec"]["liveMigrationConfig"]["parallelOutboundMigrationsPerNode"], 1,
+        "{beta}"
+    );
+    assert_eq!(
+        beta["spec"]["resourceRequirements"]["vmiCPUAllocationRatio"],
+        10
+    );
 }
 
 fn refusal(platform: &Platform, args: &[&str], stdin: Option<&str>) -> String {

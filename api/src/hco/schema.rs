@@ -17,6 +17,7 @@ pub fn crd() -> CustomResourceDefinition {
         virtualization["properties"]["vmiCPUAllocationRatio"] = allocation_ratio();
         virtualization["x-kubernetes-validations"] = json!([allocation_ratio_rule()]);
         properties["networking"]["properties"]["kubeMacPoolConfiguration"] = kube_mac_pool();
+        with_defaults(spec, V1_DEFAULTS);
     });
     let v1beta1 = with_rules(HyperConverged::crd(), |spec| {
         if let Some(properties) = spec["properties"].as_object_mut() {
@@ -24,6 +25,7 @@ pub fn crd() -> CustomResourceDefinition {
             properties.insert("kubeMacPoolConfiguration".into(), kube_mac_pool());
             properties.insert("mediatedDevicesConfiguration".into(), mediated_devices());
         }
+        with_defaults(spec, V1BETA1_DEFAULTS);
     });
     let mut crd = kube::core::crd::merge_crds(vec![v1, v1beta1], "v1")
         .expect("the versions of one kind merge");
@@ -68,6 +70,260 @@ fn with_rules(
     serde_json::from_value(crd).expect("the CRD with upstream's constraints deserializes")
 }
 
+/// `spec`'s schema with each of `defaults` (a path under `spec`, `""` for `spec` itself,
+/// and the value as JSON) set as the `default` of its node, as upstream's markers set
+/// them; a node the typed schema leaves out is declared, typed as its default is, and an
+/// object so declared keeps what it does not declare.
+fn with_defaults(spec: &mut Value, defaults: &[(&str, &str)]) {
+    for (path, default) in defaults {
+        let default: Value = serde_json::from_str(default).expect("a default is JSON");
+        let fields: Vec<&str> = path.split('.').filter(|f| !f.is_empty()).collect();
+        let mut node = &mut *spec;
+        for (i, field) in fields.iter().enumerate() {
+            let declared = if i + 1 == fields.len() {
+                declared_as(&default)
+            } else {
+                declared_as(&json!({}))
+            };
+            if !node["properties"].is_object() {
+                node["properties"] = json!({});
+            }
+            node = node["properties"]
+                .as_object_mut()
+                .expect("properties is an object")
+                .entry(*field)
+                .or_insert(declared);
+        }
+        node["default"] = default;
+    }
+}
+
+/// The schema of a field the typed schema leaves out, declared for its default `value`.
+fn declared_as(value: &Value) -> Value {
+    match value {
+        Value::Object(_) => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        Value::Array(_) => json!({"type": "array", "items": {"type": "string"}}),
+        other => json!({"type": json_type(other)}),
+    }
+}
+
+/// The OpenAPI type of a default's value.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        _ => "object",
+    }
+}
+
+/// Upstream's `default` markers of the v1 spec: (path under `spec`, the value as JSON).
+const V1_DEFAULTS: &[(&str, &str)] = &[
+    (
+        "",
+        r#"{"deployment":{"applicationAwareConfig":{"enable":false},"deployNetworkResourcesInjector":true,"deployVmConsoleProxy":false,"uninstallStrategy":"BlockUninstallIfWorkloadsExist"},"security":{"certConfig":{"ca":{"duration":"48h0m0s","renewBefore":"24h0m0s"},"server":{"duration":"24h0m0s","renewBefore":"12h0m0s"}}},"virtualization":{"liveMigrationConfig":{"allowAutoConverge":false,"allowPostCopy":false,"completionTimeoutPerGiB":20,"parallelMigrationsPerCluster":5,"parallelOutboundMigrationsPerNode":1,"progressTimeout":150},"virtualMachineOptions":{"disableFreePageReporting":false,"disableSerialConsoleLog":false},"vmiCPUAllocationRatio":10},"workloadSources":{"enableCommonBootImageImport":true}}"#,
+    ),
+    (
+        "deployment",
+        r#"{"applicationAwareConfig":{"enable":false},"deployNetworkResourcesInjector":true,"deployVmConsoleProxy":false,"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}"#,
+    ),
+    (
+        "deployment.applicationAwareConfig.allowApplicationAwareClusterResourceQuota",
+        r#"false"#,
+    ),
+    ("deployment.applicationAwareConfig.enable", r#"false"#),
+    (
+        "deployment.applicationAwareConfig.vmiCalcConfigName",
+        r#""DedicatedVirtualResources""#,
+    ),
+    ("deployment.deployNetworkResourcesInjector", r#"true"#),
+    ("deployment.deployVmConsoleProxy", r#"false"#),
+    (
+        "deployment.uninstallStrategy",
+        r#""BlockUninstallIfWorkloadsExist""#,
+    ),
+    (
+        "security",
+        r#"{"certConfig":{"ca":{"duration":"48h0m0s","renewBefore":"24h0m0s"},"server":{"duration":"24h0m0s","renewBefore":"12h0m0s"}}}"#,
+    ),
+    (
+        "security.certConfig",
+        r#"{"ca":{"duration":"48h0m0s","renewBefore":"24h0m0s"},"server":{"duration":"24h0m0s","renewBefore":"12h0m0s"}}"#,
+    ),
+    (
+        "security.certConfig.ca",
+        r#"{"duration":"48h0m0s","renewBefore":"24h0m0s"}"#,
+    ),
+    ("security.certConfig.ca.duration", r#""48h0m0s""#),
+    ("security.certConfig.ca.renewBefore", r#""24h0m0s""#),
+    (
+        "security.certConfig.server",
+        r#"{"duration":"24h0m0s","renewBefore":"12h0m0s"}"#,
+    ),
+    ("security.certConfig.server.duration", r#""24h0m0s""#),
+    ("security.certConfig.server.renewBefore", r#""12h0m0s""#),
+    (
+        "virtualization",
+        r#"{"liveMigrationConfig":{"allowAutoConverge":false,"allowPostCopy":false,"allowWorkloadDisruption":false,"completionTimeoutPerGiB":20,"parallelMigrationsPerCluster":5,"parallelOutboundMigrationsPerNode":1,"progressTimeout":150},"virtualMachineOptions":{"disableFreePageReporting":false,"disableSerialConsoleLog":false},"vmiCPUAllocationRatio":10}"#,
+    ),
+    (
+        "virtualization.higherWorkloadDensity",
+        r#"{"memoryOvercommitPercentage":100}"#,
+    ),
+    (
+        "virtualization.higherWorkloadDensity.memoryOvercommitPercentage",
+        r#"100"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig",
+        r#"{"allowAutoConverge":false,"allowPostCopy":false,"allowWorkloadDisruption":false,"completionTimeoutPerGiB":20,"parallelMigrationsPerCluster":5,"parallelOutboundMigrationsPerNode":1,"progressTimeout":150}"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.allowAutoConverge",
+        r#"false"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.allowPostCopy",
+        r#"false"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.allowWorkloadDisruption",
+        r#"false"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.completionTimeoutPerGiB",
+        r#"20"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.parallelMigrationsPerCluster",
+        r#"5"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.parallelOutboundMigrationsPerNode",
+        r#"1"#,
+    ),
+    (
+        "virtualization.liveMigrationConfig.progressTimeout",
+        r#"150"#,
+    ),
+    (
+        "virtualization.virtualMachineOptions",
+        r#"{"disableFreePageReporting":false,"disableSerialConsoleLog":false}"#,
+    ),
+    (
+        "virtualization.virtualMachineOptions.disableFreePageReporting",
+        r#"false"#,
+    ),
+    (
+        "virtualization.virtualMachineOptions.disableSerialConsoleLog",
+        r#"false"#,
+    ),
+    ("virtualization.vmiCPUAllocationRatio", r#"10"#),
+    (
+        "virtualization.workloadUpdateStrategy",
+        r#"{"batchEvictionInterval":"1m0s","batchEvictionSize":10,"workloadUpdateMethods":["LiveMigrate"]}"#,
+    ),
+    (
+        "virtualization.workloadUpdateStrategy.batchEvictionInterval",
+        r#""1m0s""#,
+    ),
+    (
+        "virtualization.workloadUpdateStrategy.batchEvictionSize",
+        r#"10"#,
+    ),
+    (
+        "virtualization.workloadUpdateStrategy.workloadUpdateMethods",
+        r#"["LiveMigrate"]"#,
+    ),
+    ("workloadSources.enableCommonBootImageImport", r#"true"#),
+];
+
+/// Upstream's `default` markers of the v1beta1 spec: (path under `spec`, the value as JSON).
+const V1BETA1_DEFAULTS: &[(&str, &str)] = &[
+    (
+        "",
+        r#"{"certConfig":{"ca":{"duration":"48h0m0s","renewBefore":"24h0m0s"},"server":{"duration":"24h0m0s","renewBefore":"12h0m0s"}},"deployVmConsoleProxy":false,"enableApplicationAwareQuota":false,"enableCommonBootImageImport":true,"featureGates":{"containerPathVolumes":false,"decentralizedLiveMigration":true,"declarativeHotplugVolumes":true,"deployKubeSecondaryDNS":false,"downwardMetrics":false,"incrementalBackup":false,"objectGraph":false},"liveMigrationConfig":{"allowAutoConverge":false,"allowPostCopy":false,"completionTimeoutPerGiB":20,"parallelMigrationsPerCluster":5,"parallelOutboundMigrationsPerNode":1,"progressTimeout":150},"resourceRequirements":{"vmiCPUAllocationRatio":10},"uninstallStrategy":"BlockUninstallIfWorkloadsExist","virtualMachineOptions":{"disableFreePageReporting":false,"disableSerialConsoleLog":false}}"#,
+    ),
+    (
+        "applicationAwareConfig.allowApplicationAwareClusterResourceQuota",
+        r#"false"#,
+    ),
+    (
+        "applicationAwareConfig.vmiCalcConfigName",
+        r#""DedicatedVirtualResources""#,
+    ),
+    (
+        "certConfig",
+        r#"{"ca":{"duration":"48h0m0s","renewBefore":"24h0m0s"},"server":{"duration":"24h0m0s","renewBefore":"12h0m0s"}}"#,
+    ),
+    (
+        "certConfig.ca",
+        r#"{"duration":"48h0m0s","renewBefore":"24h0m0s"}"#,
+    ),
+    ("certConfig.ca.duration", r#""48h0m0s""#),
+    ("certConfig.ca.renewBefore", r#""24h0m0s""#),
+    (
+        "certConfig.server",
+        r#"{"duration":"24h0m0s","renewBefore":"12h0m0s"}"#,
+    ),
+    ("certConfig.server.duration", r#""24h0m0s""#),
+    ("certConfig.server.renewBefore", r#""12h0m0s""#),
+    ("deployVmConsoleProxy", r#"false"#),
+    ("enableApplicationAwareQuota", r#"false"#),
+    ("enableCommonBootImageImport", r#"true"#),
+    (
+        "featureGates",
+        r#"{"containerPathVolumes":false,"decentralizedLiveMigration":true,"declarativeHotplugVolumes":true,"deployKubeSecondaryDNS":false,"downwardMetrics":false,"incrementalBackup":false,"objectGraph":false}"#,
+    ),
+    ("featureGates.alignCPUs", r#"false"#),
+    ("featureGates.containerPathVolumes", r#"false"#),
+    ("featureGates.decentralizedLiveMigration", r#"true"#),
+    ("featureGates.declarativeHotplugVolumes", r#"true"#),
+    ("featureGates.deployKubeSecondaryDNS", r#"false"#),
+    ("featureGates.downwardMetrics", r#"false"#),
+    ("featureGates.incrementalBackup", r#"false"#),
+    ("featureGates.objectGraph", r#"false"#),
+    (
+        "higherWorkloadDensity",
+        r#"{"memoryOvercommitPercentage":100}"#,
+    ),
+    ("higherWorkloadDensity.memoryOvercommitPercentage", r#"100"#),
+    (
+        "liveMigrationConfig",
+        r#"{"allowAutoConverge":false,"allowPostCopy":false,"completionTimeoutPerGiB":20,"parallelMigrationsPerCluster":5,"parallelOutboundMigrationsPerNode":1,"progressTimeout":150}"#,
+    ),
+    ("liveMigrationConfig.allowAutoConverge", r#"false"#),
+    ("liveMigrationConfig.allowPostCopy", r#"false"#),
+    ("liveMigrationConfig.allowWorkloadDisruption", r#"false"#),
+    ("liveMigrationConfig.completionTimeoutPerGiB", r#"20"#),
+    ("liveMigrationConfig.parallelMigrationsPerCluster", r#"5"#),
+    (
+        "liveMigrationConfig.parallelOutboundMigrationsPerNode",
+        r#"1"#,
+    ),
+    ("liveMigrationConfig.progressTimeout", r#"150"#),
+    ("resourceRequirements", r#"{"vmiCPUAllocationRatio":10}"#),
+    ("resourceRequirements.vmiCPUAllocationRatio", r#"10"#),
+    ("uninstallStrategy", r#""BlockUninstallIfWorkloadsExist""#),
+    (
+        "virtualMachineOptions",
+        r#"{"disableFreePageReporting":false,"disableSerialConsoleLog":false}"#,
+    ),
+    ("virtualMachineOptions.disableFreePageReporting", r#"false"#),
+    ("virtualMachineOptions.disableSerialConsoleLog", r#"false"#),
+    (
+        "workloadUpdateStrategy",
+        r#"{"batchEvictionInterval":"1m0s","batchEvictionSize":10,"workloadUpdateMethods":["LiveMigrate"]}"#,
+    ),
+    ("workloadUpdateStrategy.batchEvictionInterval", r#""1m0s""#),
+    ("workloadUpdateStrategy.batchEvictionSize", r#"10"#),
+    (
+        "workloadUpdateStrategy.workloadUpdateMethods",
+        r#"["LiveMigrate"]"#,
+    ),
+];
 fn rule(rule: &str, message: &str) -> Value {
     json!({"rule": rule, "message": message})
 }

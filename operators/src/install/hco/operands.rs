@@ -91,7 +91,7 @@ pub fn kubevirt_feature_gates(hc: &Value) -> Vec<String> {
             gates.push(kubevirt_gate.to_owned());
         }
     }
-    if gate(hc, "declarativeHotplugVolumes", false) {
+    if gate(hc, "declarativeHotplugVolumes", true) {
         gates.push("DeclarativeHotplugVolumes".to_owned());
     } else {
         gates.push("HotplugVolumes".to_owned());
@@ -318,7 +318,7 @@ mod tests {
             "CPUManager",
             "VideoConfig",
             "DecentralizedLiveMigration",
-            "HotplugVolumes",
+            "DeclarativeHotplugVolumes",
         ] {
             assert!(
                 gates.iter().any(|g| g == expected),
@@ -326,6 +326,7 @@ mod tests {
             );
         }
         assert!(!gates.iter().any(|g| g == "DownwardMetrics"));
+        assert!(!gates.iter().any(|g| g == "HotplugVolumes"));
     }
 
     #[test]
@@ -346,12 +347,12 @@ mod tests {
     #[test]
     fn hc_feature_gates_map_to_kubevirt_gates() {
         let gates = kubevirt_feature_gates(&hc(json!({"featureGates": {
-            "downwardMetrics": true, "videoConfig": false, "declarativeHotplugVolumes": true,
+            "downwardMetrics": true, "videoConfig": false, "declarativeHotplugVolumes": false,
         }})));
         assert!(gates.iter().any(|g| g == "DownwardMetrics"));
         assert!(!gates.iter().any(|g| g == "VideoConfig"));
-        assert!(gates.iter().any(|g| g == "DeclarativeHotplugVolumes"));
-        assert!(!gates.iter().any(|g| g == "HotplugVolumes"));
+        assert!(!gates.iter().any(|g| g == "DeclarativeHotplugVolumes"));
+        assert!(gates.iter().any(|g| g == "HotplugVolumes"));
     }
 
     #[test]
