@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
+use super::crd_schema::{Input, prune_with_refs};
 use super::discovery;
 use super::resources::ResourceType;
 
@@ -147,7 +148,6 @@ fn with_object_fields(mut custom: Value, schemas: &mut Map<String, Value>) -> Va
 }
 
 /// A built-in kind's schema and the schemas it refers to.
-#[derive(Clone)]
 struct BuiltinSchema {
     root: Value,
     referenced: Map<String, Value>,
@@ -161,21 +161,44 @@ fn builtin_schema(
     version: &str,
     schemas: &mut Map<String, Value>,
 ) -> Option<Value> {
-    type Cache = Mutex<HashMap<(String, String), Option<BuiltinSchema>>>;
+    let found = cached_builtin(rt, version)?;
+    schemas.extend(found.referenced.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Some(found.root.clone())
+}
+
+/// The generated schema of a built-in kind, each made once and kept.
+fn cached_builtin(rt: &ResourceType, version: &str) -> Option<std::sync::Arc<BuiltinSchema>> {
+    type Cache = Mutex<HashMap<(String, String), Option<std::sync::Arc<BuiltinSchema>>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    if version != "v1" {
+    if version != "v1" || rt.schemas.is_some() {
         return None;
     }
     let key = (rt.group.clone(), rt.kind.clone());
-    let found = CACHE
+    CACHE
         .get_or_init(Cache::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .entry(key)
-        .or_insert_with(|| generate_builtin(&rt.group, &rt.kind))
-        .clone()?;
-    schemas.extend(found.referenced);
-    Some(found.root)
+        .or_insert_with(|| generate_builtin(&rt.group, &rt.kind).map(std::sync::Arc::new))
+        .clone()
+}
+
+/// Drops from a built-in kind's `value` what its schema does not have, as kube-apiserver's
+/// decoding into its Go types drops it; returns the paths dropped, or `None` for a kind
+/// without a published schema (the snapshot kinds).
+pub fn prune_builtin(
+    rt: &ResourceType,
+    version: &str,
+    value: &mut Value,
+    input: Input,
+) -> Option<Vec<String>> {
+    let found = cached_builtin(rt, version)?;
+    Some(prune_with_refs(
+        &found.root,
+        &found.referenced,
+        value,
+        input,
+    ))
 }
 
 fn generate_builtin(group: &str, kind: &str) -> Option<BuiltinSchema> {

@@ -837,8 +837,8 @@ impl Handler {
         Ok(json_response(StatusCode::CREATED, &review))
     }
 
-    /// The fields of a custom resource's request body that its CRD's schema does not
-    /// declare, which the write will prune: with `fieldValidation=Strict` (kubectl's
+    /// The fields of a request body that its kind's schema (a custom resource's CRD's, a
+    /// built-in kind's published one) does not declare, which the write will prune: with `fieldValidation=Strict` (kubectl's
     /// default) a refusal naming them, as the API server's strict decoding; with `Ignore`
     /// nothing; else (`Warn`, the default) a warning for each.
     fn check_fields(
@@ -848,10 +848,14 @@ impl Handler {
         body: &Value,
     ) -> Result<Vec<String>, ApiError> {
         let mode = call.query.get("fieldValidation").map(String::as_str);
-        let Some(schemas) = rt.schemas.as_ref().filter(|_| mode != Some("Ignore")) else {
+        if mode == Some("Ignore") {
             return Ok(Vec::new());
+        }
+        let unknown = match &rt.schemas {
+            Some(schemas) => schemas.prune(version, &mut body.clone(), Input::Body),
+            None => super::openapi::prune_builtin(rt, version, &mut body.clone(), Input::Body)
+                .unwrap_or_default(),
         };
-        let unknown = schemas.prune(version, &mut body.clone(), Input::Body);
         let named: Vec<String> = unknown
             .iter()
             .map(|field| format!("unknown field \"{field}\""))

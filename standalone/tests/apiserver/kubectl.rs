@@ -1402,3 +1402,48 @@ fn wait_for_crd(c: &Cluster, object: &str) {
     });
     assert!(applied, "the custom resource is served");
 }
+
+#[test]
+fn kubectl_refuses_unknown_fields_of_a_built_in_kind_and_they_are_not_stored() {
+    let c = Cluster::start(Vec::new());
+    let deployment = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      serviceAcount: web
+      containers:
+      - name: web
+        image: nginx
+        imagePullPolcy: Always
+        ports: [{containerPort: 80, protcol: TCP}]
+        resources: {limits: {memory: 64Mi}}
+"#;
+    let err = c.ok_stdin_fails(&["apply", "-f", "-"], deployment);
+    assert!(
+        err.contains(r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: "#)
+            && err.contains(r#"unknown field "spec.template.spec.serviceAcount""#)
+            && err.contains(r#"unknown field "spec.template.spec.containers[0].imagePullPolcy""#)
+            && err.contains(r#"unknown field "spec.template.spec.containers[0].ports[0].protcol""#),
+        "{err}"
+    );
+    // Without strict validation the write goes through, and what the kind does not have
+    // is dropped, as kube-apiserver's decoding drops it.
+    c.ok_stdin(&["apply", "--validate=false", "-f", "-"], deployment);
+    let stored = c.json(&["get", "deployment", "web"]);
+    let pod = &stored["spec"]["template"]["spec"];
+    assert!(pod.get("serviceAcount").is_none(), "{stored}");
+    assert_eq!(pod["containers"][0]["image"], "nginx");
+    assert!(pod["containers"][0].get("imagePullPolcy").is_none());
+    assert_eq!(
+        pod["containers"][0]["ports"][0],
+        serde_json::json!({"containerPort": 80})
+    );
+    assert_eq!(
+        pod["containers"][0]["resources"]["limits"]["memory"],
+        "64Mi"
+    );
+}

@@ -15,7 +15,7 @@ mod prune;
 mod rules;
 mod values;
 
-pub use prune::Input;
+pub use prune::{Input, prune_with_refs};
 
 use std::collections::HashMap;
 use std::fmt;

@@ -9,6 +9,10 @@
 //! declares nothing inside it, as upstream reads it (`blank: {}`). `metadata` is the
 //! server's to check, not the CRD's; an embedded resource keeps its `apiVersion`, `kind`
 //! and `metadata` too.
+//!
+//! A built-in kind is pruned the same way against its published OpenAPI schema
+//! ([`prune_with_refs`]), whose `$ref`s are followed, as kube-apiserver's decoding into
+//! its Go types drops what they do not have.
 
 use serde_json::{Map, Value};
 
@@ -27,6 +31,7 @@ pub enum Input {
 pub fn prune(schema: &Value, value: &mut Value, input: Input) -> Vec<String> {
     let mut pruner = Pruner {
         input,
+        refs: None,
         pruned: Vec::new(),
     };
     pruner.node(schema, value, "", true);
@@ -38,20 +43,41 @@ pub fn prune(schema: &Value, value: &mut Value, input: Input) -> Vec<String> {
 pub fn prune_node(schema: &Value, value: &mut Value) -> Vec<String> {
     let mut pruner = Pruner {
         input: Input::Object,
+        refs: None,
         pruned: Vec::new(),
     };
     pruner.node(schema, value, "", false);
     pruner.pruned
 }
 
-struct Pruner {
+/// [`prune`] against a built-in kind's schema, `schema` referring (`$ref`, alone or as the
+/// one member of an `allOf`) to the schemas of `refs` (`components.schemas`). A node
+/// that declares nothing inside it (a Go raw type, free-form JSON) is kept whole.
+pub fn prune_with_refs(
+    schema: &Value,
+    refs: &Map<String, Value>,
+    value: &mut Value,
     input: Input,
+) -> Vec<String> {
+    let mut pruner = Pruner {
+        input,
+        refs: Some(refs),
+        pruned: Vec::new(),
+    };
+    pruner.node(schema, value, "", true);
+    pruner.pruned
+}
+
+struct Pruner<'a> {
+    input: Input,
+    refs: Option<&'a Map<String, Value>>,
     pruned: Vec<String>,
 }
 
-impl Pruner {
-    fn node(&mut self, schema: &Value, value: &mut Value, path: &str, root: bool) {
-        if described_by_combinators(schema) {
+impl<'a> Pruner<'a> {
+    fn node(&mut self, schema: &'a Value, value: &mut Value, path: &str, root: bool) {
+        let schema = self.resolve(schema);
+        if described_by_combinators(schema) || self.free_form(schema) {
             return;
         }
         match value {
@@ -67,7 +93,52 @@ impl Pruner {
         }
     }
 
-    fn fields(&mut self, schema: &Value, fields: &mut Map<String, Value>, path: &str, root: bool) {
+    /// The schema `schema` refers to, if it is only a reference.
+    fn resolve(&self, mut schema: &'a Value) -> &'a Value {
+        let Some(refs) = self.refs else {
+            return schema;
+        };
+        // A reference may lead to another; a handful of steps is plenty.
+        for _ in 0..8 {
+            let reference = schema.get("$ref").or_else(|| {
+                match schema
+                    .get("allOf")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                {
+                    Some([only]) => only.get("$ref"),
+                    _ => None,
+                }
+            });
+            let target = reference
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                .and_then(|name| refs.get(name));
+            match target {
+                Some(found) => schema = found,
+                None => break,
+            }
+        }
+        schema
+    }
+
+    /// Whether a built-in kind's node holds any JSON: one that declares no fields, no map
+    /// values and no items is a Go raw type (`JSON`, `RawExtension`, `FieldsV1`), whatever
+    /// `type` it names.
+    fn free_form(&self, schema: &Value) -> bool {
+        self.refs.is_some()
+            && ["properties", "additionalProperties", "items"]
+                .iter()
+                .all(|k| schema.get(k).is_none())
+    }
+
+    fn fields(
+        &mut self,
+        schema: &'a Value,
+        fields: &mut Map<String, Value>,
+        path: &str,
+        root: bool,
+    ) {
         let properties = schema.get("properties").and_then(Value::as_object);
         let additional = schema.get("additionalProperties");
         let embedded =
@@ -91,7 +162,7 @@ impl Pruner {
                 .and_then(|p| p.get(name))
                 .or(additional.filter(|a| a.is_object()));
             match declared {
-                Some(sub) if field.is_null() => nullable(sub),
+                Some(sub) if field.is_null() => nullable(self.resolve(sub)),
                 Some(sub) => {
                     self.node(sub, field, &field_path, false);
                     true
@@ -212,6 +283,49 @@ mod tests {
         assert_eq!(
             body,
             json!({"spec": {"never": null, "gone": null, "$patch": "merge"}})
+        );
+    }
+
+    #[test]
+    fn a_built_in_kind_is_pruned_through_its_references_and_raw_types_stay_whole() {
+        let root = json!({"type": "object", "properties": {
+            "metadata": {"allOf": [{"$ref": "#/components/schemas/Meta"}]},
+            "spec": {"allOf": [{"$ref": "#/components/schemas/Spec"}], "description": "d"},
+        }});
+        let refs = json!({
+            "Meta": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "Spec": {"type": "object", "properties": {
+                "containers": {"type": "array", "items": {"$ref": "#/components/schemas/Container"}},
+                "limits": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Quantity"}},
+                "raw": {"$ref": "#/components/schemas/JSON"},
+            }},
+            "Container": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "Quantity": {"type": "string"},
+            "JSON": {"type": "object"},
+        });
+        let refs = refs.as_object().unwrap();
+        let mut object = json!({
+            "metadata": {"name": "x", "whatever": 1},
+            "spec": {
+                "containers": [{"name": "a", "imagePullPolcy": "Always"}],
+                "limits": {"memory": "1Gi"},
+                "raw": {"any": {"thing": [1]}},
+                "typo": true,
+            },
+        });
+        let mut found = prune_with_refs(&root, refs, &mut object, Input::Object);
+        found.sort();
+        assert_eq!(found, ["spec.containers[0].imagePullPolcy", "spec.typo"]);
+        assert_eq!(
+            object,
+            json!({
+                "metadata": {"name": "x", "whatever": 1},
+                "spec": {
+                    "containers": [{"name": "a"}],
+                    "limits": {"memory": "1Gi"},
+                    "raw": {"any": {"thing": [1]}},
+                },
+            })
         );
     }
 }
