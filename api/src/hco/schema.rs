@@ -103,19 +103,10 @@ fn declared_as(value: &Value) -> Value {
     match value {
         Value::Object(_) => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
         Value::Array(_) => json!({"type": "array", "items": {"type": "string"}}),
-        other => json!({"type": json_type(other)}),
-    }
-}
-
-/// The OpenAPI type of a default's value.
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        _ => "object",
+        Value::Bool(_) => json!({"type": "boolean"}),
+        Value::Number(n) if n.is_f64() => json!({"type": "number"}),
+        Value::Number(_) => json!({"type": "integer"}),
+        _ => json!({"type": "string"}),
     }
 }
 
@@ -453,5 +444,36 @@ mod tests {
         );
         // The typed fields are still there.
         assert!(spec["properties"]["infra"].is_object());
+    }
+
+    #[test]
+    fn upstream_defaults_sit_on_their_nodes_without_losing_the_typed_ones() {
+        let crd = serde_json::to_value(crd()).unwrap();
+        let spec = |i: usize| {
+            crd["spec"]["versions"][i]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+        };
+        let v1 = spec(0);
+        let ratio = &v1["properties"]["virtualization"]["properties"]["vmiCPUAllocationRatio"];
+        // Upstream's bound is kept beside its default.
+        assert_eq!(ratio["default"], 10);
+        assert_eq!(ratio["minimum"].as_f64(), Some(1.0));
+        let migration = &v1["properties"]["virtualization"]["properties"]["liveMigrationConfig"];
+        assert_eq!(migration["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(
+            migration["properties"]["completionTimeoutPerGiB"]["type"],
+            "integer"
+        );
+        assert_eq!(
+            v1["default"]["deployment"]["deployNetworkResourcesInjector"],
+            true
+        );
+        let beta = spec(1);
+        let gates = &beta["properties"]["featureGates"];
+        assert_eq!(gates["default"]["declarativeHotplugVolumes"], true);
+        assert_eq!(gates["properties"]["alignCPUs"]["default"], false);
+        let methods =
+            &beta["properties"]["workloadUpdateStrategy"]["properties"]["workloadUpdateMethods"];
+        assert_eq!(methods["default"], json!(["LiveMigrate"]));
+        assert_eq!(methods["items"]["type"], "string");
     }
 }

@@ -301,9 +301,10 @@ impl Objects {
     }
 
     /// An object as written, pruned of what its kind's schema at `version` does not declare
-    /// (a custom resource's CRD's, a built-in kind's) and given the defaults a CRD declares, as kube-apiserver decodes a request's
-    /// object before anything compares it with the stored one (so an undeclared field, or
-    /// a default written out, is no change and no new generation).
+    /// (a custom resource's CRD's, a built-in kind's) and given the defaults a CRD
+    /// declares, as kube-apiserver decodes a request's object before anything compares it
+    /// with the stored one (so an undeclared field, or a default written out, is no change
+    /// and no new generation).
     fn prune_and_default(rt: &ResourceType, version: &str, object: &mut Value) {
         if let Some(schemas) = &rt.schemas {
             schemas.prune(version, object, Input::Object);

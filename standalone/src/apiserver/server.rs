@@ -838,9 +838,10 @@ impl Handler {
     }
 
     /// The fields of a request body that its kind's schema (a custom resource's CRD's, a
-    /// built-in kind's published one) does not declare, which the write will prune: with `fieldValidation=Strict` (kubectl's
-    /// default) a refusal naming them, as the API server's strict decoding; with `Ignore`
-    /// nothing; else (`Warn`, the default) a warning for each.
+    /// built-in kind's published one) does not declare, which the write will prune: with
+    /// `fieldValidation=Strict` (kubectl's default) a refusal naming them, as the API
+    /// server's strict decoding; with `Ignore` nothing; else (`Warn`, the default) a
+    /// warning for each.
     fn check_fields(
         rt: &ResourceType,
         version: &str,
