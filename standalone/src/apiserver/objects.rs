@@ -221,7 +221,7 @@ impl Objects {
     ) -> Result<Value, ApiError> {
         object::check_type(rt, version, &mut body)?;
         let mut body = stored_shape(rt, body);
-        Self::prune_and_default(rt, version, &mut body);
+        Self::prune_and_default(rt, version, &mut body)?;
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
         self.default_storage_class(rt, &mut new)?;
@@ -305,14 +305,24 @@ impl Objects {
     /// declares, as kube-apiserver decodes a request's object before anything compares it
     /// with the stored one (so an undeclared field, or a default written out, is no change
     /// and no new generation).
-    fn prune_and_default(rt: &ResourceType, version: &str, object: &mut Value) {
+    fn prune_and_default(
+        rt: &ResourceType,
+        version: &str,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
         if let Some(schemas) = &rt.schemas {
             schemas.prune(version, object, Input::Object);
             schemas.default(version, object);
         } else if !event_view::is_view(rt) {
-            // A built-in kind keeps only what its Go type has.
-            super::openapi::prune_builtin(rt, version, object, Input::Object);
+            // A built-in kind keeps only what its Go type has, of the types it has.
+            super::openapi::prune_builtin(rt, version, object, Input::Object).map_err(|error| {
+                ApiError::BadRequest(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
+                    kind = rt.kind
+                ))
+            })?;
         }
+        Ok(())
     }
 
     /// An object checked as kube-apiserver checks every write: a custom resource against
@@ -475,7 +485,7 @@ impl Objects {
                 // converts only to store.
                 let current = with_version(rt, version, stored.clone())?;
                 let mut proposed = transform(&current)?;
-                Self::prune_and_default(rt, version, &mut proposed);
+                Self::prune_and_default(rt, version, &mut proposed)?;
                 let mut new = object::prepare_update(rt, &current, proposed, target)?;
                 if target == UpdateTarget::Main {
                     self.admit(rt, &mut new, persist)?;

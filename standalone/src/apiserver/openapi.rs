@@ -184,21 +184,19 @@ fn cached_builtin(rt: &ResourceType, version: &str) -> Option<std::sync::Arc<Bui
 }
 
 /// Drops from a built-in kind's `value` what its schema does not have, as kube-apiserver's
-/// decoding into its Go types drops it; returns the paths dropped, or `None` for a kind
-/// without a published schema (the snapshot kinds).
+/// decoding into its Go types drops it; returns the paths dropped (none for a kind without
+/// a published schema: the snapshot kinds), or for an object with a value of the wrong
+/// type, the decoding's error.
 pub fn prune_builtin(
     rt: &ResourceType,
     version: &str,
     value: &mut Value,
     input: Input,
-) -> Option<Vec<String>> {
-    let found = cached_builtin(rt, version)?;
-    Some(prune_with_refs(
-        &found.root,
-        &found.referenced,
-        value,
-        input,
-    ))
+) -> Result<Vec<String>, String> {
+    match cached_builtin(rt, version) {
+        Some(found) => prune_with_refs(&found.root, &found.referenced, value, input),
+        None => Ok(Vec::new()),
+    }
 }
 
 fn generate_builtin(group: &str, kind: &str) -> Option<BuiltinSchema> {

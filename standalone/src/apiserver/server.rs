@@ -854,6 +854,7 @@ impl Handler {
         }
         let unknown = match &rt.schemas {
             Some(schemas) => schemas.prune(version, &mut body.clone(), Input::Body),
+            // A body's types are judged once it is the object it makes.
             None => super::openapi::prune_builtin(rt, version, &mut body.clone(), Input::Body)
                 .unwrap_or_default(),
         };

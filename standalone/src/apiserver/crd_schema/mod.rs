@@ -11,6 +11,7 @@
 //! ([`prune`]) and given the defaults its schema declares ([`defaults`]).
 
 mod defaults;
+mod go_types;
 mod prune;
 mod rules;
 mod values;

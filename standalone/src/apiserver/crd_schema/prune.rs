@@ -16,6 +16,8 @@
 
 use serde_json::{Map, Value};
 
+use super::go_types;
+
 /// What is being pruned.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Input {
@@ -33,8 +35,9 @@ pub fn prune(schema: &Value, value: &mut Value, input: Input) -> Vec<String> {
         input,
         refs: None,
         pruned: Vec::new(),
+        type_error: None,
     };
-    pruner.node(schema, value, "", true);
+    pruner.node(schema, value, "", true, "");
     pruner.pruned
 }
 
@@ -45,47 +48,77 @@ pub fn prune_node(schema: &Value, value: &mut Value) -> Vec<String> {
         input: Input::Object,
         refs: None,
         pruned: Vec::new(),
+        type_error: None,
     };
-    pruner.node(schema, value, "", false);
+    pruner.node(schema, value, "", false, "");
     pruner.pruned
 }
 
 /// [`prune`] against a built-in kind's schema, `schema` referring (`$ref`, alone or as the
 /// one member of an `allOf`) to the schemas of `refs` (`components.schemas`). A node
-/// that declares nothing inside it (a Go raw type, free-form JSON) is kept whole.
+/// that declares nothing inside it (a Go raw type, free-form JSON) is kept whole. An
+/// object (not a request's body) is also held to the schema's types, as decoding it into
+/// the kind's Go type would: the first value of the wrong type is the error, in Go's
+/// words ([`go_types`]).
 pub fn prune_with_refs(
     schema: &Value,
     refs: &Map<String, Value>,
     value: &mut Value,
     input: Input,
-) -> Vec<String> {
+) -> Result<Vec<String>, String> {
     let mut pruner = Pruner {
         input,
         refs: Some(refs),
         pruned: Vec::new(),
+        type_error: None,
     };
-    pruner.node(schema, value, "", true);
-    pruner.pruned
+    let kind = schema["title"].as_str().map_or("", go_types::short_name);
+    pruner.node(schema, value, "", true, kind);
+    match pruner.type_error {
+        Some(error) => Err(error),
+        None => Ok(pruner.pruned),
+    }
 }
 
 struct Pruner<'a> {
     input: Input,
     refs: Option<&'a Map<String, Value>>,
     pruned: Vec<String>,
+    /// The first value of a built-in kind's object whose type its schema refuses.
+    type_error: Option<String>,
 }
 
 impl<'a> Pruner<'a> {
-    fn node(&mut self, schema: &'a Value, value: &mut Value, path: &str, root: bool) {
-        let schema = self.resolve(schema);
+    /// Prunes `value` (at `path`) under `schema`; `owner` is the Go struct whose field it
+    /// is, for a built-in kind's type errors.
+    fn node(
+        &mut self,
+        schema: &'a Value,
+        value: &mut Value,
+        path: &str,
+        root: bool,
+        owner: &'a str,
+    ) {
+        let (schema, type_name) = self.resolve_named(schema);
+        let raw = type_name.is_some() && self.free_form(schema);
+        if self.refs.is_some() && self.input == Input::Object && !root && !raw {
+            if let Some(wanted) = go_types::mismatch(schema, type_name, value) {
+                self.type_error
+                    .get_or_insert_with(|| go_types::unmarshal_error(value, owner, path, &wanted));
+                return;
+            }
+        }
         if described_by_combinators(schema) || self.free_form(schema) {
             return;
         }
+        // The fields below belong to this node's Go struct, if it is one.
+        let owner = type_name.map_or(owner, go_types::short_name);
         match value {
-            Value::Object(fields) => self.fields(schema, fields, path, root),
+            Value::Object(fields) => self.fields(schema, fields, path, root, owner),
             Value::Array(items) => {
                 if let Some(item) = schema.get("items").filter(|i| i.is_object()) {
                     for (i, element) in items.iter_mut().enumerate() {
-                        self.node(item, element, &format!("{path}[{i}]"), false);
+                        self.node(item, element, &format!("{path}[{i}]"), false, owner);
                     }
                 }
             }
@@ -94,10 +127,16 @@ impl<'a> Pruner<'a> {
     }
 
     /// The schema `schema` refers to, if it is only a reference.
-    fn resolve(&self, mut schema: &'a Value) -> &'a Value {
+    fn resolve(&self, schema: &'a Value) -> &'a Value {
+        self.resolve_named(schema).0
+    }
+
+    /// [`Pruner::resolve`], with the name of the schema referred to, if any.
+    fn resolve_named(&self, mut schema: &'a Value) -> (&'a Value, Option<&'a str>) {
         let Some(refs) = self.refs else {
-            return schema;
+            return (schema, None);
         };
+        let mut named = None;
         // A reference may lead to another; a handful of steps is plenty.
         for _ in 0..8 {
             let reference = schema.get("$ref").or_else(|| {
@@ -113,13 +152,16 @@ impl<'a> Pruner<'a> {
             let target = reference
                 .and_then(Value::as_str)
                 .and_then(|r| r.strip_prefix("#/components/schemas/"))
-                .and_then(|name| refs.get(name));
+                .and_then(|name| refs.get_key_value(name));
             match target {
-                Some(found) => schema = found,
+                Some((name, found)) => {
+                    schema = found;
+                    named = Some(name.as_str());
+                }
                 None => break,
             }
         }
-        schema
+        (schema, named)
     }
 
     /// Whether a built-in kind's node holds any JSON: one that declares no fields, no map
@@ -138,6 +180,7 @@ impl<'a> Pruner<'a> {
         fields: &mut Map<String, Value>,
         path: &str,
         root: bool,
+        owner: &'a str,
     ) {
         let properties = schema.get("properties").and_then(Value::as_object);
         let additional = schema.get("additionalProperties");
@@ -164,7 +207,7 @@ impl<'a> Pruner<'a> {
             match declared {
                 Some(sub) if field.is_null() => nullable(self.resolve(sub)),
                 Some(sub) => {
-                    self.node(sub, field, &field_path, false);
+                    self.node(sub, field, &field_path, false, owner);
                     true
                 }
                 None if preserve || additional == Some(&Value::Bool(true)) => true,
@@ -313,7 +356,7 @@ mod tests {
                 "typo": true,
             },
         });
-        let mut found = prune_with_refs(&root, refs, &mut object, Input::Object);
+        let mut found = prune_with_refs(&root, refs, &mut object, Input::Object).expect("typed");
         found.sort();
         assert_eq!(found, ["spec.containers[0].imagePullPolcy", "spec.typo"]);
         assert_eq!(
