@@ -1,6 +1,9 @@
 //! cdi-operator's manifests.
 
-use super::{OperatorManifest, Rule, Workload, no_objects};
+use super::{
+    ALL, GRANTS_ROLES, OperatorManifest, REGISTERS_APIS, REGISTERS_WEBHOOKS, Rule, Workload,
+    no_objects,
+};
 
 pub static MANIFEST: OperatorManifest = OperatorManifest {
     dir: "cdi-operator",
@@ -28,12 +31,7 @@ into this namespace with this image, and keeps the CDIConfig `config` to the CR'
     }],
 };
 
-const ALL: &[&str] = &[
-    "get", "list", "watch", "create", "patch", "update", "delete",
-];
-
-/// What the operator deploys and watches. `escalate` and `bind` let it create the
-/// components' roles, which grant what it does not hold itself.
+/// What the operator deploys and watches (the roles of what it deploys among it).
 const CLUSTER_RULES: &[Rule] = &[
     Rule::new(
         &["cdi.kubevirt.io"],
@@ -52,29 +50,7 @@ const CLUSTER_RULES: &[Rule] = &[
     ),
     Rule::new(&[""], &["serviceaccounts", "services"], ALL),
     Rule::new(&["apps"], &["deployments"], ALL),
-    Rule::new(
-        &["rbac.authorization.k8s.io"],
-        &[
-            "clusterroles",
-            "clusterrolebindings",
-            "roles",
-            "rolebindings",
-        ],
-        &[
-            "get", "list", "watch", "create", "patch", "update", "delete", "escalate", "bind",
-        ],
-    ),
-    Rule::new(
-        &["admissionregistration.k8s.io"],
-        &[
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations",
-        ],
-        &["get", "list", "watch", "create", "delete"],
-    ),
-    Rule::new(
-        &["apiregistration.k8s.io"],
-        &["apiservices"],
-        &["get", "list", "watch", "create", "delete"],
-    ),
+    GRANTS_ROLES,
+    REGISTERS_WEBHOOKS,
+    REGISTERS_APIS,
 ];

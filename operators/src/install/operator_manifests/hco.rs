@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    OperatorManifest, Rule, Workload, no_objects, validating_configuration, validating_webhook,
+    ALL, OperatorManifest, Rule, Workload, no_objects, validating_configuration, validating_webhook,
 };
 
 pub static MANIFEST: OperatorManifest = OperatorManifest {
@@ -57,10 +57,6 @@ with the other operators:
         },
     ],
 };
-
-const ALL: &[&str] = &[
-    "get", "list", "watch", "create", "patch", "update", "delete",
-];
 
 const OPERATOR_RULES: &[Rule] = &[
     Rule::new(

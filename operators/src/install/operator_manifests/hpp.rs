@@ -1,6 +1,6 @@
 //! hostpath-provisioner-operator's manifests.
 
-use super::{OperatorManifest, Rule, Workload, no_objects};
+use super::{ALL, GRANTS_ROLES, OperatorManifest, Rule, Workload, no_objects};
 
 pub static MANIFEST: OperatorManifest = OperatorManifest {
     dir: "hpp-operator",
@@ -29,12 +29,7 @@ path pools. Apply deploy/crds first, then this, then a CR and a StorageClass per
     }],
 };
 
-const ALL: &[&str] = &[
-    "get", "list", "watch", "create", "patch", "update", "delete",
-];
-
-/// What the operator deploys and watches. `escalate` and `bind` let it create the driver's
-/// roles, which grant what it does not hold itself.
+/// What the operator deploys and watches (the roles of what it deploys among it).
 const CLUSTER_RULES: &[Rule] = &[
     Rule::new(
         &["hostpathprovisioner.kubevirt.io"],
@@ -62,16 +57,5 @@ const CLUSTER_RULES: &[Rule] = &[
         &["get", "list", "watch", "create", "patch"],
     ),
     Rule::new(&["storage.k8s.io"], &["csidrivers"], ALL),
-    Rule::new(
-        &["rbac.authorization.k8s.io"],
-        &[
-            "clusterroles",
-            "clusterrolebindings",
-            "roles",
-            "rolebindings",
-        ],
-        &[
-            "get", "list", "watch", "create", "patch", "update", "delete", "escalate", "bind",
-        ],
-    ),
+    GRANTS_ROLES,
 ];

@@ -69,6 +69,44 @@ impl Rule {
     }
 }
 
+/// Every verb of an object an operator keeps.
+pub const ALL: &[&str] = &[
+    "get", "list", "watch", "create", "patch", "update", "delete",
+];
+
+/// The roles and bindings of what an operator deploys. `escalate` and `bind` let it create
+/// roles that grant what it does not hold itself.
+pub const GRANTS_ROLES: Rule = Rule::new(
+    &["rbac.authorization.k8s.io"],
+    &[
+        "clusterroles",
+        "clusterrolebindings",
+        "roles",
+        "rolebindings",
+    ],
+    &[
+        "get", "list", "watch", "create", "patch", "update", "delete", "escalate", "bind",
+    ],
+);
+
+/// The webhook configurations of what an operator deploys (recreated when gone; their
+/// servers keep their caBundles).
+pub const REGISTERS_WEBHOOKS: Rule = Rule::new(
+    &["admissionregistration.k8s.io"],
+    &[
+        "mutatingwebhookconfigurations",
+        "validatingwebhookconfigurations",
+    ],
+    &["get", "list", "watch", "create", "delete"],
+);
+
+/// The APIServices of what an operator deploys.
+pub const REGISTERS_APIS: Rule = Rule::new(
+    &["apiregistration.k8s.io"],
+    &["apiservices"],
+    &["get", "list", "watch", "create", "delete"],
+);
+
 /// A Deployment of this image running one `ferrovirt` command under its own account.
 pub struct Workload {
     /// The Deployment's, its container's and its service account's name, and its `name`

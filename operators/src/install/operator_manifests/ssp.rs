@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{OperatorManifest, Rule, Workload, validating_configuration, validating_webhook};
+use super::{ALL, OperatorManifest, Rule, Workload, validating_configuration, validating_webhook};
 
 pub static MANIFEST: OperatorManifest = OperatorManifest {
     dir: "ssp-operator",
@@ -30,10 +30,6 @@ configuration below when it starts: install CDI's components with or after this 
         objects: template_validator,
     }],
 };
-
-const ALL: &[&str] = &[
-    "get", "list", "watch", "create", "patch", "update", "delete",
-];
 
 const CLUSTER_RULES: &[Rule] = &[
     Rule::new(

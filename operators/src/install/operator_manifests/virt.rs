@@ -2,7 +2,10 @@
 
 use serde_json::{Value, json};
 
-use super::{OperatorManifest, Rule, Workload, validating_configuration, validating_webhook};
+use super::{
+    ALL, GRANTS_ROLES, OperatorManifest, REGISTERS_APIS, REGISTERS_WEBHOOKS, Rule, Workload,
+    validating_configuration, validating_webhook,
+};
 
 pub static MANIFEST: OperatorManifest = OperatorManifest {
     dir: "virt-operator",
@@ -43,12 +46,7 @@ deploy/crds first, then this, then a KubeVirt CR:
     }],
 };
 
-const ALL: &[&str] = &[
-    "get", "list", "watch", "create", "patch", "update", "delete",
-];
-
-/// What the operator deploys and watches. `escalate` and `bind` let it create the
-/// components' roles, which grant what it does not hold itself.
+/// What the operator deploys and watches (the roles of what it deploys among it).
 const CLUSTER_RULES: &[Rule] = &[
     Rule::new(
         &["kubevirt.io"],
@@ -62,31 +60,9 @@ const CLUSTER_RULES: &[Rule] = &[
     ),
     Rule::new(&[""], &["serviceaccounts", "services"], ALL),
     Rule::new(&["apps"], &["deployments", "daemonsets"], ALL),
-    Rule::new(
-        &["rbac.authorization.k8s.io"],
-        &[
-            "clusterroles",
-            "clusterrolebindings",
-            "roles",
-            "rolebindings",
-        ],
-        &[
-            "get", "list", "watch", "create", "patch", "update", "delete", "escalate", "bind",
-        ],
-    ),
-    Rule::new(
-        &["apiregistration.k8s.io"],
-        &["apiservices"],
-        &["get", "list", "watch", "create", "delete"],
-    ),
-    Rule::new(
-        &["admissionregistration.k8s.io"],
-        &[
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations",
-        ],
-        &["get", "list", "watch", "create", "delete"],
-    ),
+    GRANTS_ROLES,
+    REGISTERS_APIS,
+    REGISTERS_WEBHOOKS,
     // Its own webhooks: their caBundle, and the workloads that block an uninstall.
     Rule::named(
         &["admissionregistration.k8s.io"],

@@ -10,6 +10,8 @@
 
 use serde_json::{Map, Value};
 
+use super::prune::nullable;
+
 /// Fills in the defaults `schema` (an `openAPIV3Schema`) gives what `value` leaves out.
 pub fn apply(schema: &Value, value: &mut Value) {
     node(schema, value, true);
@@ -56,10 +58,6 @@ fn object(schema: &Value, fields: &mut Map<String, Value>, root: bool) {
             node(sub, field, false);
         }
     }
-}
-
-fn nullable(schema: &Value) -> bool {
-    schema.get("nullable") == Some(&Value::Bool(true))
 }
 
 #[cfg(test)]

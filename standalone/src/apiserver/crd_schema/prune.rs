@@ -227,7 +227,8 @@ fn described_by_combinators(schema: &Value) -> bool {
         .any(|k| schema.get(k).is_some())
 }
 
-fn nullable(schema: &Value) -> bool {
+/// Whether the schema node allows a null (`nullable: true`).
+pub(super) fn nullable(schema: &Value) -> bool {
     schema.get("nullable") == Some(&Value::Bool(true))
 }
 
