@@ -2277,6 +2277,8 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
     let customize = serde_json::json!({"spec": {"customizeComponents": {"patches": [
         {"resourceType": "Deployment", "resourceName": "virt-controller", "type": "strategic",
          "patch": patch},
+        {"resourceType": "Deployment", "resourceName": "virt-controller", "type": "merge",
+         "patch": r#"{"metadata":{"labels":{"customized":"yes"}}}"#},
     ], "flags": {"controller": {"v": "4"}}}}});
     merge_patch_kubevirt(&platform, &customize.to_string());
     let customized = wait_for(
@@ -2294,6 +2296,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         customized["metadata"]["annotations"]["kubevirt.io/customizer-identifier"].is_string(),
         "{customized}"
     );
+    assert_eq!(customized["metadata"]["labels"]["customized"], "yes");
     // The flags are the container's arguments, and the component takes them.
     let args = &customized["spec"]["template"]["spec"]["containers"][0]["args"];
     assert_eq!(args, &serde_json::json!(["virt-controller", "--v", "4"]));
@@ -2312,6 +2315,24 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         parsed.status.success(),
         "{}",
         String::from_utf8_lossy(&parsed.stderr)
+    );
+
+    // Patches taken out of the CR are taken off what it deployed: the operator applies
+    // its objects server-side, and what it applied before and applies no more goes.
+    merge_patch_kubevirt(
+        &platform,
+        r#"{"spec":{"customizeComponents":{"patches":[]}}}"#,
+    );
+    wait_for(
+        &platform,
+        &["get", "deployment", "virt-controller", "-n", "kubevirt"],
+        Duration::from_secs(60),
+        "the removed patches stayed on virt-controller",
+        |d| {
+            d["metadata"]["labels"].get("customized").is_none()
+                && d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+                    .is_null()
+        },
     );
 
     // A deployment deleted by hand comes back.

@@ -13,6 +13,7 @@ mod event_view;
 mod front_proxy;
 mod gc;
 pub mod kube_protobuf;
+mod managed_fields;
 mod object;
 mod objects;
 mod openapi;

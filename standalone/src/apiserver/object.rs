@@ -115,7 +115,6 @@ pub fn prepare_create(
             "resourceVersion",
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
-            "managedFields",
             "selfLink",
         ] {
             map.remove(field);
@@ -346,8 +345,19 @@ pub fn prepare_update(
             }
         }
     }
-    if let Some(map) = new["metadata"].as_object_mut() {
-        map.remove("managedFields");
+    // Field ownership the write does not name stays as it was (an apply names its own).
+    if new["metadata"]
+        .get("managedFields")
+        .is_none_or(Value::is_null)
+    {
+        match old_meta.get("managedFields") {
+            Some(managed) => new["metadata"]["managedFields"] = managed.clone(),
+            None => {
+                if let Some(map) = new["metadata"].as_object_mut() {
+                    map.remove("managedFields");
+                }
+            }
+        }
     }
     fold_string_data(rt, &mut new)?;
     let generation = old_meta["generation"].as_i64().unwrap_or(1);

@@ -10,6 +10,7 @@ use super::conversion;
 use super::crd_schema::{CrdSchemas, Input};
 use super::errors::ApiError;
 use super::event_view;
+use super::managed_fields;
 use super::object::{self, UpdateTarget};
 use super::patch::{self, Patch, PatchType};
 use super::pod_placement;
@@ -411,17 +412,27 @@ impl Objects {
         patch: &Patch,
         target: UpdateTarget,
     ) -> Result<Value, ApiError> {
-        let (kind, patch) = (patch.kind, &patch.body);
+        let (kind, manager, patch) = (patch.kind, patch.manager.as_deref(), &patch.body);
+        // An apply records its manager's fields, and takes off what it no longer applies.
+        let applier = manager.filter(|_| kind == PatchType::Apply);
+        let subresource = (target == UpdateTarget::Status).then_some("status");
         if kind == PatchType::Apply && target == UpdateTarget::Main {
             let exists = self.store.get(&rt.storage_key(), ns, name)?.is_some();
             if !exists {
                 let mut body = patch.clone();
                 body["metadata"]["name"] = json!(name);
+                if let Some(manager) = applier {
+                    managed_fields::record_apply(&mut body, &json!({}), patch, manager, None);
+                }
                 return self.create_as(persist, rt, version, ns, body);
             }
         }
         self.write_update(persist, rt, version, ns, name, target, |current| {
-            patched(rt, current, kind, patch)
+            let mut new = patched(rt, current, kind, patch)?;
+            if let Some(manager) = applier {
+                managed_fields::record_apply(&mut new, current, patch, manager, subresource);
+            }
+            Ok(new)
         })
     }
 
@@ -497,10 +508,15 @@ impl Objects {
                 Self::check_schema(rt, version, &new, Some(&current))?;
                 let mut new = at_storage_version(rt, new)?;
                 if rt.status_subresource && target == UpdateTarget::Status {
-                    // A status write leaves the rest as stored, not as converted back.
+                    // A status write leaves the rest as stored, not as converted back
+                    // (but for an applier's record of what it applied).
                     let status = new["status"].take();
+                    let managed = new["metadata"]["managedFields"].take();
                     new = stored.clone();
                     new["status"] = status;
+                    if !managed.is_null() {
+                        new["metadata"]["managedFields"] = managed;
+                    }
                 }
                 let current = stored;
                 if object::is_deleting(&new) && object::finalizers(&new).is_empty() {

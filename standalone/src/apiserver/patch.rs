@@ -1,7 +1,7 @@
 //! The patch types of the Kubernetes API: JSON patch (RFC 6902), JSON merge patch
 //! (RFC 7386), strategic merge patch as kubectl sends it for core types
 //! ([`api::strategic_merge`]), and server-side apply (merged like a merge patch that never
-//! deletes: this server does not track field managers).
+//! deletes; what an applier drops is then taken off by [`super::managed_fields`]).
 
 use serde_json::Value;
 
@@ -34,6 +34,8 @@ impl PatchType {
 pub struct Patch {
     pub kind: PatchType,
     pub body: Value,
+    /// The request's `fieldManager`, which an apply must name.
+    pub manager: Option<String>,
 }
 
 /// Parses a patch body: JSON, or YAML for apply.
@@ -83,8 +85,8 @@ fn name_of(v: &Value) -> String {
         .to_string()
 }
 
-/// Server-side apply without field ownership: maps merge, everything else replaces, and
-/// nothing is removed.
+/// Server-side apply's merge: maps merge, everything else replaces, and nothing is removed
+/// here ([`super::managed_fields`] removes what the applier no longer applies).
 fn apply_merge(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {

@@ -35,6 +35,7 @@ use super::crd_schema::Input;
 use super::discovery;
 use super::errors::ApiError;
 use super::kube_protobuf::{self, ProtobufError};
+use super::managed_fields;
 use super::object::UpdateTarget;
 use super::objects::{ListOptions, Objects, Propagation};
 use super::openapi;
@@ -754,9 +755,15 @@ impl Handler {
             }
             (&Method::PATCH, Some(name)) => {
                 let kind = PatchType::from_content_type(&call.content_type)?;
+                let manager = call.query.get("fieldManager").cloned();
+                if kind == PatchType::Apply {
+                    managed_fields::check_manager(manager.as_deref())
+                        .map_err(ApiError::BadRequest)?;
+                }
                 let patch = patch::Patch {
                     kind,
                     body: patch::parse_body(kind, &call.body)?,
+                    manager,
                 };
                 // A merge-style patch has the object's shape; a JSON patch does not.
                 if kind != PatchType::Json {

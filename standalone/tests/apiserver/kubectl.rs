@@ -1447,3 +1447,58 @@ spec:
         "64Mi"
     );
 }
+
+#[test]
+fn kubectl_server_side_apply_takes_off_what_the_applier_drops() {
+    let c = Cluster::start(Vec::new());
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels: {team: a, tier: web}\ndata: {one: \"1\", two: \"2\"}\n";
+    c.ok_stdin(&["apply", "--server-side", "-f", "-"], config);
+    // Another writer's field, and another applier's label.
+    c.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"three":"3"}}"#,
+    ]);
+    c.ok_stdin(
+        &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels: {tier: web}\n",
+    );
+    let managed = c.json(&["get", "configmap", "settings", "--show-managed-fields"]);
+    let managers: Vec<&str> = managed["metadata"]["managedFields"]
+        .as_array()
+        .expect("managed fields")
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["kubectl", "other"], "{managed}");
+    assert_eq!(
+        managed["metadata"]["managedFields"][0]["fieldsV1"]["f:data"],
+        serde_json::json!({"f:one": {}, "f:two": {}})
+    );
+
+    // kubectl's applier drops label tier (still applied by `other`) and data.two.
+    let fewer = config
+        .replace(", tier: web", "")
+        .replace(", two: \"2\"", "");
+    c.ok_stdin(&["apply", "--server-side", "-f", "-"], &fewer);
+    let after = c.json(&["get", "configmap", "settings"]);
+    assert_eq!(
+        after["metadata"]["labels"],
+        serde_json::json!({"team": "a", "tier": "web"})
+    );
+    assert_eq!(
+        after["data"],
+        serde_json::json!({"one": "1", "three": "3"}),
+        "{after}"
+    );
+    // Applying the same again is no write at all.
+    c.ok_stdin(&["apply", "--server-side", "-f", "-"], &fewer);
+    let again = c.json(&["get", "configmap", "settings"]);
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        after["metadata"]["resourceVersion"]
+    );
+}

@@ -352,6 +352,7 @@ fn write_status(
     let patch = Patch {
         kind: PatchType::Merge,
         body: json!({"status": {"conditions": conditions}}),
+        manager: None,
     };
     match objects.patch(rt, "v1", "", name, &patch, UpdateTarget::Status) {
         Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
