@@ -111,7 +111,8 @@ pub fn record_apply(
 }
 
 /// Removes from `value` each field `before` holds that neither `now` nor any of `others`
-/// does; a map left empty by that goes too.
+/// does. Only what was owned goes: a map owned in part loses just those parts (and goes
+/// if that leaves it empty, `metadata` never), so fields written by anyone else stay.
 fn drop_unapplied(
     value: &mut Value,
     before: &Map<String, Value>,
@@ -130,29 +131,33 @@ fn drop_unapplied(
             .iter()
             .filter_map(|o| o.get(key).and_then(Value::as_object))
             .collect();
-        let before_below = owned_before.as_object().filter(|m| !m.is_empty());
-        match (owned_now, before_below) {
-            // Still applied whole, or it was owned whole before: the merge replaced it.
-            (Some(now_below), _) if now_below.is_empty() => {}
-            (Some(_), None) => {}
-            (Some(now_below), Some(before_below)) => {
-                if let Some(child) = fields.get_mut(name) {
-                    drop_unapplied(child, before_below, now_below, &others_below);
+        // Applied whole, now or by another: it stays as the merge left it.
+        if owned_now.is_some_and(Map::is_empty) || others_below.iter().any(|m| m.is_empty()) {
+            continue;
+        }
+        match owned_before.as_object().filter(|m| !m.is_empty()) {
+            // Owned in part: only those parts go.
+            Some(before_below) => {
+                let Some(child) = fields.get_mut(name) else {
+                    continue;
+                };
+                let empty = Map::new();
+                drop_unapplied(
+                    child,
+                    before_below,
+                    owned_now.unwrap_or(&empty),
+                    &others_below,
+                );
+                let emptied = child.as_object().is_some_and(Map::is_empty);
+                if emptied && owned_now.is_none() && others_below.is_empty() && name != "metadata" {
+                    fields.remove(name);
                 }
             }
-            (None, _) if others_below.is_empty() => {
+            // Owned whole, and applied by no one now.
+            None if owned_now.is_none() && others_below.is_empty() => {
                 fields.remove(name);
             }
-            (None, Some(before_below)) => {
-                if let Some(child) = fields.get_mut(name) {
-                    drop_unapplied(child, before_below, &Map::new(), &others_below);
-                    if child.as_object().is_some_and(Map::is_empty) {
-                        fields.remove(name);
-                    }
-                }
-            }
-            // Owned whole before, still applied in part by another: kept.
-            (None, None) => {}
+            None => {}
         }
     }
 }
@@ -263,6 +268,28 @@ mod tests {
         assert_eq!(object["status"]["phase"], "Ready");
         assert!(check_manager(None).is_err());
         assert_eq!(check_manager(Some("kubectl")), Ok("kubectl"));
+    }
+
+    #[test]
+    fn what_others_wrote_and_the_metadata_stay_when_an_applier_drops_its_part() {
+        let mut object =
+            json!({"metadata": {"name": "o", "labels": {"mine": "1"}}, "data": {"x": "1"}});
+        let current = object.clone();
+        record_apply(
+            &mut object,
+            &current,
+            &json!({"metadata": {"labels": {"mine": "1"}}, "data": {"x": "1"}}),
+            "me",
+            None,
+        );
+        // Someone labels it by hand (an update, which owns nothing here).
+        object["metadata"]["labels"]["theirs"] = json!("2");
+        object["data"]["y"] = json!("2");
+        let current = object.clone();
+        record_apply(&mut object, &current, &json!({}), "me", None);
+        assert_eq!(object["metadata"]["name"], "o");
+        assert_eq!(object["metadata"]["labels"], json!({"theirs": "2"}));
+        assert_eq!(object["data"], json!({"y": "2"}));
     }
 
     #[test]
