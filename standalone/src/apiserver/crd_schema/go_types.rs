@@ -10,22 +10,15 @@ use serde_json::Value;
 /// The Go type a value of the wrong type for `schema` should have had, or `None` when it
 /// fits; `name` is the name of the schema `schema` was referred to by.
 pub fn mismatch(schema: &Value, name: Option<&str>, value: &Value) -> Option<String> {
-    if value.is_null() || schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+    if value.is_null() {
         return None;
     }
     if name.is_some_and(|n| n.ends_with(".api.resource.Quantity")) {
         return (!value.is_string() && !value.is_number()).then(|| "resource.Quantity".into());
     }
-    let fits = match schema.get("type").and_then(Value::as_str)? {
-        "integer" => value.is_i64() || value.is_u64(),
-        "number" => value.is_number(),
-        "string" => value.is_string(),
-        "boolean" => value.is_boolean(),
-        "array" => value.is_array(),
-        "object" => value.is_object(),
-        _ => true,
-    };
-    (!fits).then(|| go_type(schema, name))
+    // An int-or-string node names no type: anything goes to its own decoder.
+    let wanted = schema.get("type").and_then(Value::as_str)?;
+    (!super::values::has_type(schema, wanted, value)).then(|| go_type(schema, name))
 }
 
 /// Go's error for `value` found where the field `path` of struct `owner` wanted `wanted`:

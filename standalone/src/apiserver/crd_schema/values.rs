@@ -53,7 +53,9 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
-fn has_type(node: &Value, wanted: &str, value: &Value) -> bool {
+/// Whether `value` is of the OpenAPI type `wanted` under `node` (an int-or-string node
+/// takes either).
+pub(super) fn has_type(node: &Value, wanted: &str, value: &Value) -> bool {
     let int_or_string = node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
     match (wanted, value) {
         (_, Value::String(_) | Value::Number(_)) if int_or_string => {
