@@ -9,7 +9,8 @@ use std::process::{Command as Process, Stdio};
 
 use serde_json::Value;
 
-use super::protocol::{CniError, Command, Invocation, code};
+use super::error::{CniError, code};
+use super::protocol::{Command, Invocation};
 use super::result::CniResult;
 
 /// The IPAM plugin of one invocation.

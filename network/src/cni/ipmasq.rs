@@ -9,7 +9,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha512};
 
-use super::protocol::CniError;
+use super::error::CniError;
 use super::result::IpPrefix;
 
 /// The NAT rules of one container on one network.

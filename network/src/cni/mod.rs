@@ -2,7 +2,9 @@
 //! `CNI_*` environment and the network configuration on stdin.
 //!
 //! ```text
-//!   protocol    CNI_* variables, stdin, versions, result/error JSON   (any plugin)
+//!   protocol    CNI_* variables, stdin, command dispatch, JSON output   (any plugin)
+//!   error       the spec's error object and its codes
+//!   version     spec versions and the ones a configuration may ask for
 //!   result      the result in every spec version
 //!   ipam        delegation to the IPAM plugin named by ipam.type
 //!   netns       a thread per namespace, setns'd, with its own netlink socket
@@ -13,6 +15,7 @@
 //! ```
 
 pub mod bridge;
+pub mod error;
 pub mod ipam;
 pub mod ipmasq;
 pub mod netlink;
@@ -21,6 +24,7 @@ pub mod protocol;
 pub mod result;
 pub mod spoofcheck;
 pub mod sysctl;
+pub mod version;
 
 use protocol::Plugin;
 
@@ -35,7 +39,7 @@ pub enum CniPlugin {
 /// Runs one invocation of `plugin` on this process's environment, stdin and stdout. An
 /// error has already been printed to stdout as the spec's error object when this returns
 /// it; the caller's only job is to exit nonzero.
-pub fn run(plugin: CniPlugin) -> Result<(), protocol::CniError> {
+pub fn run(plugin: CniPlugin) -> Result<(), error::CniError> {
     let plugin: &dyn Plugin = match plugin {
         CniPlugin::Bridge => &bridge::BridgePlugin,
     };

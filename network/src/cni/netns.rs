@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 
+use super::error::{CniError, code};
 use super::netlink::Netlink;
-use super::protocol::{CniError, code};
 
 /// `statfs` magic of nsfs (namespace files, bind-mounted under /run/netns) and of procfs
 /// (/proc/PID/ns/net).

@@ -2,145 +2,15 @@
 //! stdin, spec versions and their reconciliation, and the result or error JSON on stdout
 //! (CNI spec 1.1 with everything back to 0.1.0, as libcni's `skel` dispatches it).
 
-use std::fmt;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use super::error::{CniError, code};
 use super::result::CniResult;
-
-/// The spec's well-known error codes (and the 999 libcni uses for everything else).
-pub mod code {
-    pub const INCOMPATIBLE_VERSION: u32 = 1;
-    pub const UNSUPPORTED_FIELD: u32 = 2;
-    pub const UNKNOWN_CONTAINER: u32 = 3;
-    pub const INVALID_ENVIRONMENT: u32 = 4;
-    pub const IO_FAILURE: u32 = 5;
-    pub const DECODING_FAILURE: u32 = 6;
-    pub const INVALID_CONFIG: u32 = 7;
-    pub const INVALID_NETNS: u32 = 8;
-    pub const TRY_AGAIN_LATER: u32 = 11;
-    pub const PLUGIN_NOT_AVAILABLE: u32 = 50;
-    pub const LIMITED_CONNECTIVITY: u32 = 51;
-    pub const INTERNAL: u32 = 999;
-}
-
-/// A failed command, as the spec's error object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CniError {
-    pub code: u32,
-    pub msg: String,
-    pub details: String,
-}
-
-impl CniError {
-    pub fn new(code: u32, msg: impl Into<String>) -> Self {
-        CniError {
-            code,
-            msg: msg.into(),
-            details: String::new(),
-        }
-    }
-
-    pub fn with_details(mut self, details: impl Into<String>) -> Self {
-        self.details = details.into();
-        self
-    }
-
-    /// A failure that is none of the well-known ones (netlink, nftables, sysctls).
-    pub fn internal(msg: impl Into<String>) -> Self {
-        CniError::new(code::INTERNAL, msg)
-    }
-
-    /// An invalid network configuration; `msg` names the field.
-    pub fn config(msg: impl Into<String>) -> Self {
-        CniError::new(code::INVALID_CONFIG, msg)
-    }
-
-    /// The same error with `context: ` before its message.
-    pub fn context(mut self, context: impl fmt::Display) -> Self {
-        self.msg = format!("{context}: {}", self.msg);
-        self
-    }
-
-    /// The error object, labelled with `cni_version`.
-    pub fn printable<'a>(&'a self, cni_version: &'a str) -> impl Serialize + 'a {
-        #[derive(Serialize)]
-        struct Out<'a> {
-            #[serde(rename = "cniVersion")]
-            cni_version: &'a str,
-            code: u32,
-            msg: &'a str,
-            #[serde(skip_serializing_if = "str::is_empty")]
-            details: &'a str,
-        }
-        Out {
-            cni_version,
-            code: self.code,
-            msg: &self.msg,
-            details: &self.details,
-        }
-    }
-}
-
-impl fmt::Display for CniError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.msg)?;
-        if !self.details.is_empty() {
-            write!(f, " ({})", self.details)?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for CniError {}
-
-/// A CNI spec version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SpecVersion(u16, u16, u16);
-
-impl SpecVersion {
-    pub const V0_1: SpecVersion = SpecVersion(0, 1, 0);
-    pub const V0_3: SpecVersion = SpecVersion(0, 3, 0);
-    pub const V0_4: SpecVersion = SpecVersion(0, 4, 0);
-    pub const V1_1: SpecVersion = SpecVersion(1, 1, 0);
-    /// The version this plugin implements.
-    pub const CURRENT: SpecVersion = SpecVersion::V1_1;
-
-    pub fn parse(s: &str) -> Option<Self> {
-        let mut parts = s.split('.');
-        let mut next = || parts.next().and_then(|p| p.parse::<u16>().ok());
-        let version = SpecVersion(next()?, next()?, next()?);
-        parts.next().is_none().then_some(version)
-    }
-
-    pub fn is_at_least(self, other: SpecVersion) -> bool {
-        self >= other
-    }
-
-    /// 0.3.0 and later list addresses in `ips`; older versions have `ip4`/`ip6`.
-    pub fn has_ip_list(self) -> bool {
-        self >= SpecVersion::V0_3
-    }
-
-    pub fn is_1x(self) -> bool {
-        self.0 >= 1
-    }
-}
-
-impl fmt::Display for SpecVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
-/// The versions a configuration may ask for: the reference plugins' list and 1.1.0, whose
-/// STATUS and GC this plugin implements.
-pub const SUPPORTED_VERSIONS: &[&str] = &[
-    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
-];
+use super::version::{SUPPORTED_VERSIONS, SpecVersion};
 
 /// What the runtime asked for (`CNI_COMMAND`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,29 +131,72 @@ fn dispatch(
     let get = |name: &str| getenv(name).unwrap_or_default();
     let command_name = get("CNI_COMMAND");
     if command_name.is_empty() {
-        // Run by hand: say what this is, as libcni's skel does, and succeed.
-        let _ = writeln!(stderr, "{}", plugin.about());
-        let _ = writeln!(
-            stderr,
-            "CNI protocol versions supported: {}",
-            SUPPORTED_VERSIONS.join(", ")
-        );
+        describe_plugin(plugin, stderr);
         return Ok(());
     }
-    let command = Command::parse(&command_name).ok_or_else(|| {
+    let command = parse_command(&command_name)?;
+    if command == Command::Version {
+        return write_version_info(stdout);
+    }
+
+    check_required_env(command, &get)?;
+    let container_id = get("CNI_CONTAINERID");
+    check_container_id(&container_id)?;
+    let ifname = get("CNI_IFNAME");
+    check_ifname_env(&ifname)?;
+
+    let (bytes, config) = read_config(stdin)?;
+    let cni_version = config_version(&config)?;
+    check_network_name(&config)?;
+    check_version_supported(&cni_version)?;
+    *version_for_errors = cni_version.clone();
+    check_command_allowed(command, &cni_version)?;
+
+    let inv = Invocation {
+        command,
+        container_id,
+        netns: get("CNI_NETNS"),
+        ifname,
+        args: get("CNI_ARGS"),
+        path: get("CNI_PATH"),
+        stdin: bytes,
+        config,
+        cni_version,
+    };
+    run_command(plugin, &inv, &get, stdout)
+}
+
+/// Run by hand: say what this is, as libcni's skel does.
+fn describe_plugin(plugin: &dyn Plugin, stderr: &mut dyn Write) {
+    let _ = writeln!(stderr, "{}", plugin.about());
+    let _ = writeln!(
+        stderr,
+        "CNI protocol versions supported: {}",
+        SUPPORTED_VERSIONS.join(", ")
+    );
+}
+
+/// `CNI_COMMAND`, refused when it names no command.
+fn parse_command(command_name: &str) -> Result<Command, CniError> {
+    Command::parse(command_name).ok_or_else(|| {
         CniError::new(
             code::INVALID_ENVIRONMENT,
             format!("unknown CNI_COMMAND: {command_name}"),
         )
-    })?;
-    if command == Command::Version {
-        let info = serde_json::json!({
-            "cniVersion": SpecVersion::CURRENT.to_string(),
-            "supportedVersions": SUPPORTED_VERSIONS,
-        });
-        return write_json(stdout, &info);
-    }
+    })
+}
 
+/// VERSION's answer: the current version and every supported one.
+fn write_version_info(stdout: &mut dyn Write) -> Result<(), CniError> {
+    let info = serde_json::json!({
+        "cniVersion": SpecVersion::CURRENT.to_string(),
+        "supportedVersions": SUPPORTED_VERSIONS,
+    });
+    write_json(stdout, &info)
+}
+
+/// The `CNI_*` variables `command` cannot run without, all named when any is missing.
+fn check_required_env(command: Command, get: &dyn Fn(&str) -> String) -> Result<(), CniError> {
     let required: &[&str] = match command {
         Command::Add | Command::Check => {
             &["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"]
@@ -302,8 +215,12 @@ fn dispatch(
             format!("required env variables [{}] missing", missing.join(",")),
         ));
     }
-    let container_id = get("CNI_CONTAINERID");
-    if !container_id.is_empty() && !valid_identifier(&container_id) {
+    Ok(())
+}
+
+/// `CNI_CONTAINERID`, when given, must be an identifier.
+fn check_container_id(container_id: &str) -> Result<(), CniError> {
+    if !container_id.is_empty() && !valid_identifier(container_id) {
         return Err(CniError::new(
             code::INVALID_ENVIRONMENT,
             "invalid characters in CNI_CONTAINERID: it must start with a letter or digit, \
@@ -311,16 +228,24 @@ fn dispatch(
         )
         .with_details(container_id));
     }
-    let ifname = get("CNI_IFNAME");
+    Ok(())
+}
+
+/// `CNI_IFNAME`, when given, must be a Linux interface name.
+fn check_ifname_env(ifname: &str) -> Result<(), CniError> {
     if !ifname.is_empty() {
-        if let Err(why) = check_interface_name(&ifname) {
+        if let Err(why) = check_interface_name(ifname) {
             return Err(CniError::new(
                 code::INVALID_ENVIRONMENT,
                 format!("CNI_IFNAME {ifname:?}: {why}"),
             ));
         }
     }
+    Ok(())
+}
 
+/// The configuration on stdin: its bytes as they came, and parsed (a JSON object).
+fn read_config(stdin: &mut dyn Read) -> Result<(Vec<u8>, Value), CniError> {
     let mut bytes = Vec::new();
     stdin.read_to_end(&mut bytes).map_err(|e| {
         CniError::new(
@@ -340,51 +265,58 @@ fn dispatch(
             "the network configuration must be a JSON object",
         ));
     }
-    let cni_version = match config.get("cniVersion") {
-        None | Some(Value::Null) => "0.1.0".to_owned(),
-        Some(Value::String(v)) if v.is_empty() => "0.1.0".to_owned(),
-        Some(Value::String(v)) => v.clone(),
-        Some(other) => {
-            return Err(CniError::new(
-                code::DECODING_FAILURE,
-                format!("\"cniVersion\" must be a string, not {other}"),
-            ));
-        }
-    };
-    match config.get("name") {
-        None | Some(Value::Null) => {
-            return Err(CniError::config(
-                "missing network name: \"name\" is required",
-            ));
-        }
-        Some(Value::String(name)) if name.is_empty() => {
-            return Err(CniError::config(
-                "missing network name: \"name\" is required",
-            ));
-        }
-        Some(Value::String(name)) if !valid_identifier(name) => {
-            return Err(CniError::config(
-                "invalid characters found in network name \"name\": it must start with a letter \
-                 or digit, followed by letters, digits, '_', '.' or '-'",
-            )
-            .with_details(name.clone()));
-        }
-        Some(Value::String(_)) => {}
-        Some(other) => {
-            return Err(CniError::config(format!(
-                "\"name\" must be a string, not {other}"
-            )));
-        }
+    Ok((bytes, config))
+}
+
+/// The configuration's `cniVersion`, "0.1.0" when it has none (as libcni reads it).
+fn config_version(config: &Value) -> Result<String, CniError> {
+    match config.get("cniVersion") {
+        None | Some(Value::Null) => Ok("0.1.0".to_owned()),
+        Some(Value::String(v)) if v.is_empty() => Ok("0.1.0".to_owned()),
+        Some(Value::String(v)) => Ok(v.clone()),
+        Some(other) => Err(CniError::new(
+            code::DECODING_FAILURE,
+            format!("\"cniVersion\" must be a string, not {other}"),
+        )),
     }
-    if !SUPPORTED_VERSIONS.contains(&cni_version.as_str()) {
+}
+
+/// The configuration's `name`: required, a string, an identifier.
+fn check_network_name(config: &Value) -> Result<(), CniError> {
+    match config.get("name") {
+        None | Some(Value::Null) => Err(CniError::config(
+            "missing network name: \"name\" is required",
+        )),
+        Some(Value::String(name)) if name.is_empty() => Err(CniError::config(
+            "missing network name: \"name\" is required",
+        )),
+        Some(Value::String(name)) if !valid_identifier(name) => Err(CniError::config(
+            "invalid characters found in network name \"name\": it must start with a letter \
+             or digit, followed by letters, digits, '_', '.' or '-'",
+        )
+        .with_details(name.clone())),
+        Some(Value::String(_)) => Ok(()),
+        Some(other) => Err(CniError::config(format!(
+            "\"name\" must be a string, not {other}"
+        ))),
+    }
+}
+
+/// The configuration's version must be one this plugin speaks.
+fn check_version_supported(cni_version: &str) -> Result<(), CniError> {
+    if !SUPPORTED_VERSIONS.contains(&cni_version) {
         return Err(CniError::new(
             code::INCOMPATIBLE_VERSION,
             format!("incompatible CNI versions: the configuration's cniVersion {cni_version:?} is not supported"),
         )
         .with_details(format!("config is {cni_version:?}, plugin supports {}", SUPPORTED_VERSIONS.join(", "))));
     }
-    *version_for_errors = cni_version.clone();
-    let version = SpecVersion::parse(&cni_version).unwrap_or(SpecVersion::CURRENT);
+    Ok(())
+}
+
+/// CHECK needs 0.4.0 and STATUS and GC 1.1.0: an older configuration does not allow them.
+fn check_command_allowed(command: Command, cni_version: &str) -> Result<(), CniError> {
+    let version = SpecVersion::parse(cni_version).unwrap_or(SpecVersion::CURRENT);
     let minimum = match command {
         Command::Check => Some(SpecVersion::V0_4),
         Command::Status | Command::Gc => Some(SpecVersion::V1_1),
@@ -401,31 +333,30 @@ fn dispatch(
             ));
         }
     }
+    Ok(())
+}
 
-    let inv = Invocation {
-        command,
-        container_id,
-        netns: get("CNI_NETNS"),
-        ifname,
-        args: get("CNI_ARGS"),
-        path: get("CNI_PATH"),
-        stdin: bytes,
-        config,
-        cni_version,
-    };
-    match command {
+/// Hands the checked invocation to the plugin's command; ADD's result is printed in the
+/// configuration's version.
+fn run_command(
+    plugin: &dyn Plugin,
+    inv: &Invocation,
+    get: &dyn Fn(&str) -> String,
+    stdout: &mut dyn Write,
+) -> Result<(), CniError> {
+    match inv.command {
         Command::Add => {
             let override_netns = get("CNI_NETNS_OVERRIDE");
             if !matches!(override_netns.to_ascii_lowercase().as_str(), "1" | "true") {
                 refuse_own_netns(&inv.netns)?;
             }
-            let result = plugin.add(&inv)?;
+            let result = plugin.add(inv)?;
             write_json(stdout, &result.printable(&inv.cni_version)?)
         }
-        Command::Del => plugin.del(&inv),
-        Command::Check => plugin.check(&inv),
-        Command::Status => plugin.status(&inv),
-        Command::Gc => plugin.gc(&inv),
+        Command::Del => plugin.del(inv),
+        Command::Check => plugin.check(inv),
+        Command::Status => plugin.status(inv),
+        Command::Gc => plugin.gc(inv),
         Command::Version => unreachable!("answered above"),
     }
 }

@@ -10,7 +10,8 @@ use std::str::FromStr;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::protocol::{CniError, SpecVersion, code};
+use super::error::{CniError, code};
+use super::version::SpecVersion;
 
 /// An address with its prefix length, as CNI writes it ("10.1.2.3/24"); the address keeps
 /// its host bits.

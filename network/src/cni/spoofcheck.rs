@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::protocol::CniError;
+use super::error::CniError;
 
 const TABLE: &str = "nat";
 const BASE_CHAIN: &str = "PREROUTING";

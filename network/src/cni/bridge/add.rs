@@ -2,15 +2,16 @@
 //! result. A failure after the veth pair exists undoes what was done (the veth, the spoof
 //! check, the IPAM allocation, NAT rules) before the error is returned.
 
+use crate::cni::error::CniError;
 use crate::cni::ipam::Ipam;
 use crate::cni::ipmasq::IpMasq;
 use crate::cni::netns::{Netns, run_in};
-use crate::cni::protocol::{CniError, Invocation};
+use crate::cni::protocol::Invocation;
 use crate::cni::result::{CniResult, Interface};
 use crate::cni::spoofcheck::SpoofCheck;
 
 use super::addressing::{
-    calc_gateways, configure_container, enable_forwarding, ensure_gateway_address,
+    Gateways, calc_gateways, configure_container, enable_forwarding, ensure_gateway_address,
 };
 use super::config::BridgeConfig;
 use super::links::{self, PortSettings};
@@ -122,37 +123,7 @@ fn attach(
         configure_container(netns, &inv.ifname, &result, conf.enable_dad)?;
 
         if conf.is_gateway {
-            let mut vlan_interface_listed = false;
-            for (ipv4, list) in [(true, &gateways.v4), (false, &gateways.v6)] {
-                for gw in list {
-                    if let Some(vid) = conf.vlan {
-                        let vlan_link = links::ensure_vlan_interface(
-                            host,
-                            bridge,
-                            vid,
-                            conf.preserve_default_vlan,
-                        )
-                        .map_err(|e| e.context("failed to create vlan interface"))?;
-                        if !vlan_interface_listed {
-                            result.interfaces.push(Interface {
-                                name: vlan_link.name.clone(),
-                                mac: vlan_link.mac_string(),
-                                sandbox: String::new(),
-                            });
-                            vlan_interface_listed = true;
-                        }
-                        ensure_gateway_address(&vlan_link, *gw, conf.force_address).map_err(
-                            |e| e.context("failed to set vlan interface for bridge with addr"),
-                        )?;
-                    } else {
-                        ensure_gateway_address(bridge, *gw, conf.force_address)
-                            .map_err(|e| e.context("failed to set bridge addr"))?;
-                    }
-                }
-                if !list.is_empty() {
-                    enable_forwarding(ipv4)?;
-                }
-            }
+            give_bridge_gateways(conf, host, bridge, &gateways, &mut result)?;
         }
 
         if conf.ip_masq {
@@ -182,6 +153,44 @@ fn attach(
         result.dns = dns.clone();
     }
     Ok(result)
+}
+
+/// `isGateway`: the gateways go on the bridge (or on its VLAN interface, listed once in the
+/// result), and forwarding is enabled for each family that has one.
+fn give_bridge_gateways(
+    conf: &BridgeConfig,
+    host: &Netns,
+    bridge: &crate::cni::netlink::Link,
+    gateways: &Gateways,
+    result: &mut CniResult,
+) -> Result<(), CniError> {
+    let mut vlan_interface_listed = false;
+    for (ipv4, list) in [(true, &gateways.v4), (false, &gateways.v6)] {
+        for gw in list {
+            if let Some(vid) = conf.vlan {
+                let vlan_link =
+                    links::ensure_vlan_interface(host, bridge, vid, conf.preserve_default_vlan)
+                        .map_err(|e| e.context("failed to create vlan interface"))?;
+                if !vlan_interface_listed {
+                    result.interfaces.push(Interface {
+                        name: vlan_link.name.clone(),
+                        mac: vlan_link.mac_string(),
+                        sandbox: String::new(),
+                    });
+                    vlan_interface_listed = true;
+                }
+                ensure_gateway_address(&vlan_link, *gw, conf.force_address)
+                    .map_err(|e| e.context("failed to set vlan interface for bridge with addr"))?;
+            } else {
+                ensure_gateway_address(bridge, *gw, conf.force_address)
+                    .map_err(|e| e.context("failed to set bridge addr"))?;
+            }
+        }
+        if !list.is_empty() {
+            enable_forwarding(ipv4)?;
+        }
+    }
+    Ok(())
 }
 
 /// Best effort: each step that fails is logged and the others still run.

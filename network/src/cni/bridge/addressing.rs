@@ -4,9 +4,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use crate::cni::error::CniError;
 use crate::cni::netlink::{Link, Netlink};
 use crate::cni::netns::{Netns, run_in};
-use crate::cni::protocol::CniError;
 use crate::cni::result::{CniResult, IpPrefix, Route};
 use crate::cni::sysctl;
 

@@ -3,11 +3,12 @@
 //! MAC), the host veth that is its peer and a port of the bridge, the addresses and routes
 //! inside the container, the spoof check and NAT rules, and the IPAM plugin's own CHECK.
 
+use crate::cni::error::CniError;
 use crate::cni::ipam::Ipam;
 use crate::cni::ipmasq::IpMasq;
 use crate::cni::netlink::{Link, LinkKind, Netlink};
 use crate::cni::netns::{Netns, run_in};
-use crate::cni::protocol::{CniError, Invocation};
+use crate::cni::protocol::Invocation;
 use crate::cni::result::{Interface, IpConfig, IpPrefix, Route};
 use crate::cni::spoofcheck::SpoofCheck;
 

@@ -3,7 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::cni::protocol::{CniError, Invocation, check_interface_name, code};
+use crate::cni::error::{CniError, code};
+use crate::cni::protocol::{Invocation, check_interface_name};
 use crate::cni::result::{CniResult, Dns};
 
 /// The lowest MTU the kernel accepts on an Ethernet device (IPv4's minimum) and the highest

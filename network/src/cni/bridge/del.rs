@@ -4,10 +4,11 @@
 
 use serde_json::Value;
 
+use crate::cni::error::CniError;
 use crate::cni::ipam::Ipam;
 use crate::cni::ipmasq::IpMasq;
 use crate::cni::netns::{Netns, NetnsError};
-use crate::cni::protocol::{CniError, Invocation};
+use crate::cni::protocol::Invocation;
 use crate::cni::result::{CniResult, IpPrefix};
 use crate::cni::spoofcheck::SpoofCheck;
 

@@ -8,8 +8,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::cni::error::CniError;
 use crate::cni::ipam::Ipam;
-use crate::cni::protocol::{CniError, Invocation};
+use crate::cni::protocol::Invocation;
 use crate::cni::spoofcheck::SpoofCheck;
 
 use super::config::TeardownConfig;

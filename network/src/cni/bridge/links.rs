@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use crate::cni::error::CniError;
 use crate::cni::netlink::{Link, LinkKind, Netlink};
 use crate::cni::netns::{Netns, run_in};
-use crate::cni::protocol::CniError;
 use crate::cni::sysctl;
 
 /// How a host veth becomes a port of the bridge.

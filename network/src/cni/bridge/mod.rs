@@ -21,7 +21,8 @@ mod gc;
 mod links;
 mod status;
 
-use crate::cni::protocol::{CniError, Invocation, Plugin};
+use crate::cni::error::CniError;
+use crate::cni::protocol::{Invocation, Plugin};
 use crate::cni::result::CniResult;
 
 /// The bridge plugin's commands.

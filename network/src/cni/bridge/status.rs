@@ -2,9 +2,10 @@
 //! must be valid, netlink must answer in the host namespace, and the IPAM plugin, if there
 //! is one, must report ready itself.
 
+use crate::cni::error::{CniError, code};
 use crate::cni::ipam::Ipam;
 use crate::cni::netns::run_in;
-use crate::cni::protocol::{CniError, Invocation, code};
+use crate::cni::protocol::Invocation;
 
 use super::config::BridgeConfig;
 
