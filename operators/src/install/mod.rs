@@ -10,6 +10,7 @@ pub mod hco;
 pub mod hco_bundle;
 pub mod hpp;
 pub mod manifests;
+pub mod operator_cr;
 pub mod operator_manifests;
 pub mod single_cr;
 pub mod ssp;

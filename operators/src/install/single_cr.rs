@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::components::active_cr;
+use super::operator_cr::active_cr;
 
 /// What to do with one CR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,22 +21,14 @@ use serde_json::{Value, json};
 use uploadproxy::UploadTokenValidator;
 use uploadproxy::token::CLONE_TOKEN_ANNOTATION;
 
+use super::clone_objects::{FINALIZER, temporary_claim_name};
 use super::context::{Context, Error};
+use super::keys::is_bare_claim;
 use crate::config::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
 use crate::kube::{delete_ignoring_missing, finalizer};
 
 /// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
 pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";
-
-/// DataVolume finalizer: a temporary claim, a volume handed to a target claim not yet
-/// bound, or a host-assisted clone's source pod in the source namespace may be left to
-/// clean up (Ferrovirt's: nothing else in the target namespace can own those).
-pub const FINALIZER: &str = "cdi.kubevirt.io/crossNamespaceClone";
-
-/// The temporary claim of DataVolume `uid`, in the source namespace.
-pub fn temporary_claim_name(dv_uid: &str) -> String {
-    format!("cdi-tmp-{dv_uid}")
-}
 
 /// The validator of clone tokens: configured, or from the signing key's Secret.
 async fn validator(ctx: &Context) -> Result<Option<UploadTokenValidator>, Error> {
@@ -77,7 +69,7 @@ pub async fn refusal(
     };
     // A bare claim's token is good for its lifetime only: its request is not fixed in an
     // immutable spec as a DataVolume's is.
-    let checked = if super::plan::is_bare_claim(dv) {
+    let checked = if is_bare_claim(dv) {
         validator.validate_unexpired_clone(token, source, (&target.0, &target.1))
     } else {
         validator.validate_clone(token, source, (&target.0, &target.1))

@@ -6,31 +6,17 @@
 //! [`super::plan`]; this module holds what they need from the API and the certificates.
 
 use api::cdi::DataVolume;
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, TypedLocalObjectReference,
-};
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use super::clone_objects::{self, NO_CLIENT_CA};
 use super::context::{Context, Error};
-use super::cross_namespace;
-use super::keys::CDI_LABEL;
-use super::pod::{self, CLONE_OWNER_LABEL, CLONE_UNIQUE_ID_LABEL, clone_client_name};
+use super::pod::{self, CLONE_OWNER_LABEL, CLONE_UNIQUE_ID_LABEL};
 use crate::kube::{delete_ignoring_missing, finalizer};
-
-/// The common name the target's upload server requires of its client.
-pub fn client_name(source: (&str, &str), target: &PersistentVolumeClaim) -> String {
-    clone_client_name(
-        source,
-        (&target.namespace().unwrap_or_default(), &target.name_any()),
-    )
-}
 
 /// How long a clone source's client certificate is valid: its clone's time, with margin.
 const CLIENT_CERT_DAYS: i64 = 2;
-
-/// Why a host-assisted clone cannot run without the upload client CA.
-pub const NO_CLIENT_CA: &str = "a host-assisted clone needs the upload client CA to sign its source pod's certificate, and this controller has none (`ferrovirt up` keeps one)";
 
 /// The CA of the upload servers' certificates and the CA that signs clone sources' client
 /// certificates, when this controller holds both.
@@ -106,49 +92,10 @@ pub async fn create_source_pod(
     Ok(())
 }
 
-/// The restore claim's name: the cross-namespace clone's temporary claim's, so that its
-/// clean-up on deletion covers both.
-pub fn restore_claim_name(dv: &DataVolume) -> String {
-    cross_namespace::temporary_claim_name(dv.metadata.uid.as_deref().unwrap_or_default())
-}
-
-/// The claim a VolumeSnapshot is restored into to be copied, in the snapshot's namespace and
-/// of its source claim's class and mode (CDI's host-assisted fallback of a snapshot clone),
-/// shaped like the claim it was taken of.
-pub fn restore_claim_for(
-    dv: &DataVolume,
-    snapshot: (&str, &str),
-    source: &PersistentVolumeClaim,
-) -> PersistentVolumeClaim {
-    let name = restore_claim_name(dv);
-    let spec = source.spec.clone().unwrap_or_default();
-    PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(snapshot.0.to_string()),
-            labels: Some([(CDI_LABEL.0.to_string(), CDI_LABEL.1.to_string())].into()),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: spec.access_modes,
-            volume_mode: spec.volume_mode,
-            storage_class_name: spec.storage_class_name,
-            resources: spec.resources,
-            data_source: Some(TypedLocalObjectReference {
-                api_group: Some("snapshot.storage.k8s.io".to_string()),
-                kind: "VolumeSnapshot".to_string(),
-                name: snapshot.1.to_string(),
-            }),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
 /// Deletes the source pod of a deleted DataVolume's clone, wherever it is (one in another
 /// namespace has no owner to take it along, and holds the DataVolume's finalizer).
 pub async fn clean_up(ctx: &Context, dv: &DataVolume) -> Result<(), Error> {
-    if !finalizer::has(dv, cross_namespace::FINALIZER) {
+    if !finalizer::has(dv, clone_objects::FINALIZER) {
         return Ok(());
     }
     let uid = dv.metadata.uid.clone().unwrap_or_default();

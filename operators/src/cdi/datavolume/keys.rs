@@ -61,3 +61,9 @@ pub fn retain_after_completion(dv: &DataVolume, pvc: Option<&PersistentVolumeCla
     };
     set(dv.annotations()) || pvc.is_some_and(|pvc| set(pvc.annotations()))
 }
+
+/// Whether `dv` is the in-memory DataVolume of a claim no DataVolume owns
+/// ([`super::claim`]): only such a DataVolume has no uid.
+pub fn is_bare_claim(dv: &DataVolume) -> bool {
+    dv.metadata.uid.is_none()
+}

@@ -19,6 +19,7 @@
 //!   and clones.
 
 pub mod claim;
+pub mod clone_objects;
 pub mod context;
 pub mod cross_namespace;
 pub mod host_clone;

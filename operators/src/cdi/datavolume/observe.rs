@@ -14,10 +14,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
 use kube::{Api, ResourceExt};
 
+use super::clone_objects;
 use super::context::{Context, Error};
 use super::cross_namespace;
 use super::host_clone;
-use super::keys::ANN_METRICS_ADDRESS;
+use super::keys::{ANN_METRICS_ADDRESS, is_bare_claim};
 use super::plan::{self, Blocked, CloneSource, Observed};
 use super::pod;
 use super::pvc;
@@ -51,7 +52,7 @@ pub async fn observe(dv: &DataVolume, ctx: &Context) -> Result<Observed, Error> 
     let transfer = plan::transfer(&observed, &source);
     // A bare claim exists from the start: its clone is checked at every look until its
     // source pod is made (as CDI's clone controller does).
-    let deciding = observed.pvc.is_none() || plan::is_bare_claim(dv);
+    let deciding = observed.pvc.is_none() || is_bare_claim(dv);
     if observed.clone_source.is_some() && deciding {
         observe_clone_permission(ctx, &mut observed, &source, &transfer).await?;
     }
@@ -102,7 +103,7 @@ async fn clone_source(
         claim,
         ..Default::default()
     };
-    if (observed.pvc.is_none() || plan::is_bare_claim(&observed.dv)) && !*snapshot {
+    if (observed.pvc.is_none() || is_bare_claim(&observed.dv)) && !*snapshot {
         if let Some(owner) = clone.claim.as_ref().and_then(filling_data_volume) {
             clone.filled_by_data_volume = true;
             clone.filling_phase = Api::<DataVolume>::namespaced(ctx.client.clone(), src_ns)
@@ -160,7 +161,7 @@ async fn observe_host_clone(
     if snapshot {
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), src_ns);
         observed.host_clone.restore_claim = claims
-            .get_opt(&host_clone::restore_claim_name(&observed.dv))
+            .get_opt(&clone_objects::restore_claim_name(&observed.dv))
             .await?;
     }
     let Some(target_uid) = observed.pvc.as_ref().and_then(|p| p.metadata.uid.clone()) else {

@@ -18,9 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::SignedDuration;
 use kube::ResourceExt;
 
-use super::cross_namespace::FINALIZER;
-use super::host_clone;
-use super::keys::{ANN_CLONE_TYPE, CLONE_SOURCE_FINALIZER, retain_after_completion};
+use super::clone_objects::{self, FINALIZER};
+use super::keys::{ANN_CLONE_TYPE, CLONE_SOURCE_FINALIZER, is_bare_claim, retain_after_completion};
 use super::pod::{self, CloneConnection, UPLOAD_PORT, WorkerSettings};
 use super::pvc::{self, BLOCK, PvcInputs};
 use super::settings::ClusterSettings;
@@ -340,12 +339,6 @@ fn controlled_by(pvc: &PersistentVolumeClaim, dv: &DataVolume) -> bool {
         .any(|o| Some(&o.uid) == dv.metadata.uid.as_ref() && o.controller == Some(true))
 }
 
-/// Whether `dv` is the in-memory DataVolume of a claim no DataVolume owns
-/// ([`super::claim`]): only such a DataVolume has no uid.
-pub fn is_bare_claim(dv: &DataVolume) -> bool {
-    dv.metadata.uid.is_none()
-}
-
 /// Whether a claim is bound to a volume.
 pub fn is_bound(pvc: &PersistentVolumeClaim) -> bool {
     pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
@@ -491,7 +484,7 @@ fn host_clone_not_ready(obs: &Observed, clone: &CloneSource, snapshot: bool) -> 
     if !obs.can_sign_clones {
         return Some(blocked(
             "CloneWithoutCertificates",
-            host_clone::NO_CLIENT_CA.to_string(),
+            clone_objects::NO_CLIENT_CA.to_string(),
         ));
     }
     let source = clone.claim.as_ref().filter(|_| !snapshot)?;
@@ -686,7 +679,7 @@ fn desired_worker(
             namespace, name, ..
         } => {
             let settings = worker_settings(obs, config, claim, false);
-            let client = host_clone::client_name((namespace, name), claim);
+            let client = clone_objects::client_name((namespace, name), claim);
             pod::upload_pod(&obs.dv, claim, &settings, &client)
         }
         _ => {
@@ -734,7 +727,7 @@ pub(super) fn host_clone_actions(
         (None, None) => None,
         (None, Some(snapshot_source)) => {
             let desired =
-                host_clone::restore_claim_for(&obs.dv, (src_ns, src_name), snapshot_source);
+                clone_objects::restore_claim_for(&obs.dv, (src_ns, src_name), snapshot_source);
             push_once(actions, DvAction::AddFinalizer);
             actions.push(DvAction::CreateRestoreClaim(Box::new(desired.clone())));
             Some(desired)
@@ -840,7 +833,7 @@ fn source_pod_actions<'a>(
             let pod = pod::clone_source_pod(&obs.dv, target, source_claim, &connection, &settings);
             actions.push(DvAction::CreateCloneSourcePod {
                 pod: Box::new(pod),
-                client_name: host_clone::client_name(source, target),
+                client_name: clone_objects::client_name(source, target),
             });
         }
         return SourceState::Absent;

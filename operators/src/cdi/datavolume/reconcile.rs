@@ -10,8 +10,9 @@ use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
+use super::clone_objects::FINALIZER;
 use super::context::{Context, Error};
-use super::cross_namespace::{self, FINALIZER};
+use super::cross_namespace;
 use super::host_clone;
 use super::keys::CLONE_SOURCE_FINALIZER;
 use super::observe::observe;

@@ -18,8 +18,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
-use super::components::{self, cdi_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
+use super::operator_cr::{self, cdi_resource};
 use super::single_cr::{self, CrAction};
 use super::{changes, deployer, workloads};
 use crate::kube::finalizer;
@@ -93,8 +93,8 @@ async fn reconcile_all(client: &Client, namespace: &str, image: &str) -> Result<
             CrAction::TearDown => tear_down(client, &api, cdi, namespace, image).await,
             CrAction::Deploy => deploy(client, &api, cdi, namespace, image).await,
             CrAction::Refuse => {
-                let status = status::unwanted_status(&components::now());
-                components::patch_status(&api, cdi, status).await;
+                let status = status::unwanted_status(&operator_cr::now());
+                operator_cr::patch_status(&api, cdi, status).await;
                 Ok(())
             }
             CrAction::Wait | CrAction::Nothing => Ok(()),
@@ -134,8 +134,8 @@ async fn deploy(
     )
     .await?;
     let phase = cdi.data["status"]["phase"].as_str().unwrap_or_default();
-    let status = status::deploy_status(&workloads, phase, &components::now());
-    components::patch_status(api, cdi, status).await;
+    let status = status::deploy_status(&workloads, phase, &operator_cr::now());
+    operator_cr::patch_status(api, cdi, status).await;
     Ok(())
 }
 
@@ -174,7 +174,7 @@ async fn tear_down(
     namespace: &str,
     image: &str,
 ) -> Result<(), kube::Error> {
-    components::patch_status(api, cdi, status::deleting_status()).await;
+    operator_cr::patch_status(api, cdi, status::deleting_status()).await;
     deployer::remove_all(client, &STRATEGY.render(namespace, image)).await?;
     // The CDIConfig is the CR's, as upstream's owner reference makes it.
     let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());

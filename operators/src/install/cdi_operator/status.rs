@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::install::components::{VERSION, deployed_cdi_status, sdk_condition};
+use crate::install::operator_cr::{VERSION, deployed_cdi_status, sdk_condition};
 use crate::install::workloads::Workload;
 
 /// The Deployments of the install strategy.

@@ -22,7 +22,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use self::conditions::{Operand, Reported};
-use crate::install::components::{cdi_resource, kubevirt_resource};
+use crate::install::operator_cr::{cdi_resource, kubevirt_resource};
 
 /// HCO's finalizer on the HC.
 pub const FINALIZER: &str = "kubevirt.io/hyperconverged";

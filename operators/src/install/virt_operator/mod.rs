@@ -19,8 +19,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
-use super::components::{self, kubevirt_resource};
 use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
+use super::operator_cr::{self, kubevirt_resource};
 use super::single_cr::{self, CrAction};
 use super::{changes, deployer, workloads};
 use crate::kube::finalizer;
@@ -103,8 +103,8 @@ async fn reconcile_all(client: &Client, image: &str) -> Result<(), kube::Error> 
             CrAction::TearDown => tear_down(client, &api, kv, image).await,
             CrAction::Deploy => deploy(client, &api, kv, image).await,
             CrAction::Refuse => {
-                let status = components::existing_deployment_status(&components::now());
-                components::patch_status(&api, kv, status).await;
+                let status = operator_cr::existing_deployment_status(&operator_cr::now());
+                operator_cr::patch_status(&api, kv, status).await;
                 Ok(())
             }
             CrAction::Wait | CrAction::Nothing => Ok(()),
@@ -154,8 +154,8 @@ async fn deploy(
     .await?;
     let generation = kv.metadata.generation.unwrap_or(1);
     let phase = kv.data["status"]["phase"].as_str().unwrap_or_default();
-    let status = status::deploy_status(&workloads, phase, generation, image, &components::now());
-    components::patch_status(api, kv, status).await;
+    let status = status::deploy_status(&workloads, phase, generation, image, &operator_cr::now());
+    operator_cr::patch_status(api, kv, status).await;
     Ok(())
 }
 
@@ -167,7 +167,7 @@ async fn tear_down(
     image: &str,
 ) -> Result<(), kube::Error> {
     let namespace = kv.namespace().unwrap_or_default();
-    components::patch_status(api, kv, status::deleting_status(&components::now())).await;
+    operator_cr::patch_status(api, kv, status::deleting_status(&operator_cr::now())).await;
     deployer::remove_all(client, &STRATEGY.render(&namespace, image)).await?;
     finalizer::remove_from_latest(api, kv, FINALIZER).await?;
     tracing::info!(kubevirt = %kv.name_any(), %namespace, "removed the KubeVirt deployment");

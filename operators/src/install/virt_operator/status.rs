@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::install::components::{VERSION, condition, deployed_kubevirt_status};
+use crate::install::operator_cr::{VERSION, condition, deployed_kubevirt_status};
 use crate::install::workloads::Workload;
 
 /// The Deployments of the install strategy.

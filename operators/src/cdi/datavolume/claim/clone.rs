@@ -27,8 +27,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
+use super::super::clone_objects;
 use super::super::context::{Context, Error};
-use super::super::host_clone;
 use super::super::keys::{
     ANN_CLONE_OF, ANN_CLONE_SOURCE_POD, ANN_PERMISSIVE_CLONE, ANN_RETAIN_AFTER_COMPLETION,
     ANN_UPLOAD_CLIENT_NAME, CLONE_SOURCE_FINALIZER,
@@ -185,7 +185,7 @@ fn going_on(claim: &mut PersistentVolumeClaim, source: (&str, &str), actions: &m
     let mut changes = BTreeMap::from([
         (
             ANN_UPLOAD_CLIENT_NAME.to_string(),
-            host_clone::client_name(source, claim),
+            clone_objects::client_name(source, claim),
         ),
         (
             ANN_CLONE_SOURCE_POD.to_string(),
@@ -257,7 +257,7 @@ fn hold(obs: &Observed, target: &PersistentVolumeClaim, source: (&str, &str)) ->
         return held(SOURCE_NOT_FOUND, message, BLOCKED_INTERVAL);
     };
     if !obs.can_sign_clones {
-        let message = host_clone::NO_CLIENT_CA.to_string();
+        let message = clone_objects::NO_CLIENT_CA.to_string();
         return held(NO_CERTIFICATES, message, BLOCKED_INTERVAL);
     }
     if let Some(message) = incompatible(obs, source_claim, target) {
