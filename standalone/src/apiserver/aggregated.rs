@@ -371,7 +371,7 @@ pub fn request_attributes(method: &Method, path: &str, query: Option<&str>) -> R
     let name = parts.get(1).copied().unwrap_or_default();
     let subresource = parts.get(2).copied().unwrap_or_default();
     let watch = form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .any(|(key, value)| key == "watch" && super::server::is_true(Some(&value.into_owned())));
+        .any(|(key, value)| key == "watch" && super::query::is_true(Some(&value.into_owned())));
     let verb = match *method {
         Method::GET | Method::HEAD if name.is_empty() && watch => "watch",
         Method::GET | Method::HEAD if name.is_empty() => "list",

@@ -21,6 +21,7 @@ mod openapi_v2;
 mod patch;
 mod pod_log;
 mod pod_placement;
+mod query;
 mod resources;
 mod route;
 mod selector;

@@ -81,11 +81,11 @@ impl LogOptions {
         };
         Ok(Self {
             container: query.get("container").filter(|c| !c.is_empty()).cloned(),
-            follow: super::server::is_true(query.get("follow")),
-            previous: super::server::is_true(query.get("previous")),
+            follow: super::query::is_true(query.get("follow")),
+            previous: super::query::is_true(query.get("previous")),
             tail_lines: number("tailLines")?.map(|n| n as usize),
             limit_bytes: number("limitBytes")?.map(|n| n as u64),
-            timestamps: super::server::is_true(query.get("timestamps")),
+            timestamps: super::query::is_true(query.get("timestamps")),
             since,
         })
     }

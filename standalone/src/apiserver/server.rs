@@ -42,6 +42,7 @@ use super::openapi;
 use super::openapi_v2;
 use super::patch::{self, PatchType};
 use super::pod_log;
+use super::query::{dry_run, is_true, persist_of, query_params};
 use super::resources::ResourceType;
 use super::route::{self, ResourcePath, Route};
 use super::selector::{FieldSelector, LabelSelector};
@@ -290,12 +291,6 @@ fn request_attributes(rt: &ResourceType, call: &Call) -> ResourceAttributes {
         namespace: path.namespace.clone().unwrap_or_default(),
         name: path.name.clone().unwrap_or_default(),
     }
-}
-
-fn query_params(query: Option<&str>) -> HashMap<String, String> {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .into_owned()
-        .collect()
 }
 
 /// What one resource request carries besides its path.
@@ -1007,31 +1002,6 @@ impl Handler {
             .body(BodyExt::boxed(body))
             .map_err(ApiError::internal)
     }
-}
-
-/// A boolean query parameter as Go's `strconv.ParseBool` reads it (the API server's parser):
-/// Python's client sends `watch=True`.
-/// The `dryRun` query parameter: absent or empty commits, `All` is a dry run, anything else
-/// is refused as kube-apiserver refuses it.
-fn persist_of(query: &HashMap<String, String>) -> Result<Persist, ApiError> {
-    dry_run(query.get("dryRun").map_or("", String::as_str))
-}
-
-fn dry_run(value: &str) -> Result<Persist, ApiError> {
-    match value {
-        "" => Ok(Persist::Commit),
-        "All" => Ok(Persist::DryRun),
-        other => Err(ApiError::BadRequest(format!(
-            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
-        ))),
-    }
-}
-
-pub(super) fn is_true(value: Option<&String>) -> bool {
-    matches!(
-        value.map(String::as_str),
-        Some("1" | "t" | "T" | "true" | "True" | "TRUE")
-    )
 }
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
