@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::vm::{RunStrategy, VirtualMachine};
-use super::vmi::{CloudInitSource, VirtualMachineInstance, VirtualMachineInstanceSpec};
+use super::vmi::{CloudInitSource, VirtualMachineInstance, VirtualMachineInstanceSpec, Volume};
 use crate::cdi::validate::validate_data_volume_spec;
 use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
 
@@ -102,72 +102,98 @@ pub fn validate_instance_spec(
     path: &FieldPath,
 ) -> ValidationResult {
     let devices_path = path.child("domain").child("devices");
-    let volumes_path = path.child("volumes");
     let networks_path = path.child("networks");
+    let volumes = validate_volumes(spec, &path.child("volumes"))?;
+    validate_disks(spec, &devices_path.child("disks"), &volumes)?;
+    let networks = validate_networks(spec, &networks_path)?;
+    let interfaces = validate_interfaces(spec, &devices_path.child("interfaces"), &networks)?;
+    check_every_network_has_an_interface(spec, &networks_path, &interfaces)
+}
 
-    // Volumes: unique names, one source each, valid cloud-init.
-    let mut volumes: HashMap<&str, usize> = HashMap::new();
+/// Names seen so far in a list, each with its index: a second use of a name is a
+/// duplicate of the first.
+type NameIndex<'a> = HashMap<&'a str, usize>;
+
+/// Volumes: unique names, one source each, valid cloud-init; the volume names, for the
+/// disks to find.
+fn validate_volumes<'a>(
+    spec: &'a VirtualMachineInstanceSpec,
+    volumes_path: &FieldPath,
+) -> Result<NameIndex<'a>, ValidationError> {
+    let mut volumes: NameIndex<'a> = HashMap::new();
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
         let p = volumes_path.index(i);
         if volume.name.is_empty() {
-            return err(p.child("name"), Problem::Required);
+            return Err(ValidationError::new(p.child("name"), Problem::Required));
         }
         if let Some(first) = volumes.insert(&volume.name, i) {
-            return err(
+            return Err(ValidationError::new(
                 p.child("name"),
                 Problem::Duplicate {
                     value: volume.name.clone(),
                     first: volumes_path.index(first).child("name").to_string(),
                 },
+            ));
+        }
+        validate_volume_source(volume, &p)?;
+    }
+    Ok(volumes)
+}
+
+/// One volume's source: exactly one, with what that source requires.
+fn validate_volume_source(volume: &Volume, p: &FieldPath) -> ValidationResult {
+    let kinds = volume.source_kinds();
+    match kinds.len() {
+        0 => {
+            return err(
+                p.clone(),
+                Problem::Invalid(
+                    "a volume needs a source such as dataVolume or containerDisk".into(),
+                ),
             );
         }
-        let kinds = volume.source_kinds();
-        match kinds.len() {
-            0 => {
-                return err(
-                    p,
-                    Problem::Invalid(
-                        "a volume needs a source such as dataVolume or containerDisk".into(),
-                    ),
-                );
-            }
-            1 => {}
-            _ => {
-                let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
-                return err(
-                    p,
-                    Problem::Invalid(format!("a volume has one source, found {}", join(&kinds))),
-                );
-            }
-        }
-        if let Some(ci) = &volume.cloud_init_no_cloud {
-            validate_cloud_init(ci, &p.child("cloudInitNoCloud"))?;
-        }
-        if let Some(ci) = &volume.cloud_init_config_drive {
-            validate_cloud_init(ci, &p.child("cloudInitConfigDrive"))?;
-        }
-        if let Some(cd) = &volume.container_disk
-            && cd.image.is_empty()
-        {
-            return err(p.child("containerDisk").child("image"), Problem::Required);
-        }
-        if let Some(dv) = &volume.data_volume
-            && dv.name.is_empty()
-        {
-            return err(p.child("dataVolume").child("name"), Problem::Required);
-        }
-        if let Some(pvc) = &volume.persistent_volume_claim
-            && pvc.claim_name.is_empty()
-        {
+        1 => {}
+        _ => {
+            let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
             return err(
-                p.child("persistentVolumeClaim").child("claimName"),
-                Problem::Required,
+                p.clone(),
+                Problem::Invalid(format!("a volume has one source, found {}", join(&kinds))),
             );
         }
     }
+    if let Some(ci) = &volume.cloud_init_no_cloud {
+        validate_cloud_init(ci, &p.child("cloudInitNoCloud"))?;
+    }
+    if let Some(ci) = &volume.cloud_init_config_drive {
+        validate_cloud_init(ci, &p.child("cloudInitConfigDrive"))?;
+    }
+    if let Some(cd) = &volume.container_disk
+        && cd.image.is_empty()
+    {
+        return err(p.child("containerDisk").child("image"), Problem::Required);
+    }
+    if let Some(dv) = &volume.data_volume
+        && dv.name.is_empty()
+    {
+        return err(p.child("dataVolume").child("name"), Problem::Required);
+    }
+    if let Some(pvc) = &volume.persistent_volume_claim
+        && pvc.claim_name.is_empty()
+    {
+        return err(
+            p.child("persistentVolumeClaim").child("claimName"),
+            Problem::Required,
+        );
+    }
+    Ok(())
+}
 
-    // Disks: unique names, each backed by a volume, one target each.
-    let disks_path = devices_path.child("disks");
+/// Disks: unique names, each backed by a volume, one target each, boot orders from 1.
+fn validate_disks(
+    spec: &VirtualMachineInstanceSpec,
+    disks_path: &FieldPath,
+    volumes: &NameIndex<'_>,
+) -> ValidationResult {
     let mut disks: HashMap<&str, usize> = HashMap::new();
     for (i, disk) in spec.domain.devices.disks.iter().flatten().enumerate() {
         let p = disks_path.index(i);
@@ -210,57 +236,72 @@ pub fn validate_instance_spec(
             );
         }
     }
+    Ok(())
+}
 
-    // Networks and interfaces: unique names, matched one to one, one binding each.
-    let mut networks: HashMap<&str, usize> = HashMap::new();
+/// Networks: unique names, pod or multus; the network names, for the interfaces to find.
+fn validate_networks<'a>(
+    spec: &'a VirtualMachineInstanceSpec,
+    networks_path: &FieldPath,
+) -> Result<NameIndex<'a>, ValidationError> {
+    let mut networks: NameIndex<'a> = HashMap::new();
     for (i, network) in spec.networks.iter().flatten().enumerate() {
         let p = networks_path.index(i);
         if network.name.is_empty() {
-            return err(p.child("name"), Problem::Required);
+            return Err(ValidationError::new(p.child("name"), Problem::Required));
         }
         if let Some(first) = networks.insert(&network.name, i) {
-            return err(
+            return Err(ValidationError::new(
                 p.child("name"),
                 Problem::Duplicate {
                     value: network.name.clone(),
                     first: networks_path.index(first).child("name").to_string(),
                 },
-            );
+            ));
         }
         if network.pod.is_some() && network.multus.is_some() {
-            return err(
+            return Err(ValidationError::new(
                 p.child("pod"),
                 Problem::Conflict {
                     other: p.child("multus").to_string(),
                 },
-            );
+            ));
         }
     }
-    let interfaces_path = devices_path.child("interfaces");
-    let mut interfaces: HashMap<&str, usize> = HashMap::new();
+    Ok(networks)
+}
+
+/// Interfaces: unique names, each on a network, one binding each, a valid MAC; the
+/// interface names, for the networks to be matched one to one.
+fn validate_interfaces<'a>(
+    spec: &'a VirtualMachineInstanceSpec,
+    interfaces_path: &FieldPath,
+    networks: &NameIndex<'_>,
+) -> Result<NameIndex<'a>, ValidationError> {
+    let mut interfaces: NameIndex<'a> = HashMap::new();
     for (i, iface) in spec.domain.devices.interfaces.iter().flatten().enumerate() {
         let p = interfaces_path.index(i);
         if let Some(first) = interfaces.insert(&iface.name, i) {
-            return err(
+            return Err(ValidationError::new(
                 p.child("name"),
                 Problem::Duplicate {
                     value: iface.name.clone(),
                     first: interfaces_path.index(first).child("name").to_string(),
                 },
-            );
+            ));
         }
         if !networks.contains_key(iface.name.as_str()) {
-            return err(
+            return Err(ValidationError::new(
                 p.child("name"),
                 Problem::Invalid(format!(
                     "no network named {:?} for this interface",
                     iface.name
                 )),
-            );
+            ));
         }
         let methods = iface.binding_methods();
         if methods.len() > 1 {
-            return err(
+            return Err(ValidationError::new(
                 p,
                 Problem::MoreThanOneOf {
                     options: join(&[
@@ -274,19 +315,28 @@ pub fn validate_instance_spec(
                     ]),
                     set: join(&methods),
                 },
-            );
+            ));
         }
         if let Some(mac) = iface.mac_address.as_deref()
             && !is_mac_address(mac)
         {
-            return err(
+            return Err(ValidationError::new(
                 p.child("macAddress"),
                 Problem::Invalid(format!(
                     "{mac:?} is not a MAC address like 02:00:00:00:00:01"
                 )),
-            );
+            ));
         }
     }
+    Ok(interfaces)
+}
+
+/// Every network is used by an interface.
+fn check_every_network_has_an_interface(
+    spec: &VirtualMachineInstanceSpec,
+    networks_path: &FieldPath,
+    interfaces: &NameIndex<'_>,
+) -> ValidationResult {
     for (i, network) in spec.networks.iter().flatten().enumerate() {
         if !interfaces.contains_key(network.name.as_str()) {
             return err(
