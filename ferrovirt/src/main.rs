@@ -1,56 +1,13 @@
-//! `ferrovirt`: the one user-facing binary. Each subcommand lives in a module of its own.
-
-mod bridge_marker;
-mod ca_bundles;
-mod cdi_operator;
-mod cli_download;
-mod clone_auth;
-mod clone_source;
-mod cluster;
-mod controller;
-mod conversion_review;
-mod csi_driver;
-mod embedded_webhooks;
-mod front_proxy;
-mod hco_operator;
-mod hco_webhook;
-mod hpp;
-mod hpp_operator;
-mod hpp_pool_mounter;
-mod image_upload;
-mod import;
-mod importer_pod;
-mod install_guards;
-mod install_webhooks;
-mod local_uploads;
-mod macpool;
-mod network_operator;
-mod pod_env;
-mod pod_paths;
-mod process;
-mod processed_templates;
-mod ssp;
-mod ssp_operator;
-mod up;
-mod upload_cas;
-mod upload_proxy;
-mod upload_resolver;
-mod upload_server;
-mod upload_token_api;
-mod upload_tokens;
-mod virt_api;
-mod virt_certs;
-mod virt_controller;
-mod virt_handler;
-mod virt_launcher;
-mod virt_operator;
-mod virtctl;
-mod vmi_run;
-mod webhook;
+//! `ferrovirt`: the one user-facing binary. This is its command line (the subcommands, their
+//! flags and help) and the dispatch of each to the library, where every subcommand lives in
+//! a module of its own.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ferrovirt::{
+    install_operators, kubevirt, network, platform, storage, templates, upload, virtctl, webhooks,
+};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -97,82 +54,82 @@ enum Command {
     /// Import a disk image (a file, an http(s) URL, an S3 object or a registry image; raw,
     /// qcow2, vmdk, vhd, vhdx, vdi or ISO, optionally gz/xz/zstd/bz2) to a raw file or block
     /// device, or extract a tar archive into a directory.
-    Import(Box<import::ImportArgs>),
+    Import(Box<storage::import::ImportArgs>),
     /// The importer pod entrypoint: reads CDI's importer environment, writes /data/disk.img
     /// or /dev/cdi-block-volume and a termination message.
     Importer,
     /// The CSI hostpath driver: Identity, Controller and Node services on a unix socket over
     /// this node's storage pools.
-    CsiDriver(Box<csi_driver::CsiDriverArgs>),
+    CsiDriver(Box<storage::csi_driver::CsiDriverArgs>),
     /// The upload proxy: checks upload tokens and streams uploads to the PVC's upload server.
-    UploadProxy(Box<upload_proxy::UploadProxyArgs>),
+    UploadProxy(Box<upload::proxy::UploadProxyArgs>),
     /// The upload server pod entrypoint: reads CDI's upload server environment, takes one
     /// upload into /data/disk.img or /dev/cdi-block-volume, writes a termination message.
     UploadServer,
     /// The source pod of a host-assisted clone (CDI's cdi-cloner): streams the volume to the
     /// target's upload server over mutual TLS.
-    CloneSource(clone_source::CloneSourceArgs),
+    CloneSource(storage::clone_source::CloneSourceArgs),
     /// Print an upload token for a PVC, signed with the key in a directory (as the API server
     /// answers an UploadTokenRequest).
-    UploadToken(upload_proxy::UploadTokenArgs),
+    UploadToken(upload::proxy::UploadTokenArgs),
     /// Upload a local disk image to a DataVolume or PVC through the upload proxy, as
     /// `virtctl image-upload` (`dv NAME` or `pvc NAME`).
-    ImageUpload(Box<image_upload::ImageUploadArgs>),
+    ImageUpload(Box<upload::image_upload::ImageUploadArgs>),
     /// Run the DataVolume, StorageProfile, DataSource and DataImportCron controllers against a
     /// cluster.
-    Controller(controller::ControllerArgs),
+    Controller(storage::cdi_controller::ControllerArgs),
     /// CDI's admission webhook on a cluster: DataVolume defaulting and validation, the
     /// clone permission check that issues clone tokens, and the CDI CR's uninstall guard.
-    Webhook(webhook::WebhookArgs),
+    Webhook(webhooks::cdi::WebhookArgs),
     /// kubemacpool on a cluster: the VirtualMachine MAC address webhook
     /// (/mutate-virtualmachines), MAC collision detection and their metrics.
-    Macpool(Box<macpool::MacPoolArgs>),
+    Macpool(Box<network::macpool::MacPoolArgs>),
     /// bridge-marker on a cluster node: reports the node's Linux bridges as node resources
     /// (bridge.network.kubevirt.io/BRIDGE).
-    BridgeMarker(bridge_marker::BridgeMarkerArgs),
+    BridgeMarker(network::bridge_marker::BridgeMarkerArgs),
     /// A pvcTemplate storage pool on one node (its Deployment's container): bind-mounts the
     /// pool's claim over the pool's path on the host until stopped.
-    HppPoolMounter(hpp_pool_mounter::PoolMounterArgs),
+    HppPoolMounter(storage::pool_mounter::PoolMounterArgs),
     /// cdi-operator on a cluster: the CDI CR deploys the DataVolume controllers and the
     /// admission webhook in the operator's namespace and keeps the CDIConfig to its spec.
-    CdiOperator(cdi_operator::CdiOperatorArgs),
+    CdiOperator(install_operators::cdi::CdiOperatorArgs),
     /// hostpath-provisioner-operator on a cluster: the HostPathProvisioner CRs deploy the
     /// CSI driver in the operator's namespace, serving their path pools.
-    HppOperator(hpp_operator::HppOperatorArgs),
+    HppOperator(install_operators::hpp::HppOperatorArgs),
     /// HCO on a cluster: the HyperConverged of its namespace becomes the KubeVirt, CDI,
     /// NetworkAddonsConfig and SSP CRs, whose conditions it aggregates.
-    HcoOperator(hco_operator::HcoOperatorArgs),
+    HcoOperator(install_operators::hco::HcoOperatorArgs),
     /// HCO's webhook on a cluster: the HyperConverged's checks.
-    HcoWebhook(hco_webhook::HcoWebhookArgs),
+    HcoWebhook(webhooks::hco::HcoWebhookArgs),
     /// SSP's operator on a cluster: each SSP CR gets the common templates, its boot sources
     /// and its status.
     SspOperator,
     /// The network addons operator on a cluster: NetworkAddonsConfig `cluster` gets the MAC
     /// pool's range and CNAO's status.
-    NetworkOperator(network_operator::NetworkOperatorArgs),
+    NetworkOperator(install_operators::network::NetworkOperatorArgs),
     /// virt-operator on a cluster: each KubeVirt CR deploys virt-api, virt-controller and
     /// virt-handler in its namespace and reports them in its status; it serves the CR's
     /// uninstall guard and update review.
-    VirtOperator(virt_operator::VirtOperatorArgs),
+    VirtOperator(install_operators::kubevirt::VirtOperatorArgs),
     /// virt-controller on a cluster: the VirtualMachine and VirtualMachineInstance
     /// controllers.
-    VirtController(virt_controller::VirtControllerArgs),
+    VirtController(kubevirt::virt_controller::VirtControllerArgs),
     /// virt-handler on a cluster node: follows the node's VMIs through their launchers and
     /// serves the subresources only the node can answer, for virt-api.
-    VirtHandler(Box<virt_handler::VirtHandlerArgs>),
+    VirtHandler(Box<kubevirt::virt_handler::VirtHandlerArgs>),
     /// virt-api on a cluster: the subresource API behind its APIService, and the VM and
     /// VMI admission webhooks.
-    VirtApi(Box<virt_api::VirtApiArgs>),
+    VirtApi(Box<kubevirt::virt_api::VirtApiArgs>),
     /// The compute container of a VMI's launcher pod: starts QEMU for the VMI virt-handler
     /// syncs over the control socket and owns it until the domain ends.
-    VirtLauncher(Box<virt_launcher::VirtLauncherArgs>),
+    VirtLauncher(Box<kubevirt::virt_launcher::VirtLauncherArgs>),
     /// VirtualMachineInstances without a platform: `vmi run FILE` runs one in the
     /// foreground.
-    Vmi(Box<vmi_run::VmiArgs>),
+    Vmi(Box<kubevirt::vmi_run::VmiArgs>),
     /// Start the single-machine control plane (embedded API server) and write its kubeconfig.
-    Up(up::UpArgs),
+    Up(platform::up::UpArgs),
     /// Stop the control plane `ferrovirt up` started.
-    Down(up::DownArgs),
+    Down(platform::up::DownArgs),
     /// Start a VirtualMachine (virtctl start).
     Start(virtctl::StartArgs),
     /// Stop a VirtualMachine: its guest is shut down through ACPI within its grace period
@@ -210,13 +167,13 @@ enum Command {
     #[command(subcommand)]
     Cni(ferrovirt_network::cni::CniPlugin),
     /// Process a Template into the List of its objects, as `oc process` (`-p KEY=VALUE`).
-    Process(process::ProcessArgs),
+    Process(templates::process::ProcessArgs),
     /// Serve this binary as `virtctl` (`/<arch>/linux/virtctl.tar.gz`), as HCO's CLI
     /// download server.
-    CliDownload(cli_download::CliDownloadArgs),
+    CliDownload(install_operators::cli_download::CliDownloadArgs),
     /// Print the common templates bundle as a List.
     #[command(hide = true)]
-    CommonTemplates(process::CommonTemplatesArgs),
+    CommonTemplates(templates::process::CommonTemplatesArgs),
 }
 
 fn main() -> ExitCode {
@@ -253,33 +210,33 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match command {
             Command::Ssh(_) => unreachable!("run above"),
-            Command::Import(args) => import::run(*args).await,
-            Command::Importer => importer_pod::run().await,
-            Command::CsiDriver(args) => csi_driver::run(*args).await,
-            Command::UploadProxy(args) => upload_proxy::run(*args).await,
-            Command::UploadServer => upload_server::run().await,
-            Command::CloneSource(args) => clone_source::run(args).await,
-            Command::UploadToken(args) => upload_proxy::run_token(args),
-            Command::ImageUpload(args) => image_upload::run(*args).await,
-            Command::Controller(args) => controller::run(args).await,
-            Command::Webhook(args) => webhook::run(args).await,
-            Command::Macpool(args) => macpool::run(*args).await,
-            Command::BridgeMarker(args) => bridge_marker::run(args).await,
-            Command::HppPoolMounter(args) => hpp_pool_mounter::run(args).await,
-            Command::CdiOperator(args) => cdi_operator::run(args).await,
-            Command::HppOperator(args) => hpp_operator::run(args).await,
-            Command::VirtOperator(args) => virt_operator::run(args).await,
-            Command::HcoOperator(args) => hco_operator::run(args).await,
-            Command::HcoWebhook(args) => hco_webhook::run(args).await,
-            Command::SspOperator => ssp_operator::run().await,
-            Command::NetworkOperator(args) => network_operator::run(args).await,
-            Command::VirtController(args) => virt_controller::run(args).await,
-            Command::VirtHandler(args) => virt_handler::run(*args).await,
-            Command::VirtApi(args) => virt_api::run(*args).await,
-            Command::VirtLauncher(args) => virt_launcher::run(*args).await,
-            Command::Vmi(args) => vmi_run::run(*args).await,
-            Command::Up(args) => up::up(args).await,
-            Command::Down(args) => up::down(args).await,
+            Command::Import(args) => storage::import::run(*args).await,
+            Command::Importer => storage::importer_pod::run().await,
+            Command::CsiDriver(args) => storage::csi_driver::run(*args).await,
+            Command::UploadProxy(args) => upload::proxy::run(*args).await,
+            Command::UploadServer => upload::server::run().await,
+            Command::CloneSource(args) => storage::clone_source::run(args).await,
+            Command::UploadToken(args) => upload::proxy::run_token(args),
+            Command::ImageUpload(args) => upload::image_upload::run(*args).await,
+            Command::Controller(args) => storage::cdi_controller::run(args).await,
+            Command::Webhook(args) => webhooks::cdi::run(args).await,
+            Command::Macpool(args) => network::macpool::run(*args).await,
+            Command::BridgeMarker(args) => network::bridge_marker::run(args).await,
+            Command::HppPoolMounter(args) => storage::pool_mounter::run(args).await,
+            Command::CdiOperator(args) => install_operators::cdi::run(args).await,
+            Command::HppOperator(args) => install_operators::hpp::run(args).await,
+            Command::VirtOperator(args) => install_operators::kubevirt::run(args).await,
+            Command::HcoOperator(args) => install_operators::hco::run(args).await,
+            Command::HcoWebhook(args) => webhooks::hco::run(args).await,
+            Command::SspOperator => install_operators::ssp::run().await,
+            Command::NetworkOperator(args) => install_operators::network::run(args).await,
+            Command::VirtController(args) => kubevirt::virt_controller::run(args).await,
+            Command::VirtHandler(args) => kubevirt::virt_handler::run(*args).await,
+            Command::VirtApi(args) => kubevirt::virt_api::run(*args).await,
+            Command::VirtLauncher(args) => kubevirt::virt_launcher::run(*args).await,
+            Command::Vmi(args) => kubevirt::vmi_run::run(*args).await,
+            Command::Up(args) => platform::up::up(args).await,
+            Command::Down(args) => platform::up::down(args).await,
             Command::Start(args) => virtctl::start(args).await,
             Command::Stop(args) => virtctl::stop(args, "stop").await,
             Command::Restart(args) => virtctl::stop(args, "restart").await,
@@ -295,9 +252,9 @@ fn main() -> ExitCode {
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,
             // The error object is on stdout already; stderr gets the one-line report.
             Command::Cni(plugin) => ferrovirt_network::cni::run(plugin).map_err(Into::into),
-            Command::Process(args) => process::run(args).await,
-            Command::CliDownload(args) => cli_download::run(args).await,
-            Command::CommonTemplates(args) => process::common_templates(args),
+            Command::Process(args) => templates::process::run(args).await,
+            Command::CliDownload(args) => install_operators::cli_download::run(args).await,
+            Command::CommonTemplates(args) => templates::process::common_templates(args),
         }
     });
     // Whatever still runs (a task that never yields) must not keep the process alive once

@@ -4,9 +4,6 @@
 //! the upload controller (PVC annotations, DataVolume phases) until the DataVolume flow is
 //! wired; what lands on disk is compared with `qemu-img convert`.
 
-#[path = "../src/upload_tokens.rs"]
-mod upload_tokens;
-
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,6 +11,7 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrovirt::upload::tokens as upload_tokens;
 use ferrovirt_tests::pki::Ca;
 use ferrovirt_tests::{TempDir, fixture, reference_sha256, sha256_file};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;

@@ -1,0 +1,206 @@
+//! The validating webhooks that read other objects, registered in-process with the
+//! embedded API server of `ferrovirt up`: virt-operator's and cdi-operator's uninstall
+//! guards, virt-operator's review of KubeVirt CR updates and HCO's webhook (the checks of [`install_guards`], which `ferrovirt
+//! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, and SSP's
+//! template validator.
+
+use futures_util::FutureExt;
+use serde_json::Value;
+use standalone::apiserver::{
+    ApiServer, Converter, Operation, Refusal, Validation, ValidationRequest,
+};
+
+use crate::webhooks::install_guards::{
+    self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_UPDATE_WEBHOOK, KUBEVIRT_WEBHOOK, passed_on,
+};
+
+const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
+const VMI_WEBHOOK: &str = "virtualmachineinstances-create-validator.kubevirt.io";
+
+/// Runs a check of [`install_guards`] here, where the cluster is the embedded server's
+/// store: its future never waits, so one poll ends it.
+fn in_process<T>(
+    check: impl std::future::Future<Output = Result<T, Refusal>>,
+) -> Result<T, Refusal> {
+    check
+        .now_or_never()
+        .unwrap_or_else(|| Err(Refusal::new(500, "an in-process admission check waited")))
+}
+
+/// virt-api's checks of a VM or VMI that depend on the active KubeVirt CR's feature gates
+/// (none without a KubeVirt CR).
+fn feature_gates(request: &ValidationRequest, object: &Value) -> Result<(), Refusal> {
+    let kubevirts = request
+        .list("kubevirt.io", "kubevirts", None, 100)
+        .map_err(passed_on)?;
+    let gates = operators::install::components::active_cr(&kubevirts)
+        .map(api::kubevirt::cluster_config::feature_gates)
+        .unwrap_or_default();
+    match api::kubevirt::gated_features::refusal(object, &gates) {
+        Some(message) => Err(Refusal::new(422, message)),
+        None => Ok(()),
+    }
+}
+
+/// SSP's template validator: the VM against its own rules or its template's.
+fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>, Refusal> {
+    use api::template_validator as validator;
+    let template = match validator::template_needed(vm) {
+        Some((namespace, name)) => request
+            .get("template.openshift.io", "templates", &namespace, &name)
+            .map_err(passed_on)?,
+        None => None,
+    };
+    let verdict = validator::review_vm(vm, template.as_ref());
+    match (verdict.message(), verdict.code()) {
+        (Some(message), Some(code)) => Err(Refusal::new(code, message)),
+        _ => Ok(verdict.warnings),
+    }
+}
+
+fn template_delete(request: &ValidationRequest, template: &Value) -> Result<(), Refusal> {
+    let vms = request
+        .list("kubevirt.io", "virtualmachines", None, 10_000)
+        .map_err(passed_on)?;
+    match api::template_validator::review_template_deletion(template, &vms) {
+        Some(status) => Err(Refusal::denied(
+            status["message"].as_str().unwrap_or_default(),
+        )),
+        None => Ok(()),
+    }
+}
+
+type Check = fn(&ValidationRequest, &Value) -> Result<Vec<String>, Refusal>;
+
+fn validation(
+    name: &str,
+    group: &str,
+    plural: &str,
+    operations: &[Operation],
+    check: Check,
+) -> Validation {
+    Validation {
+        name: name.to_owned(),
+        group: group.to_owned(),
+        plural: plural.to_owned(),
+        operations: operations.to_vec(),
+        check: Box::new(move |request| {
+            let subject = request
+                .object
+                .or(request.old)
+                .cloned()
+                .unwrap_or(Value::Null);
+            check(request, &subject)
+        }),
+    }
+}
+
+fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
+    result.map(|()| Vec::new())
+}
+
+/// Registers every in-process webhook with `server`: the validating ones, and HCO's
+/// conversion of the HyperConverged between v1beta1 and v1.
+pub fn register(server: &ApiServer) {
+    server.register_converter(Converter::new(
+        api::hco::GROUP,
+        api::hco::conversion::KIND,
+        api::hco::conversion::webhook,
+    ));
+    use Operation::{Create, Delete, Update};
+    let all = [
+        validation(
+            KUBEVIRT_WEBHOOK,
+            "kubevirt.io",
+            "kubevirts",
+            &[Delete],
+            |r, kv| no_warnings(in_process(install_guards::kubevirt_uninstall(r, kv))),
+        ),
+        validation(
+            KUBEVIRT_UPDATE_WEBHOOK,
+            "kubevirt.io",
+            "kubevirts",
+            &[Update],
+            |r, kv| {
+                in_process(install_guards::kubevirt_update(
+                    r,
+                    kv,
+                    r.old.unwrap_or(&Value::Null),
+                ))
+            },
+        ),
+        validation(
+            CDI_WEBHOOK,
+            "cdi.kubevirt.io",
+            "cdis",
+            &[Delete],
+            |r, cdi| no_warnings(in_process(install_guards::cdi_uninstall(r, cdi))),
+        ),
+        validation(
+            HCO_WEBHOOK,
+            "hco.kubevirt.io",
+            "hyperconvergeds",
+            &[Create],
+            |r, hc| install_guards::hyperconverged_create(r.namespace, hc),
+        ),
+        validation(
+            HCO_WEBHOOK,
+            "hco.kubevirt.io",
+            "hyperconvergeds",
+            &[Update],
+            |r, hc| match r.old {
+                Some(old) => in_process(install_guards::hyperconverged_update(
+                    r,
+                    r.namespace,
+                    hc,
+                    old,
+                )),
+                None => Ok(Vec::new()),
+            },
+        ),
+        validation(
+            HCO_WEBHOOK,
+            "hco.kubevirt.io",
+            "hyperconvergeds",
+            &[Delete],
+            |r, hc| {
+                no_warnings(in_process(install_guards::hyperconverged_delete(
+                    r,
+                    r.namespace,
+                    hc,
+                )))
+            },
+        ),
+        validation(
+            VM_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachines",
+            &[Create, Update],
+            |r, vm| no_warnings(feature_gates(r, vm)),
+        ),
+        validation(
+            VMI_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachineinstances",
+            &[Create],
+            |r, vmi| no_warnings(feature_gates(r, vmi)),
+        ),
+        validation(
+            api::template_validator::VM_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachines",
+            &[Create, Update],
+            template_rules,
+        ),
+        validation(
+            api::template_validator::TEMPLATE_WEBHOOK,
+            "template.openshift.io",
+            "templates",
+            &[Delete],
+            |r, t| no_warnings(template_delete(r, t)),
+        ),
+    ];
+    for webhook in all {
+        server.register_validation(webhook);
+    }
+}
