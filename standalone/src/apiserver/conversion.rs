@@ -4,69 +4,15 @@
 //!
 //! A CRD's `spec.conversion.strategy` says how an object moves between versions: `None`
 //! changes only its `apiVersion`; `Webhook` asks the conversion webhook. This server calls no
-//! webhook service: a component that converts registers an in-process [`Converter`] for its
+//! webhook service: a component that converts registers an in-process [`super::converter::Converter`] for its
 //! kind, as it registers its validating webhooks, and a CRD asking for a webhook without one
 //! fails the request as kube-apiserver fails it when the webhook cannot be reached.
 
-use std::fmt;
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
+use super::converter::Strategy;
 use super::errors::ApiError;
 use super::resources::ResourceType;
-
-/// Converts an object of the kind (at any served version) to the given `apiVersion`, or
-/// says why it cannot.
-pub type ConvertFn = dyn Fn(&Value, &str) -> Result<Value, String> + Send + Sync;
-
-/// An in-process conversion webhook of one kind.
-#[derive(Clone)]
-pub struct Converter {
-    pub group: String,
-    pub kind: String,
-    convert: Arc<ConvertFn>,
-}
-
-impl Converter {
-    pub fn new(
-        group: impl Into<String>,
-        kind: impl Into<String>,
-        convert: impl Fn(&Value, &str) -> Result<Value, String> + Send + Sync + 'static,
-    ) -> Converter {
-        Converter {
-            group: group.into(),
-            kind: kind.into(),
-            convert: Arc::new(convert),
-        }
-    }
-}
-
-impl fmt::Debug for Converter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Converter({}/{})", self.group, self.kind)
-    }
-}
-
-/// How a resource's objects move between its versions.
-#[derive(Clone, Debug, Default)]
-pub enum Strategy {
-    /// Only the `apiVersion` changes (built-in kinds, and CRDs with strategy `None`).
-    #[default]
-    None,
-    /// The CRD asks for a conversion webhook: the in-process one, once registered.
-    Webhook(Option<Converter>),
-}
-
-impl Strategy {
-    /// A CRD's strategy (without its converter).
-    pub fn of_crd(crd: &Value) -> Strategy {
-        match crd["spec"]["conversion"]["strategy"].as_str() {
-            Some("Webhook") => Strategy::Webhook(None),
-            _ => Strategy::None,
-        }
-    }
-}
 
 /// `object` at `version` of `rt`.
 pub fn to_version(rt: &ResourceType, object: Value, version: &str) -> Result<Value, ApiError> {
@@ -112,6 +58,7 @@ fn relabelled(mut object: Value, api_version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apiserver::converter::Converter;
     use crate::apiserver::resources::from_crd;
 
     fn widgets(strategy: &str) -> ResourceType {

@@ -10,8 +10,6 @@
 
 use serde_json::{Map, Value};
 
-use super::resources::ResourceType;
-
 /// Core field name, `events.k8s.io` field name.
 const RENAMED: [(&str, &str); 7] = [
     ("involvedObject", "regarding"),
@@ -22,14 +20,6 @@ const RENAMED: [(&str, &str); 7] = [
     ("lastTimestamp", "deprecatedLastTimestamp"),
     ("count", "deprecatedCount"),
 ];
-
-/// The storage key of every Event, whichever API it comes through.
-pub const EVENTS_KEY: &str = "/events";
-
-/// Whether `rt` is the `events.k8s.io` view.
-pub fn is_view(rt: &ResourceType) -> bool {
-    rt.group == "events.k8s.io" && rt.plural == "events"
-}
 
 /// An `events.k8s.io` Event in the core shape it is stored in.
 pub fn to_core(event: Value) -> Value {

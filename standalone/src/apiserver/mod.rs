@@ -5,6 +5,7 @@ mod aggregated;
 mod apiservice;
 mod authz;
 mod conversion;
+mod converter;
 mod crd_schema;
 mod credentials;
 mod discovery;
@@ -45,7 +46,7 @@ use front_proxy::FrontProxyIdentity;
 
 pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
 pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
-pub use conversion::Converter;
+pub use converter::Converter;
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
 pub use objects::{Admission, Objects};

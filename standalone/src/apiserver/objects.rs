@@ -131,7 +131,7 @@ impl Objects {
             .transpose()?;
         let keep = |o: &Value| {
             let matches = |o: &Value| options.labels.matches(o) && options.fields.matches(o);
-            if event_view::is_view(rt) {
+            if rt.is_events_view() {
                 // Selectors name the fields of the shape served (`regarding.name=...`).
                 matches(&served_shape(rt, o.clone()))
             } else {
@@ -314,7 +314,7 @@ impl Objects {
         if let Some(schemas) = &rt.schemas {
             schemas.prune(version, object, Input::Object);
             schemas.default(version, object);
-        } else if !event_view::is_view(rt) {
+        } else if !rt.is_events_view() {
             // A built-in kind keeps only what its Go type has, of the types it has.
             super::openapi::prune_builtin(rt, version, object, Input::Object).map_err(|error| {
                 ApiError::BadRequest(format!(
@@ -665,7 +665,7 @@ impl Objects {
 
 /// An object as it is stored: an `events.k8s.io` Event as a core Event.
 fn stored_shape(rt: &ResourceType, object: Value) -> Value {
-    if event_view::is_view(rt) {
+    if rt.is_events_view() {
         event_view::to_core(object)
     } else {
         object
@@ -674,7 +674,7 @@ fn stored_shape(rt: &ResourceType, object: Value) -> Value {
 
 /// A stored object in the shape of the API `rt` serves.
 fn served_shape(rt: &ResourceType, object: Value) -> Value {
-    if event_view::is_view(rt) {
+    if rt.is_events_view() {
         event_view::from_core(object)
     } else {
         object

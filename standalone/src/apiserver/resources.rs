@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
-use super::conversion::{Converter, Strategy};
+use super::converter::{Converter, Strategy};
 use super::crd_schema::CrdSchemas;
 
 /// A printed column of `kubectl get`: a header and a simple JSONPath into the object.
@@ -20,6 +20,10 @@ pub struct Column {
     pub json_path: String,
     pub priority: i64,
 }
+
+/// The storage key of every Event, whichever API it comes through: `events.k8s.io` Events
+/// are a view of the core ones.
+pub const EVENTS_KEY: &str = "/events";
 
 /// One resource (a plural name in a group), served at one or more versions.
 #[derive(Clone, Debug)]
@@ -50,10 +54,15 @@ impl ResourceType {
     /// The key objects of this resource are stored under, the same for every version (and
     /// for `events.k8s.io` Events, the core Events' key: they are a view of those).
     pub fn storage_key(&self) -> String {
-        if super::event_view::is_view(self) {
-            return super::event_view::EVENTS_KEY.to_string();
+        if self.is_events_view() {
+            return EVENTS_KEY.to_string();
         }
         format!("{}/{}", self.group, self.plural)
+    }
+
+    /// Whether this is the `events.k8s.io` view of the core Events ([`super::event_view`]).
+    pub fn is_events_view(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
     }
 
     /// "datavolumes.cdi.kubevirt.io", or "pods" for the core group, as in error messages.
