@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use api::kubevirt::VirtualMachineInstanceSpec;
-use api::kubevirt::vmi::{CloudInitSource, Disk, DiskTarget, Volume};
+use api::kubevirt::vmi::{CloudInitSource, Disk, DiskTarget, HostDisk, Volume};
 use api::quantity::quantity_bytes;
 use api::validation::FieldPath;
 use base64::Engine;
@@ -71,141 +71,221 @@ pub fn plan(
         .child("disks");
     let volumes_path = FieldPath::new("spec").child("volumes");
     let volumes: Vec<&Volume> = spec.volumes.iter().flatten().collect();
-    let q35 = machine.is_q35();
     let mut cloud_init_kinds = std::collections::BTreeSet::<&str>::new();
     let mut plan = DiskPlan::default();
-    let mut sata_port = 0usize;
-    let mut scsi_lun = 0u32;
+    let mut slots = BusSlots {
+        q35: machine.is_q35(),
+        sata_port: 0,
+        scsi_lun: 0,
+    };
     let mut boot_orders = std::collections::BTreeMap::new();
     for (i, disk) in spec.domain.devices.disks.iter().flatten().enumerate() {
         let path = devices.index(i);
-        let (v, volume) = volumes
-            .iter()
-            .enumerate()
-            .find(|(_, v)| v.name == disk.name)
-            .ok_or_else(|| {
-                DomainError::unsupported(&path.child("name"), "no volume of this name")
-            })?;
-        if let Some(order) = disk.boot_order
-            && let Some(first) = boot_orders.insert(order, i)
-        {
-            return Err(DomainError::unsupported(
-                &path.child("bootOrder"),
-                format!("boot order {order} is already used by disk {first}"),
-            ));
-        }
+        let (v, volume) = volume_of(&volumes, disk, &path)?;
+        check_boot_order_unused(&mut boot_orders, disk, i, &path)?;
         let vpath = volumes_path.index(v);
-        for (kind, set) in [
-            ("cloudInitNoCloud", volume.cloud_init_no_cloud.is_some()),
-            (
-                "cloudInitConfigDrive",
-                volume.cloud_init_config_drive.is_some(),
-            ),
-        ] {
-            if set && !cloud_init_kinds.insert(kind) {
-                return Err(DomainError::unsupported(
-                    &vpath.child(kind),
-                    "only one volume of each cloud-init kind can be given",
-                ));
-            }
-        }
+        check_one_cloud_init_of_each_kind(&mut cloud_init_kinds, volume, &vpath)?;
         let image = image(volume, &vpath, facts, identity, &mut plan.prepare)?;
         let (kind, target) = target(disk);
-        let read_only = image.read_only
-            || kind == "cdrom"
-            || target.and_then(|t| t.readonly).unwrap_or(false)
-            || volume
-                .persistent_volume_claim
-                .as_ref()
-                .and_then(|p| p.read_only)
-                .unwrap_or(false);
+        let read_only = is_read_only(&image, kind, target, volume);
         let bus = bus(kind, target, &path)?;
         let cache = cache(disk, &image, facts, &path)?;
         let node = format!("drive{i}");
-        let mut file = json!({
-            "driver": image.protocol,
-            "filename": image.path,
-            "node-name": format!("{node}-file"),
-            "read-only": read_only,
-            "cache": {"direct": cache.direct, "no-flush": false},
-            "aio": aio(disk, cache.direct, &path)?,
-        });
-        if !read_only {
-            file["discard"] = json!("unmap");
-        }
-        let format = json!({
-            "driver": image.format,
-            "file": format!("{node}-file"),
-            "node-name": node,
-            "read-only": read_only,
-            "cache": {"direct": cache.direct, "no-flush": false},
-        });
-        let mut device = match (bus, kind) {
-            ("virtio", _) => json!({"driver": "virtio-blk-pci"}),
-            ("sata", _) => {
-                if sata_port == AHCI_PORTS {
-                    return Err(DomainError::unsupported(
-                        &path,
-                        format!("more than {AHCI_PORTS} sata disks"),
-                    ));
-                }
-                let controller = if q35 { "ide" } else { "sata0" };
-                plan.ahci_controller |= !q35;
-                sata_port += 1;
-                let driver = if kind == "cdrom" { "ide-cd" } else { "ide-hd" };
-                json!({"driver": driver, "bus": format!("{controller}.{}", sata_port - 1)})
-            }
-            ("scsi", _) => {
-                plan.scsi_controller = true;
-                scsi_lun += 1;
-                let driver = if kind == "cdrom" {
-                    "scsi-cd"
-                } else {
-                    "scsi-hd"
-                };
-                json!({"driver": driver, "bus": "scsi0.0", "channel": 0, "scsi-id": 0, "lun": scsi_lun - 1})
-            }
-            _ => {
-                plan.usb = true;
-                json!({"driver": "usb-storage", "bus": "usb.0", "removable": kind == "cdrom"})
-            }
-        };
-        device["drive"] = json!(node);
-        device["id"] = json!(format!("ua-{}", disk.name));
-        if kind != "cdrom" {
-            device["write-cache"] = json!(if cache.write_cache { "on" } else { "off" });
-        }
-        if let Some(order) = disk.boot_order {
-            device["bootindex"] = json!(order);
-        }
-        if let Some(serial) = &disk.serial {
-            if serial.len() > 20
-                || !serial
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(DomainError::unsupported(
-                    &path.child("serial"),
-                    "a disk serial is at most 20 letters, digits, '-', '_' or '.'",
-                ));
-            }
-            device["serial"] = json!(serial);
-        }
-        if let Some(policy) = disk.extra.get("errorPolicy").and_then(Value::as_str) {
-            let (werror, rerror) = error_policy(policy, &path.child("errorPolicy"))?;
-            if bus != "usb" {
-                device["werror"] = json!(werror);
-                if bus != "virtio" || rerror != "enospc" {
-                    device["rerror"] = json!(rerror);
-                }
-            }
-        }
-        plan.drives.push(Drive {
-            blockdevs: vec![file, format],
-            device,
-        });
+        let blockdevs = blockdev_chain(&node, &image, read_only, &cache, disk, &path)?;
+        let mut device = bus_device(bus, kind, &mut slots, &mut plan, &path)?;
+        set_device_properties(&mut device, disk, &node, kind, bus, &cache, &path)?;
+        plan.drives.push(Drive { blockdevs, device });
     }
     Ok(plan)
+}
+
+/// The volume a disk names, with its index in `spec.volumes`.
+fn volume_of<'a>(
+    volumes: &[&'a Volume],
+    disk: &Disk,
+    path: &FieldPath,
+) -> Result<(usize, &'a Volume), DomainError> {
+    volumes
+        .iter()
+        .copied()
+        .enumerate()
+        .find(|(_, v)| v.name == disk.name)
+        .ok_or_else(|| DomainError::unsupported(&path.child("name"), "no volume of this name"))
+}
+
+/// A boot order belongs to one disk only.
+fn check_boot_order_unused(
+    boot_orders: &mut std::collections::BTreeMap<u32, usize>,
+    disk: &Disk,
+    i: usize,
+    path: &FieldPath,
+) -> Result<(), DomainError> {
+    if let Some(order) = disk.boot_order
+        && let Some(first) = boot_orders.insert(order, i)
+    {
+        return Err(DomainError::unsupported(
+            &path.child("bootOrder"),
+            format!("boot order {order} is already used by disk {first}"),
+        ));
+    }
+    Ok(())
+}
+
+/// At most one cloudInitNoCloud and one cloudInitConfigDrive volume among the disks.
+fn check_one_cloud_init_of_each_kind(
+    seen: &mut std::collections::BTreeSet<&str>,
+    volume: &Volume,
+    vpath: &FieldPath,
+) -> Result<(), DomainError> {
+    for (kind, set) in [
+        ("cloudInitNoCloud", volume.cloud_init_no_cloud.is_some()),
+        (
+            "cloudInitConfigDrive",
+            volume.cloud_init_config_drive.is_some(),
+        ),
+    ] {
+        if set && !seen.insert(kind) {
+            return Err(DomainError::unsupported(
+                &vpath.child(kind),
+                "only one volume of each cloud-init kind can be given",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Read-only: generated content, a CD-ROM, a read-only target or a read-only claim.
+fn is_read_only(image: &Image, kind: &str, target: Option<&DiskTarget>, volume: &Volume) -> bool {
+    image.read_only
+        || kind == "cdrom"
+        || target.and_then(|t| t.readonly).unwrap_or(false)
+        || volume
+            .persistent_volume_claim
+            .as_ref()
+            .and_then(|p| p.read_only)
+            .unwrap_or(false)
+}
+
+/// The blockdev chain of one drive, bottom first: the file or device, then its format.
+fn blockdev_chain(
+    node: &str,
+    image: &Image,
+    read_only: bool,
+    cache: &Cache,
+    disk: &Disk,
+    path: &FieldPath,
+) -> Result<Vec<Value>, DomainError> {
+    let mut file = json!({
+        "driver": image.protocol,
+        "filename": image.path,
+        "node-name": format!("{node}-file"),
+        "read-only": read_only,
+        "cache": {"direct": cache.direct, "no-flush": false},
+        "aio": aio(disk, cache.direct, path)?,
+    });
+    if !read_only {
+        file["discard"] = json!("unmap");
+    }
+    let format = json!({
+        "driver": image.format,
+        "file": format!("{node}-file"),
+        "node-name": node,
+        "read-only": read_only,
+        "cache": {"direct": cache.direct, "no-flush": false},
+    });
+    Ok(vec![file, format])
+}
+
+/// The next free places on the disk buses.
+struct BusSlots {
+    /// q35 has an AHCI controller (`ide`) built in.
+    q35: bool,
+    sata_port: usize,
+    scsi_lun: u32,
+}
+
+/// The guest device on its bus, taking the bus's next slot (and asking for its controller).
+fn bus_device(
+    bus: &str,
+    kind: &str,
+    slots: &mut BusSlots,
+    plan: &mut DiskPlan,
+    path: &FieldPath,
+) -> Result<Value, DomainError> {
+    let q35 = slots.q35;
+    Ok(match (bus, kind) {
+        ("virtio", _) => json!({"driver": "virtio-blk-pci"}),
+        ("sata", _) => {
+            if slots.sata_port == AHCI_PORTS {
+                return Err(DomainError::unsupported(
+                    path,
+                    format!("more than {AHCI_PORTS} sata disks"),
+                ));
+            }
+            let controller = if q35 { "ide" } else { "sata0" };
+            plan.ahci_controller |= !q35;
+            slots.sata_port += 1;
+            let driver = if kind == "cdrom" { "ide-cd" } else { "ide-hd" };
+            json!({"driver": driver, "bus": format!("{controller}.{}", slots.sata_port - 1)})
+        }
+        ("scsi", _) => {
+            plan.scsi_controller = true;
+            slots.scsi_lun += 1;
+            let driver = if kind == "cdrom" {
+                "scsi-cd"
+            } else {
+                "scsi-hd"
+            };
+            json!({"driver": driver, "bus": "scsi0.0", "channel": 0, "scsi-id": 0, "lun": slots.scsi_lun - 1})
+        }
+        _ => {
+            plan.usb = true;
+            json!({"driver": "usb-storage", "bus": "usb.0", "removable": kind == "cdrom"})
+        }
+    })
+}
+
+/// The device's drive, id, write cache, boot index, serial and error actions.
+fn set_device_properties(
+    device: &mut Value,
+    disk: &Disk,
+    node: &str,
+    kind: &str,
+    bus: &str,
+    cache: &Cache,
+    path: &FieldPath,
+) -> Result<(), DomainError> {
+    device["drive"] = json!(node);
+    device["id"] = json!(format!("ua-{}", disk.name));
+    if kind != "cdrom" {
+        device["write-cache"] = json!(if cache.write_cache { "on" } else { "off" });
+    }
+    if let Some(order) = disk.boot_order {
+        device["bootindex"] = json!(order);
+    }
+    if let Some(serial) = &disk.serial {
+        if serial.len() > 20
+            || !serial
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(DomainError::unsupported(
+                &path.child("serial"),
+                "a disk serial is at most 20 letters, digits, '-', '_' or '.'",
+            ));
+        }
+        device["serial"] = json!(serial);
+    }
+    if let Some(policy) = disk.extra.get("errorPolicy").and_then(Value::as_str) {
+        let (werror, rerror) = error_policy(policy, &path.child("errorPolicy"))?;
+        if bus != "usb" {
+            device["werror"] = json!(werror);
+            if bus != "virtio" || rerror != "enospc" {
+                device["rerror"] = json!(rerror);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn target(disk: &Disk) -> (&'static str, Option<&DiskTarget>) {
@@ -338,22 +418,7 @@ fn image(
 ) -> Result<Image, DomainError> {
     let run = &facts.run_dir;
     let name = &volume.name;
-    let backing = || {
-        facts
-            .volumes
-            .get(name)
-            .ok_or_else(|| DomainError::VolumeBacking {
-                field: path.to_string(),
-                volume: name.clone(),
-                problem: "has nothing backing it on this node".into(),
-            })
-    };
-    let raw = |path: PathBuf, protocol| Image {
-        path,
-        protocol,
-        format: "raw",
-        read_only: false,
-    };
+    let backing = || backing_of(facts, name, path);
     if volume.persistent_volume_claim.is_some() || volume.data_volume.is_some() {
         let read_only = volume
             .persistent_volume_claim
@@ -390,41 +455,96 @@ fn image(
         return Ok(raw(file, "file"));
     }
     if let Some(host) = &volume.host_disk {
-        let hpath = path.child("hostDisk");
-        let file = PathBuf::from(&host.path);
-        if !file.is_absolute() {
+        return host_disk_image(host, name, path, prepare);
+    }
+    if let Some(image) = cloud_init_image(volume, path, facts, identity, prepare)? {
+        return Ok(image);
+    }
+    if let Some(label) = directory_iso_label(volume) {
+        return directory_image(label, name, backing()?, path, run, prepare);
+    }
+    Err(DomainError::unsupported(
+        path,
+        "this volume source is not supported",
+    ))
+}
+
+/// What backs volume `name` on this node, refused when nothing does.
+fn backing_of<'a>(
+    facts: &'a NodeFacts,
+    name: &str,
+    path: &FieldPath,
+) -> Result<&'a VolumeBacking, DomainError> {
+    facts
+        .volumes
+        .get(name)
+        .ok_or_else(|| DomainError::VolumeBacking {
+            field: path.to_string(),
+            volume: name.to_owned(),
+            problem: "has nothing backing it on this node".into(),
+        })
+}
+
+/// A raw image the guest may write.
+fn raw(path: PathBuf, protocol: &'static str) -> Image {
+    Image {
+        path,
+        protocol,
+        format: "raw",
+        read_only: false,
+    }
+}
+
+/// A hostDisk: the file on the node, which must exist (`Disk`) or is made sparse at the
+/// given capacity when missing (`DiskOrCreate`).
+fn host_disk_image(
+    host: &HostDisk,
+    name: &str,
+    path: &FieldPath,
+    prepare: &mut Vec<PrepareStep>,
+) -> Result<Image, DomainError> {
+    let hpath = path.child("hostDisk");
+    let file = PathBuf::from(&host.path);
+    if !file.is_absolute() {
+        return Err(DomainError::unsupported(
+            &hpath.child("path"),
+            "must be an absolute path",
+        ));
+    }
+    match host.type_.as_str() {
+        "Disk" => prepare.push(PrepareStep::MustExist {
+            path: file.clone(),
+            what: format!("the image of hostDisk {name:?}"),
+        }),
+        "DiskOrCreate" => {
+            let capacity = host.capacity.as_ref().ok_or_else(|| {
+                DomainError::unsupported(&hpath.child("capacity"), "DiskOrCreate needs a capacity")
+            })?;
+            prepare.push(PrepareStep::SparseImageIfMissing {
+                path: file.clone(),
+                size: bytes(capacity, &hpath.child("capacity"))?,
+                field: hpath.to_string(),
+            });
+        }
+        other => {
             return Err(DomainError::unsupported(
-                &hpath.child("path"),
-                "must be an absolute path",
+                &hpath.child("type"),
+                format!("unsupported type {other:?}; supported: Disk, DiskOrCreate"),
             ));
         }
-        match host.type_.as_str() {
-            "Disk" => prepare.push(PrepareStep::MustExist {
-                path: file.clone(),
-                what: format!("the image of hostDisk {name:?}"),
-            }),
-            "DiskOrCreate" => {
-                let capacity = host.capacity.as_ref().ok_or_else(|| {
-                    DomainError::unsupported(
-                        &hpath.child("capacity"),
-                        "DiskOrCreate needs a capacity",
-                    )
-                })?;
-                prepare.push(PrepareStep::SparseImageIfMissing {
-                    path: file.clone(),
-                    size: bytes(capacity, &hpath.child("capacity"))?,
-                    field: hpath.to_string(),
-                });
-            }
-            other => {
-                return Err(DomainError::unsupported(
-                    &hpath.child("type"),
-                    format!("unsupported type {other:?}; supported: Disk, DiskOrCreate"),
-                ));
-            }
-        }
-        return Ok(raw(file, "file"));
     }
+    Ok(raw(file, "file"))
+}
+
+/// A cloud-init volume (NoCloud or ConfigDrive): its ISO, made in the run dir; `None` for
+/// any other volume.
+fn cloud_init_image(
+    volume: &Volume,
+    path: &FieldPath,
+    facts: &NodeFacts,
+    identity: &Identity,
+    prepare: &mut Vec<PrepareStep>,
+) -> Result<Option<Image>, DomainError> {
     for (kind, source, field) in [
         (
             CloudInitKind::NoCloud,
@@ -438,39 +558,51 @@ fn image(
         ),
     ] {
         if let Some(source) = source {
-            let data = cloud_init(kind, source, &path.child(field), facts, identity, name)?;
-            let file = run.join(kind.iso_name());
+            let data = cloud_init(
+                kind,
+                source,
+                &path.child(field),
+                facts,
+                identity,
+                &volume.name,
+            )?;
+            let file = facts.run_dir.join(kind.iso_name());
             prepare.push(PrepareStep::CloudInitIso {
                 path: file.clone(),
                 data,
             });
-            return Ok(Image {
+            return Ok(Some(Image {
                 read_only: true,
                 ..raw(file, "file")
-            });
+            }));
         }
     }
-    let label = directory_iso_label(volume);
-    if let Some(label) = label {
-        let dir = match backing()? {
-            VolumeBacking::Files(dir) => dir.clone(),
-            other => return Err(wrong_backing(path, name, "a directory of files", other)),
-        };
-        let file = run.join(format!("{name}.config.iso"));
-        prepare.push(PrepareStep::DirectoryIso {
-            path: file.clone(),
-            label,
-            dir,
-        });
-        return Ok(Image {
-            read_only: true,
-            ..raw(file, "file")
-        });
-    }
-    Err(DomainError::unsupported(
-        path,
-        "this volume source is not supported",
-    ))
+    Ok(None)
+}
+
+/// A ConfigMap, Secret, service account or downward API volume: an ISO of its mounted files.
+fn directory_image(
+    label: String,
+    name: &str,
+    backing: &VolumeBacking,
+    path: &FieldPath,
+    run: &Path,
+    prepare: &mut Vec<PrepareStep>,
+) -> Result<Image, DomainError> {
+    let dir = match backing {
+        VolumeBacking::Files(dir) => dir.clone(),
+        other => return Err(wrong_backing(path, name, "a directory of files", other)),
+    };
+    let file = run.join(format!("{name}.config.iso"));
+    prepare.push(PrepareStep::DirectoryIso {
+        path: file.clone(),
+        label,
+        dir,
+    });
+    Ok(Image {
+        read_only: true,
+        ..raw(file, "file")
+    })
 }
 
 /// The ISO volume label of a ConfigMap, Secret, service account or downward API volume:

@@ -20,6 +20,7 @@ mod fields;
 mod firmware;
 mod machine;
 mod network;
+mod opts;
 mod qemu_args;
 
 use std::path::PathBuf;

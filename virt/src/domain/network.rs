@@ -6,14 +6,14 @@
 use std::net::Ipv4Addr;
 
 use api::kubevirt::VirtualMachineInstance;
-use api::kubevirt::vmi::{Interface, Network};
+use api::kubevirt::vmi::{Interface, Network, Port};
 use api::validation::FieldPath;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::facts::{NodeFacts, PodPort};
 use super::machine::Identity;
-use super::qemu_args::Opts;
+use super::opts::Opts;
 use super::{DomainError, TapDevice};
 
 /// KubeVirt's default masquerade network.
@@ -108,129 +108,8 @@ fn backend(
 ) -> Result<String, DomainError> {
     let methods = iface.binding_methods();
     match methods.first().copied() {
-        Some("masquerade") => {
-            let Some(pod) = &network.pod else {
-                return Err(DomainError::unsupported(
-                    &path.child("masquerade"),
-                    "masquerade is only allowed on the pod network",
-                ));
-            };
-            if pod.vm_ipv6_network_cidr.is_some() {
-                return Err(DomainError::unsupported(
-                    &FieldPath::new("spec")
-                        .child("networks")
-                        .child(&network.name),
-                    "IPv6 masquerade is not supported: the pod network here is IPv4 only",
-                ));
-            }
-            let cidr = pod.vm_network_cidr.as_deref().unwrap_or(DEFAULT_VM_CIDR);
-            let (net, prefix) = parse_cidr(cidr).ok_or_else(|| {
-                DomainError::unsupported(
-                    &FieldPath::new("spec")
-                        .child("networks")
-                        .child(&network.name)
-                        .child("pod")
-                        .child("vmNetworkCIDR"),
-                    format!("{cidr:?} is not an IPv4 CIDR with room for a gateway and a guest"),
-                )
-            })?;
-            let gateway = Ipv4Addr::from(u32::from(net) + 1);
-            let guest = Ipv4Addr::from(u32::from(net) + 2);
-            let mut opts = Opts::new("user")
-                .set("id", id)
-                .set("net", format!("{net}/{prefix}"))
-                .set("host", gateway)
-                .set("dhcpstart", guest)
-                .set("ipv6", "off")
-                .set("hostname", &identity.hostname);
-            let ports = iface.ports.as_deref().unwrap_or_default();
-            if ports.is_empty() {
-                plan.warnings.push(format!(
-                    "{path}: no ports listed; only listed ports, and those port-forward asks for, \
-                     reach the guest here (KubeVirt forwards all of them)"
-                ));
-            }
-            let listen = match facts.pod_ip {
-                std::net::IpAddr::V4(ip) => ip.to_string(),
-                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-            };
-            let mut route = ForwardRoute {
-                netdev: id.to_owned(),
-                listen,
-                guest,
-                listed: std::collections::BTreeSet::new(),
-            };
-            for (p, port) in ports.iter().enumerate() {
-                let ppath = path.child("ports").index(p);
-                let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
-                    "TCP" => "tcp",
-                    "UDP" => "udp",
-                    other => {
-                        return Err(DomainError::unsupported(
-                            &ppath.child("protocol"),
-                            format!("unsupported protocol {other:?}; supported: TCP, UDP"),
-                        ));
-                    }
-                };
-                let number = u16::try_from(port.port)
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        DomainError::unsupported(
-                            &ppath.child("port"),
-                            "must be between 1 and 65535",
-                        )
-                    })?;
-                if !route.listed.insert((protocol, number)) {
-                    return Err(DomainError::unsupported(
-                        &ppath,
-                        format!("{protocol} port {number} is listed twice"),
-                    ));
-                }
-                opts = opts.set("hostfwd", route.rule(protocol, number));
-            }
-            plan.forward_route.get_or_insert(route);
-            Ok(opts.build())
-        }
-        Some("bridge") => {
-            if iface.ports.as_ref().is_some_and(|p| !p.is_empty()) {
-                return Err(DomainError::unsupported(
-                    &path.child("ports"),
-                    "ports are forwarded only with the masquerade binding",
-                ));
-            }
-            let bridge = facts.bridges.get(&network.name).ok_or_else(|| {
-                DomainError::unsupported(
-                    &path.child("bridge"),
-                    format!(
-                        "network {:?} has no Linux bridge on this node for the bridge binding \
-                         (use masquerade on the pod network)",
-                        network.name
-                    ),
-                )
-            })?;
-            if !facts.may_create_tap {
-                return Err(DomainError::unsupported(
-                    &path.child("bridge"),
-                    "the bridge binding needs a tap device, and this launcher may not create one (no CAP_NET_ADMIN)",
-                ));
-            }
-            let tap = tap_name(identity, &iface.name);
-            plan.taps.push(TapDevice {
-                name: tap.clone(),
-                bridge: bridge.clone(),
-                pod_port: facts
-                    .pod_ports
-                    .get(&network.name)
-                    .map(|p| p.interface.clone()),
-            });
-            Ok(Opts::new("tap")
-                .set("id", id)
-                .set("ifname", &tap)
-                .set("script", "no")
-                .set("downscript", "no")
-                .build())
-        }
+        Some("masquerade") => masquerade_backend(iface, network, id, path, facts, identity, plan),
+        Some("bridge") => bridge_backend(iface, network, id, path, facts, identity, plan),
         Some(other) => Err(DomainError::unsupported(
             &path.child(other),
             format!("the {other} binding is not supported; use masquerade or bridge"),
@@ -240,6 +119,168 @@ fn backend(
             "an interface needs a binding: masquerade or bridge",
         )),
     }
+}
+
+/// The masquerade binding: a user-mode (slirp) netdev on the VM network, the listed ports
+/// forwarded from the pod's address; the first one is the VMI's forward route.
+fn masquerade_backend(
+    iface: &Interface,
+    network: &Network,
+    id: &str,
+    path: &FieldPath,
+    facts: &NodeFacts,
+    identity: &Identity,
+    plan: &mut NetworkPlan,
+) -> Result<String, DomainError> {
+    let (net, prefix) = masquerade_vm_network(network, path)?;
+    let gateway = Ipv4Addr::from(u32::from(net) + 1);
+    let guest = Ipv4Addr::from(u32::from(net) + 2);
+    let mut opts = Opts::new("user")
+        .set("id", id)
+        .set("net", format!("{net}/{prefix}"))
+        .set("host", gateway)
+        .set("dhcpstart", guest)
+        .set("ipv6", "off")
+        .set("hostname", &identity.hostname);
+    let ports = iface.ports.as_deref().unwrap_or_default();
+    if ports.is_empty() {
+        plan.warnings.push(format!(
+            "{path}: no ports listed; only listed ports, and those port-forward asks for, \
+             reach the guest here (KubeVirt forwards all of them)"
+        ));
+    }
+    let listen = match facts.pod_ip {
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    let mut route = ForwardRoute {
+        netdev: id.to_owned(),
+        listen,
+        guest,
+        listed: std::collections::BTreeSet::new(),
+    };
+    for (p, port) in ports.iter().enumerate() {
+        let (protocol, number) =
+            listed_port(port, &path.child("ports").index(p), &mut route.listed)?;
+        opts = opts.set("hostfwd", route.rule(protocol, number));
+    }
+    plan.forward_route.get_or_insert(route);
+    Ok(opts.build())
+}
+
+/// The masquerade VM network (`vmNetworkCIDR`, else KubeVirt's default): only on the pod
+/// network, IPv4 only.
+fn masquerade_vm_network(
+    network: &Network,
+    path: &FieldPath,
+) -> Result<(Ipv4Addr, u8), DomainError> {
+    let Some(pod) = &network.pod else {
+        return Err(DomainError::unsupported(
+            &path.child("masquerade"),
+            "masquerade is only allowed on the pod network",
+        ));
+    };
+    if pod.vm_ipv6_network_cidr.is_some() {
+        return Err(DomainError::unsupported(
+            &FieldPath::new("spec")
+                .child("networks")
+                .child(&network.name),
+            "IPv6 masquerade is not supported: the pod network here is IPv4 only",
+        ));
+    }
+    let cidr = pod.vm_network_cidr.as_deref().unwrap_or(DEFAULT_VM_CIDR);
+    parse_cidr(cidr).ok_or_else(|| {
+        DomainError::unsupported(
+            &FieldPath::new("spec")
+                .child("networks")
+                .child(&network.name)
+                .child("pod")
+                .child("vmNetworkCIDR"),
+            format!("{cidr:?} is not an IPv4 CIDR with room for a gateway and a guest"),
+        )
+    })
+}
+
+/// One entry of an interface's `ports`: its protocol (`tcp` or `udp`) and number, each
+/// pair listed once.
+fn listed_port(
+    port: &Port,
+    ppath: &FieldPath,
+    listed: &mut std::collections::BTreeSet<(&'static str, u16)>,
+) -> Result<(&'static str, u16), DomainError> {
+    let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
+        "TCP" => "tcp",
+        "UDP" => "udp",
+        other => {
+            return Err(DomainError::unsupported(
+                &ppath.child("protocol"),
+                format!("unsupported protocol {other:?}; supported: TCP, UDP"),
+            ));
+        }
+    };
+    let number = u16::try_from(port.port)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            DomainError::unsupported(&ppath.child("port"), "must be between 1 and 65535")
+        })?;
+    if !listed.insert((protocol, number)) {
+        return Err(DomainError::unsupported(
+            ppath,
+            format!("{protocol} port {number} is listed twice"),
+        ));
+    }
+    Ok((protocol, number))
+}
+
+/// The bridge binding: a tap the launcher makes on the network's Linux bridge (no ports:
+/// the guest is on the bridge's network itself).
+fn bridge_backend(
+    iface: &Interface,
+    network: &Network,
+    id: &str,
+    path: &FieldPath,
+    facts: &NodeFacts,
+    identity: &Identity,
+    plan: &mut NetworkPlan,
+) -> Result<String, DomainError> {
+    if iface.ports.as_ref().is_some_and(|p| !p.is_empty()) {
+        return Err(DomainError::unsupported(
+            &path.child("ports"),
+            "ports are forwarded only with the masquerade binding",
+        ));
+    }
+    let bridge = facts.bridges.get(&network.name).ok_or_else(|| {
+        DomainError::unsupported(
+            &path.child("bridge"),
+            format!(
+                "network {:?} has no Linux bridge on this node for the bridge binding \
+                 (use masquerade on the pod network)",
+                network.name
+            ),
+        )
+    })?;
+    if !facts.may_create_tap {
+        return Err(DomainError::unsupported(
+            &path.child("bridge"),
+            "the bridge binding needs a tap device, and this launcher may not create one (no CAP_NET_ADMIN)",
+        ));
+    }
+    let tap = tap_name(identity, &iface.name);
+    plan.taps.push(TapDevice {
+        name: tap.clone(),
+        bridge: bridge.clone(),
+        pod_port: facts
+            .pod_ports
+            .get(&network.name)
+            .map(|p| p.interface.clone()),
+    });
+    Ok(Opts::new("tap")
+        .set("id", id)
+        .set("ifname", &tap)
+        .set("script", "no")
+        .set("downscript", "no")
+        .build())
 }
 
 fn model(iface: &Interface, path: &FieldPath) -> Result<&'static str, DomainError> {

@@ -3,7 +3,6 @@
 //! property typed); the options QEMU only takes as `key=value` lists go through [`Opts`],
 //! which doubles commas in values as QEMU's option parser requires.
 
-use std::fmt::Display;
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -14,34 +13,7 @@ use super::facts::NodeFacts;
 use super::firmware::{FirmwareKind, FirmwarePlan};
 use super::machine::{Identity, MachinePlan};
 use super::network::NetworkPlan;
-
-/// A QEMU `key=value,...` option string.
-#[derive(Debug, Clone)]
-pub struct Opts(String);
-
-impl Opts {
-    /// Starts with a bare first value (`user`, `socket`, `q35`).
-    pub fn new(first: &str) -> Self {
-        Self(escape(first))
-    }
-
-    /// Adds `key=value`.
-    pub fn set(mut self, key: &str, value: impl Display) -> Self {
-        self.0.push(',');
-        self.0.push_str(key);
-        self.0.push('=');
-        self.0.push_str(&escape(&value.to_string()));
-        self
-    }
-
-    pub fn build(self) -> String {
-        self.0
-    }
-}
-
-fn escape(value: &str) -> String {
-    value.replace(',', ",,")
-}
+use super::opts::Opts;
 
 fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
@@ -233,18 +205,4 @@ fn socket_chardev(id: &str, socket: &Path) -> String {
         .set("server", "on")
         .set("wait", "off")
         .build()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commas_in_values_are_doubled() {
-        let opts = Opts::new("user")
-            .set("hostname", "a,b")
-            .set("id", "n0")
-            .build();
-        assert_eq!(opts, "user,hostname=a,,b,id=n0");
-    }
 }
