@@ -7,6 +7,7 @@ pub mod cri_log;
 pub mod csi;
 pub mod node_agent;
 pub mod node_resources;
+pub mod pod_files;
 pub mod pod_network;
 pub mod provisioner;
 pub mod secondary_networks;

@@ -32,6 +32,7 @@ use tokio::task::JoinSet;
 use crate::cri_log;
 use crate::csi::{CsiClient, CsiError, Mode};
 use crate::node_resources;
+pub use crate::pod_files::{container_log, pod_root, state_dir};
 use crate::pod_network::PodNetwork;
 use crate::provisioner::SELECTED_NODE;
 use crate::secondary_networks;
@@ -323,27 +324,6 @@ impl Shared {
         }});
         patch_status(&self.agent.client, pod, &status).await
     }
-}
-
-/// The directory a pod's in-pod paths live under, on this machine.
-pub fn pod_root(state_dir: &Path, pod_uid: &str) -> PathBuf {
-    state_dir.join("pods").join(pod_uid).join("root")
-}
-
-/// The node agent's state directory in a platform's data directory.
-pub fn state_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("node")
-}
-
-/// What a pod's container wrote to stdout and stderr: in its current (or last) run, or with
-/// `previous` in the run before, as the kubelet keeps them for `kubectl logs [--previous]`.
-pub fn container_log(state_dir: &Path, pod_uid: &str, previous: bool) -> PathBuf {
-    let name = if previous {
-        "container.previous.log"
-    } else {
-        "container.log"
-    };
-    state_dir.join("pods").join(pod_uid).join(name)
 }
 
 /// Drops this agent's finalizer from `pod`, if it holds one.

@@ -1,6 +1,7 @@
 //! The embedded Kubernetes-compatible API server: objects in SQLite, served over HTTPS on
 //! loopback with the REST semantics kubectl, kube-rs and client-go rely on.
 
+mod admission;
 mod aggregated;
 mod apiservice;
 mod authz;
@@ -148,7 +149,7 @@ impl ApiServer {
             create_admission: config.create_admission,
             validations: validations.clone(),
             aggregated: aggregated.clone(),
-            pod_state_dir: crate::node_agent::state_dir(dir),
+            pod_state_dir: crate::pod_files::state_dir(dir),
             protobuf: kube_protobuf::Messages::new(),
             service_accounts,
         });

@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
+use super::admission::default_storage_class;
 use super::conversion;
 use super::crd_schema::{CrdSchemas, Input};
 use super::errors::ApiError;
@@ -225,7 +226,7 @@ impl Objects {
         Self::prune_and_default(rt, version, &mut body)?;
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
-        self.default_storage_class(rt, &mut new)?;
+        default_storage_class::admit(&self.store, rt, &mut new)?;
         self.admit(rt, &mut new, persist)?;
         Self::check_schema(rt, version, &new, None)?;
         let is_crd = rt.plural == "customresourcedefinitions";
@@ -254,26 +255,6 @@ impl Objects {
             self.registry.insert(crd_type);
         }
         with_version(rt, version, written.object)
-    }
-
-    /// The DefaultStorageClass admission plugin: a claim without a class gets the default.
-    fn default_storage_class(&self, rt: &ResourceType, pvc: &mut Value) -> Result<(), ApiError> {
-        if !rt.group.is_empty()
-            || rt.plural != "persistentvolumeclaims"
-            || !pvc["spec"]["storageClassName"].is_null()
-        {
-            return Ok(());
-        }
-        let (classes, _) = self
-            .store
-            .list("storage.k8s.io/storageclasses", None, None)?;
-        let default = classes.iter().find(|sc| {
-            sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
-        });
-        if let Some(sc) = default {
-            pvc["spec"]["storageClassName"] = json!(object::name(sc));
-        }
-        Ok(())
     }
 
     fn check_crd(&self, crd: &Value) -> Result<ResourceType, ApiError> {

@@ -1,6 +1,6 @@
 //! `GET /api/v1/namespaces/{ns}/pods/{name}/log`: what `kubectl logs` reads. The kubelet
 //! serves it on a cluster; here the node agent keeps each pod's output in files
-//! ([`crate::node_agent::container_log`], in the kubelet's record format, [`crate::cri_log`])
+//! ([`crate::pod_files::container_log`], in the kubelet's record format, [`crate::cri_log`])
 //! and the API server reads them, following a running container's log as it grows.
 
 use std::collections::HashMap;
@@ -18,7 +18,7 @@ use super::errors::ApiError;
 use super::objects::Objects;
 use super::resources::ResourceType;
 use crate::cri_log::Record;
-use crate::node_agent::container_log;
+use crate::pod_files::container_log;
 
 /// How often a followed log is looked at for new output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
