@@ -3,7 +3,7 @@
 //! for raw images and for streamed formats (xz-compressed qcow2) alike. An upload nobody
 //! resumes fails after the idle timeout and can be started again.
 
-mod common;
+use crate::common;
 
 use futures_util::StreamExt;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! route, raw, qcow2 and xz-compressed qcow2 images, each ending byte-identical to
 //! `qemu-img convert -O raw` (the fixtures' reference digests).
 
-mod common;
+use crate::common;
 
 use common::{Harness, Options, sha256};
 use ferrovirt_tests::{fixture, reference_sha256};

@@ -3,7 +3,7 @@
 //! the real driver over its unix socket, with real mounts and loop devices (run as root; node
 //! tests are skipped with the reason where mounts are not permitted).
 
-mod common;
+use crate::{common, require_mounts};
 
 use std::os::unix::fs::MetadataExt;
 

@@ -2,7 +2,7 @@
 //! or expired → 401, a token for something other than an upload → 400), its wait for the
 //! upload server (503), and the upload server's mTLS (only the proxy's client certificate).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};

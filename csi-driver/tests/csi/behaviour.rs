@@ -2,7 +2,7 @@
 //! than its size; restores and clones are byte-identical; a block volume is written through its
 //! loop device; a kill -9 of the driver followed by a restart loses nothing.
 
-mod common;
+use crate::{common, require_mounts};
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -361,7 +361,7 @@ impl DriverProcess {
     fn start(dir: &Path) -> Self {
         let _ = std::fs::remove_file(dir.join("csi.sock"));
         let child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "driver_process", "--ignored", "--nocapture"])
+            .args(["--exact", "behaviour::driver_process", "--ignored", "--nocapture"])
             .env(CHILD_DIR_ENV, dir)
             .stdout(std::process::Stdio::null())
             .spawn()

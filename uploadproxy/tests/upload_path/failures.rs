@@ -2,7 +2,7 @@
 //! is in progress (503), a checksum mismatch (500, nothing left behind), an image that does
 //! not fit (400 naming both sizes).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

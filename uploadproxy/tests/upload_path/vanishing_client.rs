@@ -3,7 +3,7 @@
 //! half the body. The upload must not count as complete, both servers keep serving, and a
 //! second, complete upload succeeds.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
