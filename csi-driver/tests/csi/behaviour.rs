@@ -361,7 +361,12 @@ impl DriverProcess {
     fn start(dir: &Path) -> Self {
         let _ = std::fs::remove_file(dir.join("csi.sock"));
         let child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "behaviour::driver_process", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "behaviour::driver_process",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(CHILD_DIR_ENV, dir)
             .stdout(std::process::Stdio::null())
             .spawn()
