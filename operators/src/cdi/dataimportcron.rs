@@ -333,41 +333,119 @@ async fn reconcile(cron: Arc<DataImportCron>, ctx: Arc<Context>) -> Result<Actio
 /// One pass over a cron: poll when due, follow the current import, start the next, point
 /// the DataSource at the newest, collect old imports.
 async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error> {
-    let now_chrono = chrono::Utc::now();
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut pass = Pass::new(cron);
     let namespace = cron.namespace().unwrap_or_default();
-    let mut status = cron.status.clone().unwrap_or_default();
-    let mut conditions = status.conditions.take().unwrap_or_default();
-    let mut annotations = Vec::new();
-    let mut requeue = Duration::from_secs(60);
 
-    let url = cron
-        .spec
+    let Some(url) = registry_url(cron) else {
+        let message = "only registry sources with a url are supported";
+        pass.set_condition(
+            PROGRESSING,
+            ConditionStatus::False,
+            "UnsupportedSource",
+            message,
+        );
+        return Ok(pass.outcome());
+    };
+    let Some(polled) = poll_when_due(ctx, cron, &url, &mut pass).await else {
+        return Ok(pass.outcome());
+    };
+
+    let data_volumes: Api<DataVolume> = Api::namespaced(ctx.client.clone(), &namespace);
+    let current = current_import(&data_volumes, &pass.status).await?;
+    follow_current_import(&mut pass, &current, &namespace);
+    import_new_digest(&data_volumes, cron, &mut pass, &polled, &current).await?;
+
+    ensure_data_source(ctx, cron, pass.status.last_imported_pvc.as_ref()).await?;
+    if current.succeeded {
+        collect_garbage(
+            &data_volumes,
+            cron,
+            current.import.as_ref().map(|i| i.data_volume_name.as_str()),
+        )
+        .await?;
+    }
+    Ok(pass.outcome())
+}
+
+/// One pass's state: the time it runs at, and what it will write back.
+struct Pass {
+    now_chrono: chrono::DateTime<chrono::Utc>,
+    now: Time,
+    status: DataImportCronStatus,
+    conditions: Vec<CdiCondition>,
+    annotations: Vec<(&'static str, String)>,
+    requeue: Duration,
+}
+
+impl Pass {
+    /// A pass starting now from the cron's status.
+    fn new(cron: &DataImportCron) -> Self {
+        let now_chrono = chrono::Utc::now();
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let mut status = cron.status.clone().unwrap_or_default();
+        let conditions = status.conditions.take().unwrap_or_default();
+        Pass {
+            now_chrono,
+            now,
+            status,
+            conditions,
+            annotations: Vec::new(),
+            requeue: Duration::from_secs(60),
+        }
+    }
+
+    /// Sets condition `type_` as of this pass.
+    fn set_condition(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: &str) {
+        set_condition(
+            &mut self.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            &self.now,
+        );
+    }
+
+    /// What the pass writes back.
+    fn outcome(mut self) -> Outcome {
+        self.status.conditions = Some(self.conditions);
+        Outcome {
+            status: self.status,
+            annotations: self.annotations,
+            requeue: self.requeue,
+        }
+    }
+}
+
+/// The registry URL of the cron's template, the only source it imports from.
+fn registry_url(cron: &DataImportCron) -> Option<String> {
+    cron.spec
         .template
         .spec
         .source
         .as_ref()
         .and_then(|s| s.registry.as_ref())
-        .and_then(|r| r.url.clone());
-    let Some(url) = url else {
-        let message = "only registry sources with a url are supported";
-        set_condition(
-            &mut conditions,
-            PROGRESSING,
-            ConditionStatus::False,
-            "UnsupportedSource",
-            message,
-            &now,
-        );
-        status.conditions = Some(conditions);
-        return Ok(Outcome {
-            status,
-            annotations,
-            requeue,
-        });
-    };
+        .and_then(|r| r.url.clone())
+}
 
-    // Poll when due (at once for a new cron, as CDI's initial poller Job does).
+/// What the schedule's poll found out.
+struct Polled {
+    /// The digest the source has, as last polled.
+    desired: Option<String>,
+    /// Why this pass's poll failed, if it did.
+    failure: Option<String>,
+}
+
+/// Polls the registry when the schedule is due (at once for a new cron, as CDI's initial
+/// poller Job does), noting the digest and the poll times on the cron and when to look
+/// again. `None` when the schedule is not a cron expression (said in UpToDate).
+async fn poll_when_due(
+    ctx: &Context,
+    cron: &DataImportCron,
+    url: &str,
+    pass: &mut Pass,
+) -> Option<Polled> {
+    let now_chrono = pass.now_chrono;
     let mut desired = cron.annotations().get(ANN_DESIRED_DIGEST).cloned();
     let mut poll_failure = None;
     let due = cron
@@ -377,37 +455,35 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
         .is_none_or(|t| t <= now_chrono);
     match next_run(&cron.spec.schedule, &now_chrono) {
         Err(message) => {
-            set_condition(
-                &mut conditions,
+            pass.set_condition(
                 UP_TO_DATE,
                 ConditionStatus::False,
                 "InvalidSchedule",
                 &message,
-                &now,
             );
-            status.conditions = Some(conditions);
-            return Ok(Outcome {
-                status,
-                annotations,
-                requeue: RETRY,
-            });
+            pass.requeue = RETRY;
+            return None;
         }
         Ok(next) if due => {
-            match poll_digest(ctx, cron, &url).await {
+            match poll_digest(ctx, cron, url).await {
                 Ok(digest) => {
-                    annotations.push((ANN_DESIRED_DIGEST, digest.clone()));
-                    annotations.push((ANN_LAST_CRON_TIME, now_chrono.to_rfc3339()));
-                    annotations.push((ANN_NEXT_CRON_TIME, next.to_rfc3339()));
-                    status.last_execution_timestamp = Some(now.clone());
+                    pass.annotations.push((ANN_DESIRED_DIGEST, digest.clone()));
+                    pass.annotations
+                        .push((ANN_LAST_CRON_TIME, now_chrono.to_rfc3339()));
+                    pass.annotations
+                        .push((ANN_NEXT_CRON_TIME, next.to_rfc3339()));
+                    pass.status.last_execution_timestamp = Some(pass.now.clone());
                     desired = Some(digest);
                 }
                 Err(message) => {
                     tracing::warn!(cron = %cron.name_any(), %message, "polling the source failed");
                     poll_failure = Some(message);
-                    requeue = RETRY;
+                    pass.requeue = RETRY;
                 }
             }
-            requeue = requeue.min((next - now_chrono).to_std().unwrap_or(RETRY));
+            pass.requeue = pass
+                .requeue
+                .min((next - now_chrono).to_std().unwrap_or(RETRY));
         }
         Ok(_) => {
             let next = cron
@@ -415,16 +491,37 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
                 .get(ANN_NEXT_CRON_TIME)
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
             if let Some(next) = next {
-                requeue = (next.with_timezone(&chrono::Utc) - now_chrono)
+                pass.requeue = (next.with_timezone(&chrono::Utc) - now_chrono)
                     .to_std()
                     .unwrap_or(RETRY)
                     .max(Duration::from_secs(1));
             }
         }
     }
+    Some(Polled {
+        desired,
+        failure: poll_failure,
+    })
+}
 
-    // The current import.
-    let data_volumes: Api<DataVolume> = Api::namespaced(ctx.client.clone(), &namespace);
+/// The current import and the state of its DataVolume.
+struct CurrentImport {
+    import: Option<ImportStatus>,
+    /// Its DataVolume's phase.
+    phase: Option<&'static str>,
+    /// Its DataVolume succeeded.
+    succeeded: bool,
+    /// The next digest may be imported in its place.
+    replaceable: bool,
+    /// Its DataVolume's name, when it failed.
+    failed: Option<String>,
+}
+
+/// Reads the current import's DataVolume.
+async fn current_import(
+    data_volumes: &Api<DataVolume>,
+    status: &DataImportCronStatus,
+) -> Result<CurrentImport, Error> {
     let current = status
         .current_imports
         .as_ref()
@@ -444,42 +541,56 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
         .as_ref()
         .filter(|_| phase == Some("Failed"))
         .map(|i| i.data_volume_name.clone());
-    if let Some(import) = current.as_ref().filter(|_| succeeded) {
+    Ok(CurrentImport {
+        import: current,
+        phase,
+        succeeded,
+        replaceable,
+        failed,
+    })
+}
+
+/// Records a succeeded current import as the last imported claim, and its progress in
+/// Progressing.
+fn follow_current_import(pass: &mut Pass, current: &CurrentImport, namespace: &str) {
+    if let Some(import) = current.import.as_ref().filter(|_| current.succeeded) {
         let pvc = DataVolumeSourcePvc {
-            namespace: namespace.clone(),
+            namespace: namespace.to_string(),
             name: import.data_volume_name.clone(),
         };
-        if status.last_imported_pvc.as_ref() != Some(&pvc) {
-            status.last_imported_pvc = Some(pvc);
-            status.last_import_timestamp = Some(now.clone());
+        if pass.status.last_imported_pvc.as_ref() != Some(&pvc) {
+            pass.status.last_imported_pvc = Some(pvc);
+            pass.status.last_import_timestamp = Some(pass.now.clone());
         }
     }
-    let (progress, reason, message) = progressing(phase);
-    set_condition(
-        &mut conditions,
-        PROGRESSING,
-        progress,
-        reason,
-        &message,
-        &now,
-    );
+    let (progress, reason, message) = progressing(current.phase);
+    pass.set_condition(PROGRESSING, progress, reason, &message);
+}
 
-    // A new digest: import it once the current import is done.
-    let current_digest = current.as_ref().map(|i| i.digest.as_str());
-    match desired.as_deref() {
+/// A new digest: imported once the current import is done (a failed one is replaced);
+/// UpToDate says how far the imports are behind the source.
+async fn import_new_digest(
+    data_volumes: &Api<DataVolume>,
+    cron: &DataImportCron,
+    pass: &mut Pass,
+    polled: &Polled,
+    current: &CurrentImport,
+) -> Result<(), Error> {
+    let current_digest = current.import.as_ref().map(|i| i.digest.as_str());
+    match polled.desired.as_deref() {
         Some(digest) if Some(digest) != current_digest => {
-            set_condition(
-                &mut conditions,
+            pass.set_condition(
                 UP_TO_DATE,
                 ConditionStatus::False,
                 "OutdatedImport",
                 "Source digest updated since last import",
-                &now,
             );
-            if replaceable && let Some(dv) = import_data_volume(cron, digest) {
-                if let Some(failed) = &failed {
+            if current.replaceable
+                && let Some(dv) = import_data_volume(cron, digest)
+            {
+                if let Some(failed) = &current.failed {
                     tracing::info!(cron = %cron.name_any(), datavolume = %failed, "replacing a failed import");
-                    delete_ignoring_missing(&data_volumes, failed).await?;
+                    delete_ignoring_missing(data_volumes, failed).await?;
                 }
                 let name = dv.name_any();
                 match data_volumes.create(&PostParams::default(), &dv).await {
@@ -489,58 +600,37 @@ async fn evaluate(cron: &DataImportCron, ctx: &Context) -> Result<Outcome, Error
                     Err(kube::Error::Api(e)) if e.code == 409 => {}
                     Err(e) => return Err(e.into()),
                 }
-                status.current_imports = Some(vec![ImportStatus {
+                pass.status.current_imports = Some(vec![ImportStatus {
                     data_volume_name: name,
                     digest: digest.to_string(),
                 }]);
-                requeue = requeue.min(RETRY);
+                pass.requeue = pass.requeue.min(RETRY);
             }
         }
-        Some(_) if succeeded => set_condition(
-            &mut conditions,
+        Some(_) if current.succeeded => pass.set_condition(
             UP_TO_DATE,
             ConditionStatus::True,
             "UpToDate",
             "Latest import is up to date",
-            &now,
         ),
         Some(_) => {
-            set_condition(
-                &mut conditions,
+            pass.set_condition(
                 UP_TO_DATE,
                 ConditionStatus::False,
                 "ImportProgressing",
                 "Import is progressing",
-                &now,
             );
-            requeue = requeue.min(RETRY);
+            pass.requeue = pass.requeue.min(RETRY);
         }
         // Why there is none, when a poll said why.
-        None => set_condition(
-            &mut conditions,
+        None => pass.set_condition(
             UP_TO_DATE,
             ConditionStatus::False,
             "NoDigest",
-            poll_failure.as_deref().unwrap_or("No source digest"),
-            &now,
+            polled.failure.as_deref().unwrap_or("No source digest"),
         ),
     }
-
-    ensure_data_source(ctx, cron, status.last_imported_pvc.as_ref()).await?;
-    if succeeded {
-        collect_garbage(
-            &data_volumes,
-            cron,
-            current.as_ref().map(|i| i.data_volume_name.as_str()),
-        )
-        .await?;
-    }
-    status.conditions = Some(conditions);
-    Ok(Outcome {
-        status,
-        annotations,
-        requeue,
-    })
+    Ok(())
 }
 
 /// Creates the managed DataSource (labelled with the cron) and points it at the newest

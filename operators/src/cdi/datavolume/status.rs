@@ -208,175 +208,276 @@ fn transfer_phase(
     obs: &StatusInputs<'_>,
     pvc: &PersistentVolumeClaim,
 ) -> (DataVolumePhase, Option<StatusEvent>) {
-    use DataVolumePhase as P;
     let ann = pvc.annotations();
-    let pod_phase = ann.get(annotations::POD_PHASE).map(String::as_str);
-    let name = pvc.name_any();
-    let bound = pvc_phase(pvc) == "Bound";
-    let current = obs.current.and_then(|s| s.phase).unwrap_or(P::Pending);
-    let event = |warning, reason: &str, message: String| {
-        Some(StatusEvent {
-            warning,
-            reason: reason.to_string(),
-            message,
-        })
+    let view = TransferView {
+        pvc,
+        ann,
+        pod_phase: ann.get(annotations::POD_PHASE).map(String::as_str),
+        name: pvc.name_any(),
+        bound: pvc_phase(pvc) == "Bound",
+        current: obs
+            .current
+            .and_then(|s| s.phase)
+            .unwrap_or(DataVolumePhase::Pending),
     };
     match obs.transfer {
-        Transfer::Import(_) => match pod_phase {
-            Some("Succeeded") => (
-                P::Succeeded,
-                event(
-                    false,
-                    "ImportSucceeded",
-                    format!("Successfully imported into PVC {name}"),
-                ),
-            ),
-            _ if !bound => (
-                if current == P::ImportScheduled {
-                    current
-                } else {
-                    P::Pending
-                },
-                None,
-            ),
-            Some("Running") => (
-                P::ImportInProgress,
-                event(
-                    false,
-                    "ImportInProgress",
-                    format!("Import into {name} in progress"),
-                ),
-            ),
-            Some("Failed") => (
-                P::ImportScheduled,
-                event(
-                    true,
-                    "ImportFailed",
-                    format!("Failed to import into PVC {name}"),
-                ),
-            ),
-            Some(_) => (
-                P::ImportScheduled,
-                event(
-                    false,
-                    "ImportScheduled",
-                    format!("Import into {name} scheduled"),
-                ),
-            ),
-            None => (current, None),
-        },
-        Transfer::Upload => match pod_phase {
-            Some("Succeeded") => (
-                P::Succeeded,
-                event(
-                    false,
-                    "UploadSucceeded",
-                    format!("Successfully uploaded into {name}"),
-                ),
-            ),
-            _ if !bound => (P::Pending, None),
-            Some("Running") if ann.get(annotations::POD_READY).is_some_and(|r| r == "true") => (
-                P::UploadReady,
-                event(false, "UploadReady", format!("Upload into {name} ready")),
-            ),
-            Some("Failed") => (
-                P::UploadScheduled,
-                event(true, "UploadFailed", format!("Upload into {name} failed")),
-            ),
-            Some(_) => (
-                P::UploadScheduled,
-                event(
-                    false,
-                    "UploadScheduled",
-                    format!("Upload into {name} scheduled"),
-                ),
-            ),
-            None => (current, None),
-        },
+        Transfer::Import(_) => import_phase(&view),
+        Transfer::Upload => upload_phase(&view),
         Transfer::CsiClone {
             namespace,
             name: source,
             snapshot,
-        } => {
-            let ns = pvc.namespace().unwrap_or_default();
-            if bound {
-                (
-                    P::Succeeded,
-                    event(
-                        false,
-                        "CloneSucceeded",
-                        format!("Successfully cloned from {namespace}/{source} into {ns}/{name}"),
-                    ),
-                )
-            } else if *snapshot {
-                (
-                    P::CloneFromSnapshotSourceInProgress,
-                    event(
-                        false,
-                        "CloneFromSnapshotSourceInProgress",
-                        format!("Restoring from snapshot {namespace}/{source}"),
-                    ),
-                )
-            } else {
-                (
-                    P::CsiCloneInProgress,
-                    event(
-                        false,
-                        "CSICloneInProgress",
-                        format!("CSI Volume clone in progress (for pvc: {namespace}/{source})"),
-                    ),
-                )
-            }
-        }
+        } => csi_clone_phase(&view, namespace, source, *snapshot),
         Transfer::HostClone {
             namespace,
             name: source,
             ..
-        } => match pod_phase {
-            Some("Succeeded") => (
-                P::Succeeded,
-                event(
-                    false,
-                    "CloneSucceeded",
-                    format!(
-                        "Successfully cloned from {namespace}/{source} into {}/{name}",
-                        pvc.namespace().unwrap_or_default()
-                    ),
+        } => host_clone_phase(&view, namespace, source),
+        Transfer::Unsupported(_) => (DataVolumePhase::Pending, None),
+    }
+}
+
+/// What a transfer's phase is read from: the claim, the annotations its worker writes on
+/// it, and the phase the DataVolume has now.
+struct TransferView<'a> {
+    pvc: &'a PersistentVolumeClaim,
+    ann: &'a BTreeMap<String, String>,
+    /// The worker pod's phase, as annotated.
+    pod_phase: Option<&'a str>,
+    /// The claim's name.
+    name: String,
+    /// The claim is bound.
+    bound: bool,
+    /// The DataVolume's phase now (Pending when it has none).
+    current: DataVolumePhase,
+}
+
+impl TransferView<'_> {
+    /// The worker pod is ready, as annotated.
+    fn pod_ready(&self) -> bool {
+        self.ann
+            .get(annotations::POD_READY)
+            .is_some_and(|r| r == "true")
+    }
+}
+
+/// The event of a phase.
+fn transfer_event(warning: bool, reason: &str, message: String) -> Option<StatusEvent> {
+    Some(StatusEvent {
+        warning,
+        reason: reason.to_string(),
+        message,
+    })
+}
+
+/// An import's phase, from its importer pod's.
+fn import_phase(view: &TransferView<'_>) -> (DataVolumePhase, Option<StatusEvent>) {
+    use DataVolumePhase as P;
+    let event = transfer_event;
+    let (name, bound, current) = (&view.name, view.bound, view.current);
+    match view.pod_phase {
+        Some("Succeeded") => (
+            P::Succeeded,
+            event(
+                false,
+                "ImportSucceeded",
+                format!("Successfully imported into PVC {name}"),
+            ),
+        ),
+        _ if !bound => (
+            if current == P::ImportScheduled {
+                current
+            } else {
+                P::Pending
+            },
+            None,
+        ),
+        Some("Running") => (
+            P::ImportInProgress,
+            event(
+                false,
+                "ImportInProgress",
+                format!("Import into {name} in progress"),
+            ),
+        ),
+        Some("Failed") => (
+            P::ImportScheduled,
+            event(
+                true,
+                "ImportFailed",
+                format!("Failed to import into PVC {name}"),
+            ),
+        ),
+        Some(_) => (
+            P::ImportScheduled,
+            event(
+                false,
+                "ImportScheduled",
+                format!("Import into {name} scheduled"),
+            ),
+        ),
+        None => (current, None),
+    }
+}
+
+/// An upload's phase, from its upload server pod's.
+fn upload_phase(view: &TransferView<'_>) -> (DataVolumePhase, Option<StatusEvent>) {
+    use DataVolumePhase as P;
+    let event = transfer_event;
+    let name = &view.name;
+    match view.pod_phase {
+        Some("Succeeded") => (
+            P::Succeeded,
+            event(
+                false,
+                "UploadSucceeded",
+                format!("Successfully uploaded into {name}"),
+            ),
+        ),
+        _ if !view.bound => (P::Pending, None),
+        Some("Running") if view.pod_ready() => (
+            P::UploadReady,
+            event(false, "UploadReady", format!("Upload into {name} ready")),
+        ),
+        Some("Failed") => (
+            P::UploadScheduled,
+            event(true, "UploadFailed", format!("Upload into {name} failed")),
+        ),
+        Some(_) => (
+            P::UploadScheduled,
+            event(
+                false,
+                "UploadScheduled",
+                format!("Upload into {name} scheduled"),
+            ),
+        ),
+        None => (view.current, None),
+    }
+}
+
+/// A CSI clone's (or snapshot restore's) phase: done once the claim is bound.
+fn csi_clone_phase(
+    view: &TransferView<'_>,
+    namespace: &str,
+    source: &str,
+    snapshot: bool,
+) -> (DataVolumePhase, Option<StatusEvent>) {
+    use DataVolumePhase as P;
+    let event = transfer_event;
+    let name = &view.name;
+    let ns = view.pvc.namespace().unwrap_or_default();
+    if view.bound {
+        (
+            P::Succeeded,
+            event(
+                false,
+                "CloneSucceeded",
+                format!("Successfully cloned from {namespace}/{source} into {ns}/{name}"),
+            ),
+        )
+    } else if snapshot {
+        (
+            P::CloneFromSnapshotSourceInProgress,
+            event(
+                false,
+                "CloneFromSnapshotSourceInProgress",
+                format!("Restoring from snapshot {namespace}/{source}"),
+            ),
+        )
+    } else {
+        (
+            P::CsiCloneInProgress,
+            event(
+                false,
+                "CSICloneInProgress",
+                format!("CSI Volume clone in progress (for pvc: {namespace}/{source})"),
+            ),
+        )
+    }
+}
+
+/// A host-assisted clone's phase, from the target's upload server pod's.
+fn host_clone_phase(
+    view: &TransferView<'_>,
+    namespace: &str,
+    source: &str,
+) -> (DataVolumePhase, Option<StatusEvent>) {
+    use DataVolumePhase as P;
+    let event = transfer_event;
+    let name = &view.name;
+    match view.pod_phase {
+        Some("Succeeded") => (
+            P::Succeeded,
+            event(
+                false,
+                "CloneSucceeded",
+                format!(
+                    "Successfully cloned from {namespace}/{source} into {}/{name}",
+                    view.pvc.namespace().unwrap_or_default()
                 ),
             ),
-            _ if !bound => (P::Pending, None),
-            Some("Running") if ann.get(annotations::POD_READY).is_some_and(|r| r == "true") => (
-                P::CloneInProgress,
-                event(
-                    false,
-                    "CloneInProgress",
-                    format!("Cloning from {namespace}/{source} into {name} in progress"),
-                ),
+        ),
+        _ if !view.bound => (P::Pending, None),
+        Some("Running") if view.pod_ready() => (
+            P::CloneInProgress,
+            event(
+                false,
+                "CloneInProgress",
+                format!("Cloning from {namespace}/{source} into {name} in progress"),
             ),
-            Some(_) => (
-                P::CloneScheduled,
-                event(
-                    false,
-                    "CloneScheduled",
-                    format!("Cloning from {namespace}/{source} into {name} scheduled"),
-                ),
+        ),
+        Some(_) => (
+            P::CloneScheduled,
+            event(
+                false,
+                "CloneScheduled",
+                format!("Cloning from {namespace}/{source} into {name} scheduled"),
             ),
-            None => (current, None),
-        },
-        Transfer::Unsupported(_) => (P::Pending, None),
+        ),
+        None => (view.current, None),
     }
 }
 
 /// The status the DataVolume should have, and the event of a phase change.
 pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<StatusEvent>) {
-    use DataVolumePhase as P;
     let mut status = obs.current.cloned().unwrap_or_default();
     let previous = status.phase;
     let mut conditions = status.conditions.take().unwrap_or_default();
     let empty = BTreeMap::new();
     let ann = obs.pvc.map(|p| p.annotations()).unwrap_or(&empty);
 
-    let (phase, mut event) = if previous == Some(P::Failed) {
+    let (phase, mut event) = desired_phase(obs, previous);
+    if Some(phase) == previous {
+        event = None;
+    }
+    status.phase = Some(phase);
+    status.claim_name = obs.pvc.map(|p| p.name_any());
+    status.restart_count = Some(
+        ann.get(annotations::POD_RESTARTS)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(status.restart_count.unwrap_or(0)),
+    );
+    status.progress = Some(progress_in(obs, phase, status.progress.as_ref()));
+
+    bound_condition(&mut conditions, obs);
+    ready_condition(&mut conditions, obs, phase, event.as_ref());
+    match failing_source(obs.transfer, ann) {
+        Some(source) => running_condition(&mut conditions, &source, obs.now),
+        None => running_condition(&mut conditions, ann, obs.now),
+    }
+    status.conditions = Some(conditions);
+    (status, event)
+}
+
+/// The phase the DataVolume is in, and its event: a failure or success stays, a recorded
+/// terminal failure or a lost claim fails it, an unsupported source keeps it Pending, a
+/// claim waiting for its first consumer says so, otherwise the transfer tells.
+fn desired_phase(
+    obs: &StatusInputs<'_>,
+    previous: Option<DataVolumePhase>,
+) -> (DataVolumePhase, Option<StatusEvent>) {
+    use DataVolumePhase as P;
+    if previous == Some(P::Failed) {
         (P::Failed, None)
     } else if let Some(message) = obs.pvc.and_then(recorded_terminal_failure) {
         (
@@ -424,37 +525,41 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Statu
         }
     } else {
         (P::Pending, None)
-    };
-    if Some(phase) == previous {
-        event = None;
     }
-    status.phase = Some(phase);
-    status.claim_name = obs.pvc.map(|p| p.name_any());
-    status.restart_count = Some(
-        ann.get(annotations::POD_RESTARTS)
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(status.restart_count.unwrap_or(0)),
-    );
-    status.progress = Some(match phase {
+}
+
+/// The progress in `phase`: done once succeeded, the worker's while it transfers, else
+/// what it was (`current`).
+fn progress_in(obs: &StatusInputs<'_>, phase: DataVolumePhase, current: Option<&String>) -> String {
+    use DataVolumePhase as P;
+    match phase {
         P::Succeeded => PROGRESS_DONE.to_string(),
         P::ImportInProgress | P::CloneInProgress => obs
             .progress
             .map(str::to_string)
-            .or(status.progress.clone())
+            .or(current.cloned())
             .unwrap_or_else(|| PROGRESS_NOT_AVAILABLE.to_string()),
-        _ => status
-            .progress
-            .clone()
+        _ => current
+            .cloned()
             .unwrap_or_else(|| PROGRESS_NOT_AVAILABLE.to_string()),
-    });
+    }
+}
 
+/// The Ready condition in `phase`: a failure with its recorded message, a phase change
+/// with its event's reason and message, otherwise only a change of status.
+fn ready_condition(
+    conditions: &mut Vec<DataVolumeCondition>,
+    obs: &StatusInputs<'_>,
+    phase: DataVolumePhase,
+    event: Option<&StatusEvent>,
+) {
+    use DataVolumePhase as P;
     let ready = match phase {
         P::Succeeded => ConditionStatus::True,
         P::Unknown => ConditionStatus::Unknown,
         _ => ConditionStatus::False,
     };
-    bound_condition(&mut conditions, obs);
-    let (ready_reason, ready_message) = match (&event, phase) {
+    let (ready_reason, ready_message) = match (event, phase) {
         (Some(e), _) => (e.reason.as_str(), e.message.clone()),
         _ => ("", String::new()),
     };
@@ -466,26 +571,26 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Statu
                 .and_then(|c| c.message.clone())
         });
         update_condition(
-            &mut conditions,
+            conditions,
             DataVolumeConditionType::Ready,
             ready,
             message.as_deref().unwrap_or_default(),
             "Error",
             obs.now,
         );
-    } else if event.is_some() || find(&conditions, DataVolumeConditionType::Ready).is_none() {
+    } else if event.is_some() || find(conditions, DataVolumeConditionType::Ready).is_none() {
         update_condition(
-            &mut conditions,
+            conditions,
             DataVolumeConditionType::Ready,
             ready,
             &ready_message,
             ready_reason,
             obs.now,
         );
-    } else if let Some(i) = find(&conditions, DataVolumeConditionType::Ready) {
+    } else if let Some(i) = find(conditions, DataVolumeConditionType::Ready) {
         if conditions[i].status != ready {
             update_condition(
-                &mut conditions,
+                conditions,
                 DataVolumeConditionType::Ready,
                 ready,
                 "",
@@ -494,12 +599,6 @@ pub fn desired_status(obs: &StatusInputs<'_>) -> (DataVolumeStatus, Option<Statu
             );
         }
     }
-    match failing_source(obs.transfer, ann) {
-        Some(source) => running_condition(&mut conditions, &source, obs.now),
-        None => running_condition(&mut conditions, ann, obs.now),
-    }
-    status.conditions = Some(conditions);
-    (status, event)
 }
 
 /// The events CDI publishes when a status write changes the DataVolume, in the order a
