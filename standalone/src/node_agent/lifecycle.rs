@@ -1,0 +1,194 @@
+//! One pod's life on this node: waiting until the node offers what it asks for, claiming
+//! it, preparing it, and running its container until it ends or is stopped, restarting it
+//! per its restartPolicy with a growing back-off.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::Api;
+use serde_json::json;
+use tokio::sync::watch as stop_signal;
+
+use super::pod_api::{now, patch_guarded, patch_status, release};
+use super::process::Exit;
+use super::{AgentError, MAX_BACKOFF, POD_FINALIZER, PodRun, RESOURCE_RECHECK};
+use crate::node_resources;
+
+impl PodRun {
+    pub(super) async fn supervise(
+        mut self,
+        mut stopped: stop_signal::Receiver<bool>,
+    ) -> Result<(), AgentError> {
+        let result = self.run_to_end(&mut stopped).await;
+        release(&self.shared.agent.client, &self.pod).await;
+        result
+    }
+
+    pub(super) async fn run_to_end(
+        &mut self,
+        stopped: &mut stop_signal::Receiver<bool>,
+    ) -> Result<(), AgentError> {
+        if !self.wait_until_schedulable(stopped).await? {
+            return Ok(());
+        }
+        self.claim().await?;
+        let policy = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into());
+        let was_running =
+            self.pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if policy == "Never" && was_running {
+            // Its process ended with the agent that ran it (a node restart): a pod that is
+            // never restarted has failed.
+            let message = "the node agent stopped while the pod ran";
+            self.report_terminated(self.observed_restarts() - 1, &now(), 137, message)
+                .await?;
+            return Ok(());
+        }
+        let prepared = tokio::select! {
+            result = self.prepare() => result,
+            _ = stopped.changed() => Ok(None),
+        };
+        let mut env = match prepared {
+            Ok(Some(env)) => env,
+            Ok(None) => return self.cleanup().await,
+            Err(err) => {
+                self.cleanup().await?;
+                return Err(err);
+            }
+        };
+        let mut restarts = self.observed_restarts();
+        loop {
+            let started = now();
+            let child = self.spawn(&env)?;
+            self.report_running(restarts, &started).await?;
+            match self.wait(child, stopped).await? {
+                Exit::Stopped => return self.cleanup().await,
+                Exit::Exited { code, message } => {
+                    let restart = match policy.as_str() {
+                        "Never" => false,
+                        "OnFailure" => code != 0,
+                        _ => true,
+                    };
+                    if !restart {
+                        self.report_terminated(restarts, &started, code, &message)
+                            .await?;
+                        return self.cleanup().await;
+                    }
+                    restarts += 1;
+                    self.report_restarting(restarts, code, &message).await?;
+                    let backoff = Duration::from_secs(1 << restarts.min(4)).min(MAX_BACKOFF);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stopped.changed() => return self.cleanup().await,
+                    }
+                    // A new container reads its Secrets and ConfigMaps again, as the
+                    // kubelet's does: a fixed Secret fixes the next attempt.
+                    match self.environment(&self.root()).await {
+                        Ok(fresh) => env = fresh,
+                        Err(err) => {
+                            tracing::warn!(pod = %self.name(), %err, "cannot read the environment again; keeping the last one");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes the pod onto this node: its finalizer, so a deletion waits for the process to
+    /// end, and `spec.nodeName`, as the scheduler would set it.
+    pub(super) async fn claim(&mut self) -> Result<(), AgentError> {
+        let node = self.agent().node.clone();
+        let claimed = patch_guarded(&self.agent().client, &self.pod, |current| {
+            let mut patch = json!({"metadata": {}});
+            if !current.finalizers().iter().any(|f| f == POD_FINALIZER) {
+                let mut finalizers = current.finalizers().to_vec();
+                finalizers.push(POD_FINALIZER.into());
+                patch["metadata"]["finalizers"] = json!(finalizers);
+            }
+            if current
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_none()
+            {
+                patch["spec"] = json!({"nodeName": node});
+            }
+            (patch != json!({"metadata": {}})).then_some(patch)
+        })
+        .await?;
+        self.pod = claimed.ok_or_else(|| AgentError::Pod {
+            pod: self.pod.name_any(),
+            message: "deleted before it could be claimed".into(),
+        })?;
+        Ok(())
+    }
+
+    /// Waits while the pod asks for node resources the Node does not offer (a bridge not on
+    /// this machine), saying so in its PodScheduled condition as kube-scheduler does;
+    /// `false` when the pod was stopped meanwhile. A pod already bound, or asking for no
+    /// such resource, is not checked.
+    pub(super) async fn wait_until_schedulable(
+        &self,
+        stopped: &mut stop_signal::Receiver<bool>,
+    ) -> Result<bool, AgentError> {
+        let requested = node_resources::requested(&self.pod);
+        let bound = self.pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+        if requested.is_empty() || bound.is_some() {
+            return Ok(true);
+        }
+        let nodes = Api::<Node>::all(self.agent().client.clone());
+        let mut reported = None;
+        loop {
+            let node = nodes.get_status(&self.agent().node).await?;
+            let missing = node_resources::missing(&requested, &node);
+            if missing.is_empty() {
+                return Ok(true);
+            }
+            let message = node_resources::unschedulable_message(&missing);
+            if reported.as_ref() != Some(&message) {
+                tracing::info!(pod = %self.name(), %message, "waiting for node resources");
+                let status = json!({"status": {"phase": "Pending", "conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": message, "lastTransitionTime": now(),
+                }]}});
+                patch_status(&self.agent().client, &self.pod, &status).await?;
+                reported = Some(message);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(RESOURCE_RECHECK) => {}
+                _ = stopped.changed() => return Ok(false),
+            }
+        }
+    }
+
+    /// Restarts reported before (a pod that was running when the agent last stopped).
+    pub(super) fn observed_restarts(&self) -> i32 {
+        let status = self.pod.status.as_ref();
+        let statuses = status.and_then(|s| s.container_statuses.as_ref());
+        let previous = statuses
+            .and_then(|c| c.first())
+            .map(|c| c.restart_count)
+            .unwrap_or(0);
+        let was_running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+        previous + i32::from(was_running)
+    }
+
+    /// Volumes published and the environment built; `None` when stopped meanwhile.
+    pub(super) async fn prepare(&mut self) -> Result<Option<Vec<(String, String)>>, AgentError> {
+        let root = self.root();
+        for dir in [root.join("dev"), root.clone()] {
+            std::fs::create_dir_all(&dir).map_err(|source| AgentError::Io {
+                what: "creating",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        self.publish_volumes(&root).await?;
+        Ok(Some(self.environment(&root).await?))
+    }
+}

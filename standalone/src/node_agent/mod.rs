@@ -1,0 +1,211 @@
+//! The local node agent: the kubelet of one machine for the platform's own pods. A pod whose
+//! container image is Ferrovirt's (importer, upload server, cloner) runs as a child process
+//! `ferrovirt <args>` with the pod's environment; its claims are bound (selecting this node
+//! for WaitForFirstConsumer classes) and published through CSI NodeStage/NodePublish under
+//! the pod's root directory, at the paths the pod expects (`FERROVIRT_POD_ROOT` tells the
+//! program where that root is). Each pod gets its own loopback address as its pod IP. The
+//! agent reports phase, restarts and termination messages, restarts per restartPolicy, and
+//! stops the process when the pod is deleted. Pods of other images stay Pending with a
+//! reason that says why.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch as stop_signal;
+use tokio::task::JoinSet;
+
+use crate::csi::{CsiClient, CsiError};
+use crate::pod_network::PodNetwork;
+
+mod environment;
+mod lifecycle;
+mod pod_api;
+mod pod_watch;
+mod process;
+mod status;
+mod volumes;
+
+pub use crate::pod_files::{container_log, pod_root, state_dir};
+use volumes::Published;
+
+/// How often a pod waiting for node resources looks at the Node again.
+const RESOURCE_RECHECK: Duration = Duration::from_secs(2);
+/// The repository name of the images this agent runs (any registry, any tag).
+pub const OWN_IMAGE: &str = "ferrovirt";
+/// Where a pod's program finds the root its fixed paths (/data, /dev/...) live under.
+pub const POD_ROOT_ENV: &str = "FERROVIRT_POD_ROOT";
+/// The pod's own address, for programs that would listen on 0.0.0.0 in a container.
+pub const POD_IP_ENV: &str = "FERROVIRT_POD_IP";
+const TERMINATION_LOG: &str = "dev/termination-log";
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
+/// At shutdown, how long a stopped pod may take to unpublish its volumes.
+const UNPUBLISH_TIME: Duration = Duration::from_secs(5);
+/// Held on every pod whose process this agent runs, and released once the process has
+/// ended and its volumes are unpublished: a deleted pod stays visible (with its
+/// deletionTimestamp) until then, as a kubelet's graceful deletion keeps it.
+pub const POD_FINALIZER: &str = "ferrovirt.io/local-node-agent";
+/// How often a release races a concurrent change before it gives up.
+const RELEASE_ATTEMPTS: usize = 20;
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Csi(#[from] CsiError),
+    #[error("pod {pod}: {message}")]
+    Pod { pod: String, message: String },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Whether `image` is one this agent runs: its repository's last segment is `ferrovirt`.
+pub fn is_own_image(image: &str) -> bool {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    let repository = last.split(':').next().unwrap_or(last);
+    repository == OWN_IMAGE
+}
+
+pub struct LocalNodeAgent {
+    pub client: Client,
+    pub csi: CsiClient,
+    pub node: String,
+    /// Pod roots, volume staging and logs live here.
+    pub state_dir: PathBuf,
+    /// The `ferrovirt` binary the pods run.
+    pub executable: PathBuf,
+}
+
+struct Running {
+    stop: stop_signal::Sender<bool>,
+}
+
+struct Shared {
+    agent: LocalNodeAgent,
+    running: Mutex<HashMap<String, Running>>,
+    network: PodNetwork,
+    /// The pods' supervising tasks, awaited at shutdown so that their volumes are unpublished.
+    tasks: Mutex<JoinSet<()>>,
+    /// Set at shutdown: no pod starts any more.
+    stopping: AtomicBool,
+    /// Set at shutdown: the longest a pod may take to stop from then on.
+    shutdown_grace: std::sync::OnceLock<Duration>,
+}
+
+/// A running node agent, to shut down.
+pub struct NodeAgentHandle {
+    shared: Arc<Shared>,
+}
+
+impl NodeAgentHandle {
+    /// Stops every pod, each within its grace period but at most `grace` (as a kubelet's
+    /// graceful node shutdown caps them), and waits until each has unpublished its volumes
+    /// (a pod left running would leave its mounts and loop devices behind).
+    pub async fn shutdown(&self, grace: Duration) {
+        let _ = self.shared.shutdown_grace.set(grace);
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.stop_all_except(&[]);
+        let mut tasks = std::mem::take(&mut *self.shared.tasks());
+        let all_done = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace + UNPUBLISH_TIME, all_done)
+            .await
+            .is_err()
+        {
+            tracing::warn!("pods still stopping at shutdown; their volumes may stay mounted");
+        }
+    }
+}
+
+impl LocalNodeAgent {
+    /// Claims a pod network and runs the pods of this node until the pod watch ends or the
+    /// returned handle shuts the agent down.
+    pub fn start(self) -> Result<NodeAgentHandle, AgentError> {
+        let network = PodNetwork::claim(&self.state_dir).map_err(|source| AgentError::Io {
+            what: "claiming a pod network",
+            path: self.state_dir.clone(),
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            agent: self,
+            running: Mutex::new(HashMap::new()),
+            network,
+            tasks: Mutex::new(JoinSet::new()),
+            stopping: AtomicBool::new(false),
+            shutdown_grace: std::sync::OnceLock::new(),
+        });
+        tokio::spawn(shared.clone().watch());
+        Ok(NodeAgentHandle { shared })
+    }
+}
+
+/// One pod's life on this node.
+struct PodRun {
+    shared: Arc<Shared>,
+    pod: Pod,
+    container: Container,
+    ip: Ipv4Addr,
+    published: Vec<Published>,
+}
+
+impl PodRun {
+    fn agent(&self) -> &LocalNodeAgent {
+        &self.shared.agent
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{}/{}",
+            self.pod.namespace().unwrap_or_default(),
+            self.pod.name_any()
+        )
+    }
+
+    fn root(&self) -> PathBuf {
+        pod_root(&self.agent().state_dir, &self.pod.uid().unwrap_or_default())
+    }
+
+    fn error(&self, message: String) -> AgentError {
+        AgentError::Pod {
+            pod: self.name(),
+            message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::volumes::under;
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn own_images_are_recognized_by_repository_name() {
+        assert!(is_own_image("quay.io/ferrovirt/ferrovirt:latest"));
+        assert!(is_own_image("ferrovirt"));
+        assert!(is_own_image("localhost:5000/ferrovirt@sha256:abc"));
+        assert!(!is_own_image("quay.io/kubevirt/cdi-importer:v1.60"));
+        assert!(!is_own_image("quay.io/ferrovirt/other:1"));
+    }
+
+    #[test]
+    fn in_pod_paths_land_under_the_root() {
+        assert_eq!(under(Path::new("/r"), "/data"), PathBuf::from("/r/data"));
+        assert_eq!(
+            under(Path::new("/r"), "/dev/cdi-block-volume"),
+            PathBuf::from("/r/dev/cdi-block-volume")
+        );
+    }
+}
