@@ -7,7 +7,7 @@ pub mod cdi;
 pub mod certs;
 pub mod config;
 pub mod install;
-pub mod kube;
+pub mod kit;
 pub mod kubevirt;
 pub mod macpool;
 pub mod rbac;
@@ -16,13 +16,13 @@ use cdi::{config as cdi_config, dataimportcron, datasource, datavolume, storagep
 
 use std::sync::Arc;
 
-use ::kube::Client;
+use kube::Client;
 
 pub use config::{
     CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET, ControllerConfig, DEFAULT_IMAGE,
     PublishedUploadProxy,
 };
-pub use kube::volume_snapshot_resource;
+pub use kit::volume_snapshot_resource;
 
 /// Why the controllers stopped.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +66,7 @@ pub async fn run_virt(client: Client, config: ControllerConfig) -> Result<(), Er
 /// ring TLS provider installed.
 pub async fn client_from_environment() -> Result<Client, Error> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = ::kube::Config::infer()
+    let config = kube::Config::infer()
         .await
         .map_err(|e| Error::Config(e.to_string()))?;
     Client::try_from(config).map_err(|e| Error::Config(e.to_string()))

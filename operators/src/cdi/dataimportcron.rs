@@ -33,7 +33,7 @@ use tempfile::TempDir;
 
 use crate::cdi::datasource::{source_patch, without_heartbeats};
 use crate::cdi::datavolume::settings::{CDI_CONFIG, is_insecure_registry};
-use crate::kube::{delete_ignoring_missing, patch_status};
+use crate::kit::{delete_ignoring_missing, patch_status};
 
 /// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
 pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";

@@ -195,7 +195,7 @@ async fn observe(ds: &DataSource, client: &Client) -> Result<Observed, Error> {
     }
     if let Some(snapshot) = snapshot {
         let ns = namespace_of(&snapshot.namespace, ds);
-        let resource = crate::kube::volume_snapshot_resource();
+        let resource = crate::kit::volume_snapshot_resource();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
         return Ok(match api.get_opt(&snapshot.name).await {
             Ok(Some(found)) => Observed::Snapshot {
@@ -288,7 +288,7 @@ pub async fn run(client: Client) {
     let by_pvc = store.clone();
     let by_pointer = store.clone();
     let by_snapshot = store.clone();
-    let snapshots = crate::kube::volume_snapshot_resource();
+    let snapshots = crate::kit::volume_snapshot_resource();
     let ctx = Arc::new(Context {
         client: client.clone(),
     });

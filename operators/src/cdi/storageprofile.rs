@@ -15,7 +15,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::kube::patch_status;
+use crate::kit::patch_status;
 
 /// Provisioners whose volumes Ferrovirt knows: the hostpath CSI driver (ours and HPP's).
 pub const HOSTPATH_PROVISIONERS: [&str; 2] = [

@@ -36,7 +36,7 @@ use super::observe::observe;
 use super::plan::{self, DvAction, Observed};
 use super::reconcile::{Outcome, execute};
 use crate::config::ControllerConfig;
-use crate::kube::{finalizer, publish};
+use crate::kit::{finalizer, publish};
 
 /// CDI's annotation asking for a host-assisted clone into a bare claim (`NAMESPACE/NAME`).
 pub const CLONE_REQUEST: &str = "k8s.io/CloneRequest";

@@ -25,7 +25,7 @@ use super::clone_objects::{FINALIZER, temporary_claim_name};
 use super::context::{Context, Error};
 use super::keys::is_bare_claim;
 use crate::config::{CLONE_TOKEN_PUBLIC_KEY, CLONE_TOKEN_SECRET};
-use crate::kube::{delete_ignoring_missing, finalizer};
+use crate::kit::{delete_ignoring_missing, finalizer};
 
 /// PersistentVolume annotation: the reclaim policy to restore once the target is bound.
 pub const ANN_HANDOVER_RECLAIM_POLICY: &str = "cdi.kubevirt.io/storage.clone.reclaimPolicy";

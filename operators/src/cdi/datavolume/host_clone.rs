@@ -13,7 +13,7 @@ use kube::{Api, ResourceExt};
 use super::clone_objects::{self, NO_CLIENT_CA};
 use super::context::{Context, Error};
 use super::pod::{self, CLONE_OWNER_LABEL, CLONE_UNIQUE_ID_LABEL};
-use crate::kube::{delete_ignoring_missing, finalizer};
+use crate::kit::{delete_ignoring_missing, finalizer};
 
 /// How long a clone source's client certificate is valid: its clone's time, with margin.
 const CLIENT_CERT_DAYS: i64 = 2;

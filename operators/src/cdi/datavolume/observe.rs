@@ -25,7 +25,7 @@ use super::pvc;
 use super::settings::{CDI_CONFIG, ClusterSettings, workload_placement};
 use super::status;
 use super::transfer::Transfer;
-use crate::kube::volume_snapshot_resource;
+use crate::kit::volume_snapshot_resource;
 
 /// Reads what a reconcile of `dv` decides from.
 pub async fn observe(dv: &DataVolume, ctx: &Context) -> Result<Observed, Error> {

@@ -26,7 +26,7 @@ use super::settings::ClusterSettings;
 use super::status::{self, StatusEvent, StatusInputs};
 use super::transfer::Transfer;
 use crate::config::ControllerConfig;
-use crate::kube::finalizer;
+use crate::kit::finalizer;
 
 /// How often a running transfer is looked at again (progress).
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);

@@ -18,7 +18,7 @@ use super::keys::CLONE_SOURCE_FINALIZER;
 use super::observe::observe;
 use super::plan::{self, DvAction, Observed};
 use super::upload;
-use crate::kube::{delete_ignoring_missing, finalizer, patch_annotations, patch_status, publish};
+use crate::kit::{delete_ignoring_missing, finalizer, patch_annotations, patch_status, publish};
 
 /// How many times a reconcile plans: once, and once more after making the claim.
 const ROUNDS: usize = 2;

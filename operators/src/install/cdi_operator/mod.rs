@@ -22,7 +22,7 @@ use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use super::operator_cr::{self, cdi_resource};
 use super::single_cr::{self, CrAction};
 use super::{changes, deployer, workloads};
-use crate::kube::finalizer;
+use crate::kit::finalizer;
 
 /// cdi-operator's install strategy: the manifests of `deploy/operators/`.
 pub const STRATEGY: Manifests = Manifests {
@@ -178,7 +178,7 @@ async fn tear_down(
     deployer::remove_all(client, &STRATEGY.render(namespace, image)).await?;
     // The CDIConfig is the CR's, as upstream's owner reference makes it.
     let configs: Api<api::cdi::CDIConfig> = Api::all(client.clone());
-    crate::kube::delete_ignoring_missing(&configs, CDI_CONFIG).await?;
+    crate::kit::delete_ignoring_missing(&configs, CDI_CONFIG).await?;
     finalizer::remove_from_latest(api, cdi, FINALIZER).await?;
     tracing::info!(cdi = %cdi.name_any(), %namespace, "removed the CDI deployment");
     Ok(())

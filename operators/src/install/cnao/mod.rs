@@ -31,7 +31,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::kube::{delete_ignoring_missing, patch_status};
+use crate::kit::{delete_ignoring_missing, patch_status};
 use crate::macpool::{RANGE_CONFIG_MAP, RANGE_END_KEY, RANGE_START_KEY};
 
 /// The namespace CNAO deploys its components to (its own, `cluster-network-addons`).

@@ -342,7 +342,7 @@ async fn remove_operands(
     use_emulation: bool,
 ) -> Result<(), kube::Error> {
     for operand in desired(hc, use_emulation) {
-        crate::kube::delete_ignoring_missing(&api_for(client, &operand), &operand.name).await?;
+        crate::kit::delete_ignoring_missing(&api_for(client, &operand), &operand.name).await?;
     }
     let name = hc["metadata"]["name"].as_str().unwrap_or_default();
     let finalizers: Vec<&str> = hc["metadata"]["finalizers"]

@@ -31,7 +31,7 @@ use super::status::{Outcome, RECONCILE_FAILED, ready_pool, status_for};
 use super::{FINALIZER, VERSION};
 use crate::install::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use crate::install::{changes, deployer, workloads};
-use crate::kube::{finalizer, patch_status};
+use crate::kit::{finalizer, patch_status};
 
 /// The CSI driver's manifests.
 pub const STRATEGY: Manifests = Manifests {
@@ -404,12 +404,12 @@ async fn retire_mounters(
         let pool = deployment.labels().get(super::claims::POOL_LABEL).cloned();
         if pool.is_some_and(|p| wanted.contains(&p)) {
             tracing::info!(%name, "removing a storage pool's mounter from a node the driver left");
-            crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+            crate::kit::delete_ignoring_missing(&deployments, &name).await?;
             continue;
         }
         let mounter = serde_json::to_value(&deployment).map_err(kube::Error::SerdeError)?;
         let Some(job) = pool_mounters::cleanup_job(&mounter) else {
-            crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+            crate::kit::delete_ignoring_missing(&deployments, &name).await?;
             continue;
         };
         if !may_unmount {
@@ -428,7 +428,7 @@ async fn retire_mounters(
             }
             Some(done) if succeeded(&done) => {
                 tracing::info!(%name, "removing a storage pool's mounter, its pool unmounted");
-                crate::kube::delete_ignoring_missing(&deployments, &name).await?;
+                crate::kit::delete_ignoring_missing(&deployments, &name).await?;
                 delete_job(&jobs, &job_name).await?;
             }
             Some(_) => left += 1,

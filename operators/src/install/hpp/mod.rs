@@ -28,7 +28,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
-use crate::kube::{finalizer, patch_status, publish};
+use crate::kit::{finalizer, patch_status, publish};
 use status::{Outcome, POOL_NOT_READY, RECONCILE_FAILED, status_for};
 use sync::{SyncReport, sync_pools};
 

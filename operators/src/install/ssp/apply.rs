@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::boot_sources::{GOLDEN_IMAGES_NAMESPACE, Observed};
 use super::plan::{Action, Change, Kind};
 use super::{Error, rbac};
-use crate::kube::{delete_ignoring_missing, is_status};
+use crate::kit::{delete_ignoring_missing, is_status};
 
 /// The name of the Template CRD, as a missing CRD is reported.
 pub const TEMPLATE_CRD: &str = "templates.template.openshift.io";

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use self::plan::{Action, Change, Kind};
 use self::status::{Outcome, status_for};
-use crate::kube::{finalizer, is_status};
+use crate::kit::{finalizer, is_status};
 
 /// The finalizer on every SSP.
 pub const FINALIZER: &str = "ssp.kubevirt.io/finalizer";

@@ -23,7 +23,7 @@ use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use super::operator_cr::{self, kubevirt_resource};
 use super::single_cr::{self, CrAction};
 use super::{changes, deployer, workloads};
-use crate::kube::finalizer;
+use crate::kit::finalizer;
 
 /// virt-operator's install strategy: the manifests of `deploy/virt/`.
 pub const STRATEGY: Manifests = Manifests {

@@ -50,7 +50,7 @@ pub use plan::plan;
 pub use status::with_failure;
 pub use volumes::{IMMEDIATE_DATA_VOLUME_CREATION_ANNOTATION, data_volume_names, template_claims};
 
-use crate::kube::{events, is_status};
+use crate::kit::{events, is_status};
 
 /// How often any VM is looked at again without a change.
 const RESYNC: Duration = Duration::from_secs(300);

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use super::requests::has_start_paused_request;
-use crate::kube::finalizer;
+use crate::kit::finalizer;
 
 /// The finalizer by which a VM's deletion orphans its dependents.
 const ORPHAN_FINALIZER: &str = "orphan";

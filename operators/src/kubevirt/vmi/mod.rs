@@ -29,7 +29,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use crate::config::ControllerConfig;
-use crate::kube::{events, finalizer, is_status};
+use crate::kit::{events, finalizer, is_status};
 use launcher_pod::{LauncherPodSettings, claim_of};
 use plan::{Claim, Observed, SecondaryNetwork, VmiAction};
 

@@ -43,7 +43,7 @@ use super::super::status::StatusEvent;
 use super::super::transfer::Transfer;
 use super::CLONE_REQUEST;
 use crate::config::ControllerConfig;
-use crate::kube::{delete_ignoring_missing, finalizer};
+use crate::kit::{delete_ignoring_missing, finalizer};
 
 /// The event of a completed clone (CDI's `CloneSucceededPVC` and `CloneComplete`).
 pub const CLONE_SUCCEEDED: (&str, &str) = ("CloneSucceeded", "Clone Complete");
