@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 pub mod faulty_http;
 pub mod fuzz;
+pub mod kubectl;
 pub mod loopfs;
 pub mod pki;
 pub mod registry;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use ferrovirt_tests::kubectl::Kubectl;
 use ferrovirt_tests::{TempDir, reference_sha256, reference_size};
 use serde_json::Value;
 
@@ -138,32 +139,17 @@ impl Platform {
         std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
     }
 
+    /// kubectl against this platform, with a discovery cache of its own.
+    pub fn kubectl_client(&self) -> Kubectl {
+        Kubectl::new(self.kubeconfig()).with_cache_dir(self.dir.join("kubectl-cache"))
+    }
+
     pub fn kubectl_command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .arg("--cache-dir")
-            .arg(self.dir.join("kubectl-cache"))
-            .args(args);
-        command
+        self.kubectl_client().command(args)
     }
 
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut command = self.kubectl_command(args);
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("running kubectl");
-        if let Some(input) = stdin {
-            use std::io::Write;
-            let mut pipe = child.stdin.take().expect("stdin");
-            pipe.write_all(input.as_bytes())
-                .expect("writing to kubectl");
-        }
-        drop(child.stdin.take());
-        child.wait_with_output().expect("kubectl output")
+        self.kubectl_client().run(args, stdin)
     }
 
     /// Runs kubectl and returns its stdout; panics with its stderr if it failed.
@@ -172,13 +158,7 @@ impl Platform {
     }
 
     pub fn ok_stdin(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.kubectl(args, stdin);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.kubectl_client().ok(args, stdin)
     }
 
     pub fn apply(&self, yaml: &str) {
@@ -186,13 +166,7 @@ impl Platform {
     }
 
     pub fn json(&self, args: &[&str]) -> Option<Value> {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        let out = self.kubectl(&all, None);
-        if !out.status.success() {
-            return None;
-        }
-        serde_json::from_slice(&out.stdout).ok()
+        self.kubectl_client().json(args)
     }
 
     /// Polls the DataVolume until `done` holds for it, returning it; panics with the

@@ -2,7 +2,7 @@
 //! applied with kubectl, images served by a real HTTP server on loopback, and the volume's
 //! contents compared with `qemu-img convert -O raw` of the source.
 
-mod platform;
+use crate::platform;
 
 use std::time::Duration;
 

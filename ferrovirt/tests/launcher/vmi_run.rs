@@ -3,7 +3,7 @@
 //! a debootstrapped Debian with cloud-init and qemu-guest-agent for the cloud-init and
 //! guest-agent ones. The guests come from `fixtures/guests.sh`.
 
-mod guest;
+use crate::guest;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};

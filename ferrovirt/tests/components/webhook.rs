@@ -4,7 +4,8 @@
 //! as kube-apiserver posts them are answered with CDI's defaulting, validation and clone
 //! permission check (SubjectAccessReviews for the requesting user).
 
-mod admission_review;
+use crate::admission_review;
+use ferrovirt_tests::kubectl::Kubectl;
 
 use std::time::{Duration, Instant};
 
@@ -43,24 +44,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: datavolu
 "#;
 
 async fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running kubectl");
-    let mut input = child.stdin.take().expect("stdin");
-    input
-        .write_all(stdin.unwrap_or_default().as_bytes())
-        .await
-        .expect("writing to kubectl");
-    drop(input);
-    let output = child.wait_with_output().await.expect("kubectl ends");
-    assert!(output.status.success(), "kubectl {args:?}: {output:?}");
+    Kubectl::new(kubeconfig).ok_async(args, stdin).await;
 }
 
 fn review(uid: &str, user: &str, object: Value) -> Value {

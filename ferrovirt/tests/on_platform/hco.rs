@@ -6,7 +6,7 @@
 //! refused with virt-operator's message inside HCO's; an HC of another name is not
 //! reconciled and says why.
 
-mod platform;
+use crate::platform;
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +19,9 @@ const KUBEVIRT: &str = "kubevirt-kubevirt-hyperconverged";
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// HCO's example CR (deploy/hco.cr.yaml) of its v1beta1 API.
-const EXAMPLE_HC: &str = include_str!("data/hco.cr.yaml");
+const EXAMPLE_HC: &str = include_str!("../data/hco.cr.yaml");
 /// HCO's example CR of its v1 API (upstream's deploy/hco.cr.yaml today).
-const EXAMPLE_HC_V1: &str = include_str!("data/hco.v1.cr.yaml");
+const EXAMPLE_HC_V1: &str = include_str!("../data/hco.v1.cr.yaml");
 /// The HC's resource at v1beta1, for the v1beta1 client's reads and patches.
 const HCO_V1BETA1: &str = "hyperconvergeds.v1beta1.hco.kubevirt.io";
 

@@ -3,7 +3,7 @@
 //! of a burst of API writes. Every random choice comes from a seed that is printed (set
 //! `FV_FAULT_SEED` to replay a failure).
 
-mod platform;
+use crate::platform;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! that QEMU never outlives it. These need no guest OS: a VMI with an empty disk boots
 //! into SeaBIOS, which ignores the power button.
 
-mod guest;
+use crate::guest;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

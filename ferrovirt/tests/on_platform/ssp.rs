@@ -4,7 +4,7 @@
 //! that a VM's dataVolumeTemplate clones through `sourceRef`, SSP's status, and deleting it
 //! removes what it made.
 
-mod platform;
+use crate::platform;
 
 use std::time::{Duration, Instant};
 

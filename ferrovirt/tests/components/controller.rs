@@ -3,6 +3,7 @@
 //! `deploy/crds/` as a cluster would), acts as the service account of
 //! `deploy/operators/rbac.yaml` under that server's RBAC, and reconciles what it watches.
 
+use ferrovirt_tests::kubectl::Kubectl;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -36,14 +37,7 @@ where
 
 /// Runs kubectl with `kubeconfig`. (Async: the API server shares this test's runtime.)
 async fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
-    let output = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .await
-        .expect("running kubectl");
-    assert!(output.status.success(), "kubectl {args:?}: {output:?}");
+    Kubectl::new(kubeconfig).ok_async(args, None).await;
 }
 
 fn ready_reason(ds: &DataSource) -> Option<String> {
@@ -151,19 +145,9 @@ async fn the_controller_command_reconciles_against_the_api_server_of_its_kubecon
 
 /// `kubectl get ARGS -o json` with `kubeconfig`, or `None` when it fails (not found).
 async fn kubectl_json(kubeconfig: &std::path::Path, args: &[&str]) -> Option<serde_json::Value> {
-    let output = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("get")
-        .args(args)
-        .args(["-o", "json"])
-        .output()
-        .await
-        .expect("running kubectl");
-    if !output.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&output.stdout).ok()
+    let mut all = vec!["get"];
+    all.extend(args);
+    Kubectl::new(kubeconfig).json_async(&all).await
 }
 
 /// The embedded API server alone, holding the CRDs of `deploy/crds/` as a cluster would.

@@ -2,7 +2,7 @@
 //! gets an upload server on its target and a `ferrovirt clone-source` pod streaming the
 //! source to it over mutual TLS, as CDI's host-assisted clone does.
 
-mod platform;
+use crate::platform;
 
 use std::process::Command;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! the platform's processes is sampled throughout and must stay bounded across waves, and
 //! at the end no mount, loop device or process of the platform may be left.
 
-mod platform;
+use crate::platform;
 
 use std::collections::BTreeSet;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! the cron's template names the credentials (`secretRef`) and the CA (`certConfigMap`), which
 //! both the cron's digest polls and the importer pods use.
 
-mod platform;
+use crate::platform;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! `s3:GetObject`. So a successful import proves the Secret reached the importer and its
 //! SigV4 signature is right, and a wrong secret key is refused as it is by AWS.
 
-mod platform;
+use crate::platform;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

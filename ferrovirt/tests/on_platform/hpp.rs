@@ -5,7 +5,7 @@
 //! a restart, a pool taken out of the CR keeps its volumes, and bad CRs are refused with the
 //! upstream webhook's messages.
 
-mod platform;
+use crate::platform;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! gets none; bad input is refused naming the field; two running VMIs with one MAC raise
 //! `MACCollision` on both and `kmp_mac_collisions`.
 
-mod platform;
+use crate::platform;
 
 use std::collections::HashSet;
 use std::io::{Read, Write};

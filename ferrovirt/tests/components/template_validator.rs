@@ -5,8 +5,9 @@
 //! delete a common template that stored VMs still validate against.
 
 // `patched` serves the mutating webhooks' tests.
+use crate::admission_review;
 #[allow(dead_code)]
-mod admission_review;
+use ferrovirt_tests::kubectl::Kubectl;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,24 +45,7 @@ objects: []
 "#;
 
 async fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running kubectl");
-    let mut input = child.stdin.take().expect("stdin");
-    input
-        .write_all(stdin.unwrap_or_default().as_bytes())
-        .await
-        .expect("writing to kubectl");
-    drop(input);
-    let output = child.wait_with_output().await.expect("kubectl ends");
-    assert!(output.status.success(), "kubectl {args:?}: {output:?}");
+    Kubectl::new(kubeconfig).ok_async(args, stdin).await;
 }
 
 fn vm(memory: &str) -> Value {

@@ -3,7 +3,7 @@
 //! `processedtemplates` answered to kubectl, and bad parameters refused with OpenShift's
 //! messages.
 
-mod platform;
+use crate::platform;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -4,7 +4,8 @@
 //! VirtualMachines before it is ready, and answers AdmissionReviews at
 //! `/mutate-virtualmachines` as kube-apiserver posts them.
 
-mod admission_review;
+use crate::admission_review;
+use ferrovirt_tests::kubectl::Kubectl;
 
 use std::time::{Duration, Instant};
 
@@ -60,24 +61,7 @@ spec:
 "#;
 
 async fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running kubectl");
-    let mut input = child.stdin.take().expect("stdin");
-    input
-        .write_all(stdin.as_bytes())
-        .await
-        .expect("writing to kubectl");
-    drop(input);
-    let output = child.wait_with_output().await.expect("kubectl ends");
-    assert!(output.status.success(), "kubectl {args:?}: {output:?}");
+    Kubectl::new(kubeconfig).ok_async(args, Some(stdin)).await;
 }
 
 fn vm(name: &str, mac: Option<&str>) -> Value {

@@ -1,0 +1,10 @@
+//! The components as on a cluster, one binary: each runs as its own process or service under
+//! its own account against an in-process API server (controllers, operators, webhooks, the MAC
+//! pool's webhook, the template validator).
+
+#[path = "../admission_review/mod.rs"]
+mod admission_review;
+mod controller;
+mod macpool_webhook;
+mod template_validator;
+mod webhook;

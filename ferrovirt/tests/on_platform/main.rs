@@ -1,0 +1,16 @@
+//! The platform of `ferrovirt up`, one binary: DataVolumes, DataImportCrons, S3, clones,
+//! faults, the HPP operator, HCO, SSP, templates, the MAC pool and the soak test.
+
+mod dataimportcron;
+mod datavolume_s3;
+mod datavolumes;
+mod faults;
+mod hco;
+mod host_clone;
+mod hpp;
+mod macpool;
+#[path = "../platform/mod.rs"]
+mod platform;
+mod soak;
+mod ssp;
+mod templates;
