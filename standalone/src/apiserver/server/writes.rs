@@ -1,0 +1,292 @@
+//! The writing verbs: create, update, patch and delete, with field validation, create
+//! admission and validating webhooks.
+
+use std::collections::HashMap;
+
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::http::{json_response, parse_json};
+use super::{Body, Call, Handler};
+use crate::apiserver::authz::CreateRequest;
+use crate::apiserver::crd_schema::Input;
+use crate::apiserver::errors::ApiError;
+use crate::apiserver::managed_fields;
+use crate::apiserver::object::UpdateTarget;
+use crate::apiserver::objects::Propagation;
+use crate::apiserver::patch::{self, PatchType};
+use crate::apiserver::query::{dry_run, persist_of};
+use crate::apiserver::resources::ResourceType;
+use crate::apiserver::store::Persist;
+use crate::apiserver::validation::Operation;
+
+impl Handler {
+    /// A create (POST to a collection): field validation, create admission, validating
+    /// webhooks, then the write.
+    pub(super) fn create(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+        persist: Persist,
+    ) -> Result<Response<Body>, ApiError> {
+        let (version, ns) = version_and_namespace(call);
+        let objects = &self.objects;
+        let mut body = parse_json(&call.body)?;
+        let mut warnings = Self::check_fields(rt, version, call, &body)?;
+        let request = CreateRequest {
+            resource: rt,
+            namespace: ns,
+            user: &call.user,
+            objects,
+        };
+        for admit in &self.create_admission {
+            admit(&request, &mut body)?;
+        }
+        if self.judged(rt, call, Operation::Create) {
+            warnings.extend(self.validate(rt, ns, Operation::Create, Some(&body), None)?);
+        }
+        let created = objects.create_as(persist, rt, version, ns, body)?;
+        self.respond(rt, call, StatusCode::CREATED, created, warnings)
+    }
+
+    /// An update (PUT) of an object or its status.
+    pub(super) fn update(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+        name: &str,
+        persist: Persist,
+    ) -> Result<Response<Body>, ApiError> {
+        let (version, ns) = version_and_namespace(call);
+        let objects = &self.objects;
+        let body = parse_json(&call.body)?;
+        let mut warnings = Self::check_fields(rt, version, call, &body)?;
+        if self.judged(rt, call, Operation::Update) {
+            let old = objects.get_at(rt, version, ns, name)?;
+            warnings.extend(self.validate(rt, ns, Operation::Update, Some(&body), Some(&old))?);
+        }
+        let target = update_target(call);
+        let updated = objects.update_as(persist, rt, version, ns, name, body, target)?;
+        self.respond(rt, call, StatusCode::OK, updated, warnings)
+    }
+
+    /// A patch of any of the four types; a server-side apply may create the object.
+    pub(super) fn patch(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+        name: &str,
+        persist: Persist,
+    ) -> Result<Response<Body>, ApiError> {
+        let (version, ns) = version_and_namespace(call);
+        let objects = &self.objects;
+        let mut warnings = Vec::new();
+        let kind = PatchType::from_content_type(&call.content_type)?;
+        let manager = call.query.get("fieldManager").cloned();
+        if kind == PatchType::Apply {
+            managed_fields::check_manager(manager.as_deref()).map_err(ApiError::BadRequest)?;
+        }
+        let patch = patch::Patch {
+            kind,
+            body: patch::parse_body(kind, &call.body)?,
+            manager,
+        };
+        // A merge-style patch has the object's shape; a JSON patch does not.
+        if kind != PatchType::Json {
+            warnings = Self::check_fields(rt, version, call, &patch.body)?;
+        }
+        let existed =
+            kind == PatchType::Apply && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
+        let validate = |operation, object: Option<&Value>, old: Option<&Value>| {
+            self.validate(rt, ns, operation, object, old)
+        };
+        if existed && self.judged(rt, call, Operation::Update) {
+            let (old, new) = objects.preview_patch(rt, version, ns, name, &patch)?;
+            warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
+        } else if kind == PatchType::Apply && self.judged(rt, call, Operation::Create) {
+            warnings.extend(validate(Operation::Create, Some(&patch.body), None)?);
+        } else if kind != PatchType::Apply && self.judged(rt, call, Operation::Update) {
+            let (old, new) = objects.preview_patch(rt, version, ns, name, &patch)?;
+            warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
+        }
+        let target = update_target(call);
+        let object = objects.patch_as(persist, rt, version, ns, name, &patch, target)?;
+        let status = if kind == PatchType::Apply && !existed {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        self.respond(rt, call, status, object, warnings)
+    }
+
+    /// A delete of one object, with its DeleteOptions.
+    pub(super) fn delete(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+        name: &str,
+    ) -> Result<Response<Body>, ApiError> {
+        let (version, ns) = version_and_namespace(call);
+        let objects = &self.objects;
+        let mut warnings = Vec::new();
+        let (propagation, uid, persist) = delete_options(&call.query, &call.body)?;
+        if self.validations.applies(rt, Operation::Delete) {
+            let old = objects.get_at(rt, version, ns, name)?;
+            warnings = self.validate(rt, ns, Operation::Delete, None, Some(&old))?;
+        }
+        let options = (propagation, uid.as_deref());
+        let deleted = objects.delete_as(persist, rt, version, ns, name, options)?;
+        self.respond(rt, call, StatusCode::OK, deleted, warnings)
+    }
+
+    /// Whether validating webhooks judge this operation: on the object itself, not its
+    /// status.
+    fn judged(&self, rt: &ResourceType, call: &Call, operation: Operation) -> bool {
+        update_target(call) == UpdateTarget::Main && self.validations.applies(rt, operation)
+    }
+
+    /// The validating webhooks' verdict on a write: its warnings, or a refusal.
+    fn validate(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        operation: Operation,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, ApiError> {
+        self.validations
+            .run(&self.objects, operation, rt, ns, object, old)
+    }
+
+    /// The fields of a request body that its kind's schema (a custom resource's CRD's, a
+    /// built-in kind's published one) does not declare, which the write will prune: with
+    /// `fieldValidation=Strict` (kubectl's default) a refusal naming them, as the API
+    /// server's strict decoding; with `Ignore` nothing; else (`Warn`, the default) a
+    /// warning for each.
+    pub(super) fn check_fields(
+        rt: &ResourceType,
+        version: &str,
+        call: &Call,
+        body: &Value,
+    ) -> Result<Vec<String>, ApiError> {
+        let mode = call.query.get("fieldValidation").map(String::as_str);
+        if mode == Some("Ignore") {
+            return Ok(Vec::new());
+        }
+        let unknown = match &rt.schemas {
+            Some(schemas) => schemas.prune(version, &mut body.clone(), Input::Body),
+            // A body's types are judged once it is the object it makes.
+            None => crate::apiserver::openapi::prune_builtin(
+                rt,
+                version,
+                &mut body.clone(),
+                Input::Body,
+            )
+            .unwrap_or_default(),
+        };
+        let named: Vec<String> = unknown
+            .iter()
+            .map(|field| format!("unknown field \"{field}\""))
+            .collect();
+        if mode != Some("Strict") || named.is_empty() {
+            return Ok(named);
+        }
+        Err(ApiError::BadRequest(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            named.join(", "),
+            kind = rt.kind
+        )))
+    }
+
+    pub(super) fn delete_collection(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+    ) -> Result<Response<Body>, ApiError> {
+        let options = Self::list_options(rt, &call.query)?;
+        let (propagation, _, persist) = delete_options(&call.query, &call.body)?;
+        let page = self
+            .objects
+            .list(rt, call.path.namespace.as_deref(), &options)?;
+        let mut deleted = Vec::new();
+        for item in page.items {
+            let ns = item["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let name = crate::apiserver::object::name(&item).to_string();
+            let version = &call.path.version;
+            match self
+                .objects
+                .delete_as(persist, rt, version, &ns, &name, (propagation, None))
+            {
+                Ok(object) => deleted.push(object),
+                Err(ApiError::NotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        let body = json!({
+            "kind": format!("{}List", rt.kind),
+            "apiVersion": rt.api_version(&call.path.version),
+            "metadata": {},
+            "items": deleted,
+        });
+        Ok(json_response(StatusCode::OK, &body))
+    }
+}
+
+/// propagationPolicy (query or DeleteOptions body) and a uid precondition.
+/// A delete's options from its query and its DeleteOptions body: the propagation, the
+/// precondition UID, and whether it is a dry run (kubectl puts `dryRun` in the body).
+fn delete_options(
+    query: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<(Propagation, Option<String>, Persist), ApiError> {
+    let options: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        parse_json(body)?
+    };
+    let mut policy = options["propagationPolicy"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    if let Some(q) = query.get("propagationPolicy") {
+        policy = q.clone();
+    }
+    if policy.is_empty() && options["orphanDependents"].as_bool() == Some(true) {
+        policy = "Orphan".into();
+    }
+    let uid = options["preconditions"]["uid"].as_str().map(String::from);
+    let mut persist = persist_of(query)?;
+    let malformed = || ApiError::BadRequest("dryRun: must be a list of strings".into());
+    let values = match &options["dryRun"] {
+        Value::Null => &Vec::new(),
+        Value::Array(values) => values,
+        _ => return Err(malformed()),
+    };
+    for value in values {
+        if dry_run(value.as_str().ok_or_else(malformed)?)? == Persist::DryRun {
+            persist = Persist::DryRun;
+        }
+    }
+    Ok((Propagation::parse(&policy)?, uid, persist))
+}
+
+/// The version a request names and its namespace (empty for a cluster-scoped resource).
+fn version_and_namespace(call: &Call) -> (&str, &str) {
+    let path = &call.path;
+    (
+        path.version.as_str(),
+        path.namespace.as_deref().unwrap_or(""),
+    )
+}
+
+/// Whether a write is to an object or to its status subresource.
+fn update_target(call: &Call) -> UpdateTarget {
+    if call.path.subresource.as_deref() == Some("status") {
+        UpdateTarget::Status
+    } else {
+        UpdateTarget::Main
+    }
+}
