@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use ferrovirt_tests::kubectl::Kubectl;
 use serde_json::Value;
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 
@@ -156,13 +157,7 @@ impl Drop for Cluster {
 }
 
 pub fn kubectl_command(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new("/usr/bin/kubectl");
-    command
-        .env("KUBECONFIG", kubeconfig)
-        .env("KUBECACHEDIR", cache)
-        .arg(format!("--cache-dir={}", cache.display()))
-        .args(args);
-    command
+    Kubectl::new(kubeconfig).with_cache_dir(cache).command(args)
 }
 
 fn expect_ok(args: &[&str], out: Output) -> String {

@@ -1,6 +1,8 @@
 //! Real clients against the embedded API server: kubectl, kube-rs (Api, watcher,
-//! Controller), Python's kubernetes package, and a restart on the same data directory.
+//! Controller), Python's kubernetes package, a restart on the same data directory, and
+//! aggregated APIs proxied as kube-aggregator does.
 
+mod aggregated;
 mod common;
 mod kube_client;
 mod kubectl;

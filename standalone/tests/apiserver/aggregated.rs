@@ -6,7 +6,7 @@
 //! certificate published in `kube-system/extension-apiserver-authentication`.
 
 use std::collections::HashMap;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 use base64::Engine;
+use ferrovirt_tests::kubectl::Kubectl;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -219,16 +220,12 @@ impl Server {
 
     /// kubectl against this server, on a blocking thread (the server shares this runtime).
     async fn kubectl(&self, args: &[&str]) -> Output {
-        let mut command = Command::new("kubectl");
-        let cache = self.dir.path().join("kube-cache");
-        command
-            .env("KUBECONFIG", &self.api_server.kubeconfig)
-            .arg(format!("--cache-dir={}", cache.display()))
-            .arg("--request-timeout=30s")
-            .args(args);
-        tokio::task::spawn_blocking(move || command.output().expect("kubectl runs"))
+        let mut all = vec!["--request-timeout=30s"];
+        all.extend(args);
+        Kubectl::new(&self.api_server.kubeconfig)
+            .with_cache_dir(self.dir.path().join("kube-cache"))
+            .run_async(&all, None)
             .await
-            .unwrap()
     }
 }
 
