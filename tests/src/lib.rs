@@ -17,6 +17,7 @@ pub mod loopfs;
 pub mod pki;
 pub mod registry;
 pub mod s3;
+pub mod structure;
 pub mod tmpfs;
 
 /// The repository root.
