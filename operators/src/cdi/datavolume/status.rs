@@ -262,7 +262,7 @@ impl TransferView<'_> {
 }
 
 /// The event of a phase.
-fn transfer_event(warning: bool, reason: &str, message: String) -> Option<StatusEvent> {
+fn event(warning: bool, reason: &str, message: String) -> Option<StatusEvent> {
     Some(StatusEvent {
         warning,
         reason: reason.to_string(),
@@ -273,7 +273,6 @@ fn transfer_event(warning: bool, reason: &str, message: String) -> Option<Status
 /// An import's phase, from its importer pod's.
 fn import_phase(view: &TransferView<'_>) -> (DataVolumePhase, Option<StatusEvent>) {
     use DataVolumePhase as P;
-    let event = transfer_event;
     let (name, bound, current) = (&view.name, view.bound, view.current);
     match view.pod_phase {
         Some("Succeeded") => (
@@ -323,7 +322,6 @@ fn import_phase(view: &TransferView<'_>) -> (DataVolumePhase, Option<StatusEvent
 /// An upload's phase, from its upload server pod's.
 fn upload_phase(view: &TransferView<'_>) -> (DataVolumePhase, Option<StatusEvent>) {
     use DataVolumePhase as P;
-    let event = transfer_event;
     let name = &view.name;
     match view.pod_phase {
         Some("Succeeded") => (
@@ -363,7 +361,6 @@ fn csi_clone_phase(
     snapshot: bool,
 ) -> (DataVolumePhase, Option<StatusEvent>) {
     use DataVolumePhase as P;
-    let event = transfer_event;
     let name = &view.name;
     let ns = view.pvc.namespace().unwrap_or_default();
     if view.bound {
@@ -403,7 +400,6 @@ fn host_clone_phase(
     source: &str,
 ) -> (DataVolumePhase, Option<StatusEvent>) {
     use DataVolumePhase as P;
-    let event = transfer_event;
     let name = &view.name;
     match view.pod_phase {
         Some("Succeeded") => (
