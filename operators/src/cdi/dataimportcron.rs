@@ -33,7 +33,8 @@ use tempfile::TempDir;
 
 use crate::cdi::datasource::{source_patch, without_heartbeats};
 use crate::cdi::datavolume::settings::{CDI_CONFIG, is_insecure_registry};
-use crate::kit::{delete_ignoring_missing, patch_status};
+use crate::kit::conditions::Heartbeat;
+use crate::kit::{self, delete_ignoring_missing, patch_status};
 
 /// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
 pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
@@ -183,7 +184,7 @@ pub fn progressing(phase: Option<&str>) -> (ConditionStatus, &str, String) {
 }
 
 /// Sets condition `type_` in `conditions`, keeping its transition time while its status
-/// holds.
+/// holds; CDI stamps the heartbeat at every pass.
 fn set_condition(
     conditions: &mut Vec<CdiCondition>,
     type_: &str,
@@ -192,22 +193,15 @@ fn set_condition(
     message: &str,
     now: &Time,
 ) {
-    let new = |last_transition_time| CdiCondition {
-        type_: type_.to_string(),
+    kit::conditions::set(
+        conditions,
+        type_,
         status,
-        last_transition_time,
-        last_heartbeat_time: Some(now.clone()),
-        reason: Some(reason.to_string()),
-        message: Some(message.to_string()),
-    };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == status => {
-            let kept = c.last_transition_time.clone();
-            *c = new(kept);
-        }
-        Some(c) => *c = new(Some(now.clone())),
-        None => conditions.push(new(Some(now.clone()))),
-    }
+        Some(reason),
+        Some(message),
+        Heartbeat::Always,
+        now,
+    );
 }
 
 struct Context {

@@ -20,6 +20,8 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
+use crate::kit::{self, conditions::Heartbeat};
+
 /// How often a DataSource is looked at again without a change (snapshots are not watched).
 const RESYNC: Duration = Duration::from_secs(60);
 
@@ -108,25 +110,27 @@ pub fn desired_status(ds: &DataSource, observed: &Observed, now: &Time) -> DataS
         _ => Some(ds.spec.source.clone()),
     };
     let (status, reason, message) = readiness(observed);
-    let previous = ds
+    // Only the Ready condition is written; CDI stamps its heartbeat at every pass.
+    let mut conditions: Vec<CdiCondition> = ds
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_READY));
-    let last_transition_time = match previous {
-        Some(p) if p.status == status => p.last_transition_time.clone(),
-        _ => Some(now.clone()),
-    };
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_READY))
+        .cloned()
+        .into_iter()
+        .collect();
+    kit::conditions::set(
+        &mut conditions,
+        CONDITION_READY,
+        status,
+        Some(&reason),
+        Some(&message),
+        Heartbeat::Always,
+        now,
+    );
     DataSourceStatus {
         source,
-        conditions: Some(vec![CdiCondition {
-            type_: CONDITION_READY.to_string(),
-            status,
-            last_transition_time,
-            last_heartbeat_time: Some(now.clone()),
-            reason: Some(reason),
-            message: Some(message),
-        }]),
+        conditions: Some(conditions),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The shared controller kit: what every controller does with the API server the same way.
 //! Deletes that tolerate an object already gone, finalizers added and removed against the
-//! version that was read, merge patches of annotations and status, and events.
+//! version that was read, merge patches of annotations and status, conditions set by type,
+//! and events.
 
+pub mod conditions;
 pub mod events;
 pub mod finalizer;
 pub mod objects;

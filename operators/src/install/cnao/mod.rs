@@ -31,7 +31,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::kit::{delete_ignoring_missing, patch_status};
+use crate::kit::conditions::Heartbeat;
+use crate::kit::{self, delete_ignoring_missing, patch_status};
 use crate::macpool::{RANGE_CONFIG_MAP, RANGE_END_KEY, RANGE_START_KEY};
 
 /// The namespace CNAO deploys its components to (its own, `cluster-network-addons`).
@@ -139,8 +140,8 @@ pub fn range_data(spec: &NetworkAddonsConfigSpec) -> Option<BTreeMap<String, Str
     ]))
 }
 
-/// Sets the condition `type_` in `conditions`, its transition time moved only when its
-/// status changes (CNAO sets its conditions without heartbeats).
+/// Sets the condition `type_` in `conditions` as CNAO's status manager does, with
+/// custom-resource-status' `SetStatusConditionNoHeartbeat`.
 fn set_condition(
     conditions: &mut Vec<OperatorCondition>,
     type_: &str,
@@ -149,22 +150,15 @@ fn set_condition(
     message: Option<&str>,
     now: &Time,
 ) {
-    let condition = OperatorCondition {
-        type_: type_.to_owned(),
+    kit::conditions::set(
+        conditions,
+        type_,
         status,
-        reason: reason.map(str::to_owned),
-        message: message.map(str::to_owned),
-        last_heartbeat_time: None,
-        last_transition_time: Some(now.clone()),
-    };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(existing) if existing.status == condition.status => {
-            existing.reason = condition.reason;
-            existing.message = condition.message;
-        }
-        Some(existing) => *existing = condition,
-        None => conditions.push(condition),
-    }
+        reason,
+        message,
+        Heartbeat::Never,
+        now,
+    );
 }
 
 /// The status after `outcome`, from the status before, as CNAO's status manager sets it.

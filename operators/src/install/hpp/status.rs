@@ -2,9 +2,11 @@
 //! SDK conditions (Available, Progressing, Degraded) with its reasons and messages, the
 //! versions, and `storagePoolStatuses` sorted by name.
 
-use api::common::{ConditionStatus, OperatorCondition, operator_condition};
+use api::common::{ConditionStatus, operator_condition};
 use api::hostpath::{HostPathProvisionerStatus, StoragePoolStatus, pool_phase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::kit::conditions::{self, Heartbeat};
 
 /// Upstream's reason and message of Available once deployed.
 pub const HEALTHY_REASON: &str = "Complete";
@@ -30,42 +32,6 @@ pub enum Outcome {
         reason: &'static str,
         message: String,
     },
-}
-
-/// Sets one condition as openshift/custom-resource-status' `SetStatusCondition` does: the
-/// transition time moves when the status changes; the heartbeat only when anything changes
-/// (upstream ignores heartbeat-only changes when deciding to write).
-fn set(
-    conditions: &mut Vec<OperatorCondition>,
-    type_: &str,
-    status: ConditionStatus,
-    reason_message: Option<(&str, &str)>,
-    now: &Time,
-) {
-    let (reason, message) = match reason_message {
-        Some((r, m)) => (Some(r.to_owned()), Some(m.to_owned())),
-        None => (None, None),
-    };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == status && c.reason == reason && c.message == message => {}
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Some(now.clone());
-            }
-            c.status = status;
-            c.reason = reason;
-            c.message = message;
-            c.last_heartbeat_time = Some(now.clone());
-        }
-        None => conditions.push(OperatorCondition {
-            type_: type_.to_owned(),
-            status,
-            reason,
-            message,
-            last_heartbeat_time: Some(now.clone()),
-            last_transition_time: Some(now.clone()),
-        }),
-    }
 }
 
 /// A path pool that is served.
@@ -117,7 +83,18 @@ pub fn status_for(
         operator_condition::DEGRADED,
     ];
     for (type_, (condition_status, why)) in types.into_iter().zip(wanted) {
-        set(&mut conditions, type_, condition_status, why, now);
+        let (reason, message) = why.unzip();
+        // The SDK's conditions, the heartbeat moved only when anything changes (upstream
+        // ignores heartbeat-only changes when deciding to write).
+        conditions::set(
+            &mut conditions,
+            type_,
+            condition_status,
+            reason,
+            message,
+            Heartbeat::OnChange,
+            now,
+        );
     }
     let mut pools = pools.to_vec();
     pools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -132,6 +109,7 @@ pub fn status_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::common::OperatorCondition;
 
     fn at(text: &str) -> Time {
         Time(text.parse().unwrap())

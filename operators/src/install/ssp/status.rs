@@ -4,9 +4,11 @@
 //! upstream, a condition's heartbeat moves only when it changes, so an unchanged reconcile
 //! writes nothing.
 
-use api::common::{ConditionStatus, OperatorCondition, operator_condition};
+use api::common::{ConditionStatus, operator_condition};
 use api::ssp::{SspStatus, phase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::kit::conditions::{self, Heartbeat};
 
 /// What a reconcile came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,41 +67,6 @@ fn conditions_for(outcome: &Outcome) -> [(ConditionStatus, String); 3] {
     }
 }
 
-/// Sets condition `type_`, its times moved only when its status (transition) or its
-/// message (heartbeat) changes.
-fn set_condition(
-    conditions: &mut Vec<OperatorCondition>,
-    type_: &str,
-    status: ConditionStatus,
-    message: String,
-    now: &Time,
-) {
-    let index = conditions.iter().position(|c| c.type_ == type_);
-    let existing = index.map(|i| conditions[i].clone());
-    let transition = match &existing {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => Some(now.clone()),
-    };
-    let heartbeat = match &existing {
-        Some(c) if c.status == status && c.message.as_deref() == Some(message.as_str()) => {
-            c.last_heartbeat_time.clone()
-        }
-        _ => Some(now.clone()),
-    };
-    let condition = OperatorCondition {
-        type_: type_.to_owned(),
-        status,
-        reason: Some(type_.to_owned()),
-        message: Some(message),
-        last_heartbeat_time: heartbeat,
-        last_transition_time: transition,
-    };
-    match index {
-        Some(i) => conditions[i] = condition,
-        None => conditions.push(condition),
-    }
-}
-
 /// The status after `outcome` for generation `generation`, from the status before.
 pub fn status_for(
     before: Option<&SspStatus>,
@@ -116,7 +83,16 @@ pub fn status_for(
         operator_condition::DEGRADED,
     ];
     for (type_, (value, message)) in types.into_iter().zip(conditions_for(outcome)) {
-        set_condition(&mut conditions, type_, value, message, now);
+        // The reason is the condition's type, as upstream.
+        conditions::set(
+            &mut conditions,
+            type_,
+            value,
+            Some(type_),
+            Some(&message),
+            Heartbeat::OnChange,
+            now,
+        );
     }
     status.conditions = Some(conditions);
     status.observed_generation = generation;
@@ -142,6 +118,7 @@ pub fn status_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::common::OperatorCondition;
 
     fn at(time: &str) -> Time {
         Time(time.parse().unwrap())
