@@ -3,7 +3,7 @@
 //! with its kubeconfig and a discovery cache of its own.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
@@ -29,10 +29,6 @@ impl Kubectl {
     pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Kubectl {
         self.cache_dir = Some(dir.into());
         self
-    }
-
-    pub fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
     }
 
     /// `kubectl ARGS`, not started, for a test that sets more of it (env, stdio).

@@ -360,13 +360,13 @@ struct DriverProcess(Child);
 impl DriverProcess {
     fn start(dir: &Path) -> Self {
         let _ = std::fs::remove_file(dir.join("csi.sock"));
+        // The test's name as libtest knows it: its module path without the crate's name.
+        let test = match module_path!().split_once("::") {
+            Some((_crate, module)) => format!("{module}::driver_process"),
+            None => "driver_process".to_owned(),
+        };
         let child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "behaviour::driver_process",
-                "--ignored",
-                "--nocapture",
-            ])
+            .args(["--exact", &test, "--ignored", "--nocapture"])
             .env(CHILD_DIR_ENV, dir)
             .stdout(std::process::Stdio::null())
             .spawn()
