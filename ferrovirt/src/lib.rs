@@ -12,14 +12,13 @@
 //! - [`templates`]: `process` and `processedtemplates`;
 //! - [`platform`]: `up` and `down`, the single-machine control plane;
 //! - [`cluster`]: the client, shared Secrets, caBundles and front proxy of components on a
-//!   cluster; [`pod_contract`]: the paths and variables a pod is run with.
+//!   cluster. The paths and variables a pod is run with are `api::pod_contract`'s.
 
 pub mod cluster;
 pub mod install_operators;
 pub mod kubevirt;
 pub mod network;
 pub mod platform;
-pub mod pod_contract;
 pub mod storage;
 pub mod templates;
 pub mod upload;

@@ -1268,9 +1268,9 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
          subsets:\n- addresses:\n  - ip: 127.0.0.1\n  ports:\n  - port: {api_port}\n"
     ));
     let node = platform.ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
-    let sockets = platform
-        .data_dir()
-        .join("node/pods/{uid}/root/var/run/kubevirt/sockets");
+    let sockets = api::kubevirt::pod_contract::sockets_dir_under(
+        &platform.data_dir().join("node/pods/{uid}/root"),
+    );
     let api_listen = format!("127.0.0.1:{api_port}");
     let _components = [
         Component::start(&platform, "virt-controller", "kubevirt-controller", &[]),

@@ -100,7 +100,7 @@ mod tests {
         let base = tempfile::tempdir().expect("temp dir");
         let deep = base.path().join("d".repeat(60)).join("e".repeat(60));
         std::fs::create_dir_all(&deep).expect("deep dir");
-        let path = deep.join("launcher-sock");
+        let path = api::kubevirt::pod_contract::control_socket(&deep);
         assert!(path.as_os_str().len() > MAX_SOCKET_PATH);
         let listener = bind(&path).expect("bind");
         assert!(path.exists(), "the socket is where it was asked for");

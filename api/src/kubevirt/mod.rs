@@ -7,6 +7,7 @@ pub mod feature_gates;
 pub mod gated_features;
 #[allow(clippy::module_inception)]
 pub mod kubevirt;
+pub mod pod_contract;
 pub mod update_review;
 pub mod validate;
 pub mod vm;

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use api::pod_contract::POD_IP_ENV;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
@@ -19,8 +20,6 @@ use axum::routing::get;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use tokio::sync::mpsc;
-
-use crate::pod_contract::POD_IP_ENV;
 
 /// The port HCO's download Service targets.
 pub const PORT: u16 = 8080;

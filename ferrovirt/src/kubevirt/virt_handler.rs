@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use api::kubevirt::pod_contract::KUBELET_SOCKETS_DIR;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -18,7 +19,6 @@ use virt::handler::{Handler, Launchers, SocketDirOf};
 use virt::subresources::to_handler::{HANDLER_ADDRESS_ANNOTATION, HANDLER_SERVER_NAME};
 
 use crate::kubevirt::certs;
-use crate::pod_contract::KUBELET_SOCKETS_DIR;
 
 #[derive(clap::Args)]
 pub struct VirtHandlerArgs {

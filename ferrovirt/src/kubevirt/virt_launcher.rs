@@ -9,13 +9,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use api::cdi::pod_contract::TERMINATION_LOG_PATH;
 use api::kubevirt::VirtualMachineInstance;
+use api::kubevirt::pod_contract::launcher_socket;
+use api::pod_contract::{POD_IP_ENV, in_pod};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 use virt::launcher::node_facts::NodeSettings;
 use virt::launcher::{self, Action, LauncherSettings, Outcome, control};
-
-use crate::pod_contract::{POD_IP_ENV, TERMINATION_LOG_PATH, in_pod, launcher_socket};
 
 /// Serial output kept on disk per VMI (twice this at most, in two files).
 const CONSOLE_LOG_LIMIT: u64 = 1 << 20;

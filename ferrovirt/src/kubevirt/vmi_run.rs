@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use api::kubevirt::pod_contract;
 use clap::{Args, Subcommand};
-use virt::launcher::control;
 
 use crate::kubevirt::virt_launcher::{NodeArgs, drive, read_vmi};
 
@@ -69,7 +69,7 @@ async fn run_vmi(args: VmiRunArgs) -> Result<()> {
         args.node
             .settings(run_dir.clone(), state_dir.join("nvram"), args.pod_ip, None);
     settings.console_on_stdio = true;
-    let socket = run_dir.join(control::SOCKET_NAME);
+    let socket = pod_contract::control_socket(&run_dir);
     let result = drive(settings, Some(vmi), &socket).await;
     // The run directory holds what lives as long as the VMI: overlays, ISOs, sockets.
     if let Err(e) = std::fs::remove_dir_all(&run_dir) {

@@ -364,7 +364,7 @@ fn start_handler(control_plane: &ControlPlane, dir: &Path) {
     let socket_dir: virt::handler::SocketDirOf =
         Arc::new(move |pod: &k8s_openapi::api::core::v1::Pod| {
             use kube::ResourceExt;
-            crate::pod_contract::launcher_sockets_under(&standalone::node_agent::pod_root(
+            api::kubevirt::pod_contract::sockets_dir_under(&standalone::node_agent::pod_root(
                 &state_dir,
                 &pod.uid().unwrap_or_default(),
             ))

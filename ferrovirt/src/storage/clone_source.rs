@@ -16,6 +16,7 @@ use api::cdi::pod_contract::{
     BLOCK_DEVICE_PATH, CLONE_SOURCE_MOUNT, DISK_IMAGE_FILE, FailureReason, NO_DISK_IMAGE,
     TERMINATION_LOG_PATH, WorkerFailure,
 };
+use api::pod_contract::{TERMINATION_LOG_ENV, env, in_pod};
 use bytes::Bytes;
 use clap::Args;
 use importer::clone_stream::{self, VolumeReader, WIRE_ENCODING};
@@ -24,9 +25,6 @@ use importer::progress::Progress;
 use uploadproxy::routes::{
     BLOCKDEVICE_CLONE, CONTENT_TYPE_HEADER, FILESYSTEM_CLONE, OFFSET_HEADER,
 };
-
-use crate::pod_contract::in_pod;
-use crate::pod_contract::{TERMINATION_LOG_ENV, env};
 
 /// Compressed bytes in flight between the reading thread and the request body.
 const CHUNK: usize = 1 << 20;

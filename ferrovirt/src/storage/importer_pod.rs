@@ -12,11 +12,10 @@ use api::cdi::pod_contract::{
     BLOCK_DEVICE_PATH, CompletionMessage, DATA_IMAGE_PATH, FailureReason, TERMINATION_LOG_PATH,
     WorkerFailure,
 };
+use api::pod_contract::{TERMINATION_LOG_ENV, env, in_pod};
 use importer::source::http::{Credentials, parse_header};
 use importer::source::s3::S3Options;
 use importer::{Checksum, ContentType, ImportError, ImportRequest};
-
-use crate::pod_contract::{TERMINATION_LOG_ENV, env};
 
 const SECRET_HEADERS_DIR: &str = "/extraheaders";
 
@@ -33,7 +32,7 @@ impl PodPaths {
         let path = |var: &str, default: &str| {
             std::env::var(var)
                 .map(PathBuf::from)
-                .unwrap_or_else(|_| crate::pod_contract::in_pod(default))
+                .unwrap_or_else(|_| in_pod(default))
         };
         Self {
             data_file: path("FERROVIRT_IMPORTER_WRITE_PATH", DATA_IMAGE_PATH),
@@ -114,7 +113,7 @@ async fn import(paths: &PodPaths) -> Result<bool> {
     request.preallocate = preallocate;
     request.checksum = vars.checksum.map(|c| c.parse::<Checksum>()).transpose()?;
     // The ConfigMap is mounted in the pod; under the pod root when run by the local node agent.
-    request.http.cert_dir = vars.cert_dir.map(|dir| crate::pod_contract::in_pod(&dir));
+    request.http.cert_dir = vars.cert_dir.map(|dir| in_pod(&dir));
     request.http.insecure_tls = vars.insecure_tls;
     if source == "s3" {
         request.s3 = Some(S3Options {

@@ -15,14 +15,12 @@ use api::cdi::pod_contract::{
     BLOCK_DEVICE_PATH, CompletionMessage, DATA_IMAGE_PATH, FailureReason, TERMINATION_LOG_PATH,
     WorkerFailure,
 };
+use api::pod_contract::{POD_IP_ENV, TERMINATION_LOG_ENV, env, in_pod};
 use importer::Checksum;
 use tokio::net::TcpListener;
 use uploadproxy::server::{DEFAULT_IDLE_TIMEOUT, serve_healthz};
 use uploadproxy::tls::{self, Identity};
 use uploadproxy::{UploadServer, UploadServerConfig};
-
-use crate::pod_contract::{POD_IP_ENV, in_pod};
-use crate::pod_contract::{TERMINATION_LOG_ENV, env};
 
 pub async fn run() -> Result<()> {
     let termination_log = env(TERMINATION_LOG_ENV)

@@ -162,7 +162,7 @@ impl RunningVmi {
 
     /// The launcher's control socket.
     pub fn control_socket(&self) -> PathBuf {
-        self.run_dir.join("launcher-sock")
+        api::kubevirt::pod_contract::control_socket(&self.run_dir)
     }
 }
 

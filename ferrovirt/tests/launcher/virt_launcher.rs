@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use api::kubevirt::pod_contract;
 use ferrovirt_tests::TempDir;
 use guest::RunningVmi;
 use virt::launcher::control::{self, proto};
@@ -41,9 +42,7 @@ fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 }
 
 fn launcher_socket(pod_root: &Path) -> PathBuf {
-    pod_root
-        .join("var/run/kubevirt/sockets")
-        .join(control::SOCKET_NAME)
+    pod_contract::control_socket(&pod_contract::sockets_dir_under(pod_root))
 }
 
 fn start_pod(pod_root: &Path, extra: &[&str]) -> std::process::Child {

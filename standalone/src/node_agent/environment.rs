@@ -3,11 +3,12 @@
 
 use std::path::Path;
 
+use api::pod_contract::{POD_IP_ENV, POD_ROOT_ENV};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::{AgentError, POD_IP_ENV, POD_ROOT_ENV, PodRun};
+use super::{AgentError, PodRun};
 use crate::secondary_networks;
 
 impl PodRun {

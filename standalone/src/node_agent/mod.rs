@@ -38,10 +38,6 @@ use volumes::Published;
 const RESOURCE_RECHECK: Duration = Duration::from_secs(2);
 /// The repository name of the images this agent runs (any registry, any tag).
 pub const OWN_IMAGE: &str = "ferrovirt";
-/// Where a pod's program finds the root its fixed paths (/data, /dev/...) live under.
-pub const POD_ROOT_ENV: &str = "FERROVIRT_POD_ROOT";
-/// The pod's own address, for programs that would listen on 0.0.0.0 in a container.
-pub const POD_IP_ENV: &str = "FERROVIRT_POD_IP";
 const TERMINATION_LOG: &str = "dev/termination-log";
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::kubevirt::{VirtualMachineInstance, keys};
+use api::kubevirt::{VirtualMachineInstance, keys, pod_contract};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
@@ -81,7 +81,7 @@ impl Launchers {
         pod: &Pod,
         wait: Duration,
     ) -> Result<CmdClient<Channel>, LauncherLookupError> {
-        let socket = (self.socket_dir)(pod).join(control::SOCKET_NAME);
+        let socket = pod_contract::control_socket(&(self.socket_dir)(pod));
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             match control::connect(socket.clone()).await {

@@ -22,9 +22,6 @@ pub mod proto {
 use proto::cmd_client::CmdClient;
 use proto::cmd_server::{Cmd, CmdServer};
 
-/// KubeVirt's name of the launcher's command socket.
-pub const SOCKET_NAME: &str = "launcher-sock";
-
 struct CmdService {
     launcher: LauncherHandle,
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use api::kubevirt::VirtualMachineInstance;
 use api::kubevirt::keys;
+use api::kubevirt::pod_contract::{SOCKETS_PATH, SOCKETS_VOLUME};
 use api::network_attachment::{
     NETWORKS_ANNOTATION, NetworkSelection, pod_interface_name, qualified_name,
 };
@@ -24,10 +25,6 @@ use kube::{Resource, ResourceExt};
 
 /// The launcher's container, as KubeVirt names it.
 pub const COMPUTE_CONTAINER: &str = "compute";
-/// The emptyDir holding the launcher's control socket.
-pub const SOCKETS_VOLUME: &str = "sockets";
-/// Where it is mounted in the pod.
-pub const SOCKETS_PATH: &str = "/var/run/kubevirt/sockets";
 /// KubeVirt's default `terminationGracePeriodSeconds` of a VMI.
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
 /// Seconds the pod gets beyond the VMI's grace period: the launcher kills QEMU at the end of
