@@ -1,12 +1,12 @@
 //! The API types of Ferrovirt: upstream CDI, HPP, KubeVirt, HCO, SSP and CNAO kinds with the
-//! same groups, versions, kinds and field names, their defaulting and validation as pure
-//! functions, and the CustomResourceDefinitions generated from them.
+//! same groups, versions, kinds and field names, their defaulting as pure functions, and the
+//! CustomResourceDefinitions generated from them. The webhooks' decisions on them (validation,
+//! review) are the `admission` crate's.
 
 // Several `printcolumn(...)` entries of one `#[kube]` attribute share keys such as
 // `type_ = "string"`; clippy mistakes them for a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
-pub mod admission;
 pub mod cdi;
 pub mod cnao;
 pub mod common;
@@ -23,7 +23,6 @@ pub mod quantity;
 pub mod ssp;
 pub mod strategic_merge;
 pub mod template;
-pub mod template_validator;
 pub mod upload;
 pub mod validation;
 

@@ -135,7 +135,7 @@ impl ValidationError {
 pub type ValidationResult = Result<(), ValidationError>;
 
 /// Joins alternative names for an error message.
-pub(crate) fn join(names: &[&str]) -> String {
+pub fn join(names: &[&str]) -> String {
     names.join(", ")
 }
 

@@ -10,6 +10,9 @@ use super::datasource::CdiCondition;
 use super::datavolume::{DataVolumeSourcePvc, DataVolumeSpec, DataVolumeStatus};
 use super::storageprofile::DataImportCronSourceFormat;
 
+/// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
+pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
+
 /// The desired state of a DataImportCron.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

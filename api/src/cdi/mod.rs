@@ -1,5 +1,6 @@
 //! cdi.kubevirt.io/v1beta1: DataVolume, DataSource, DataImportCron, StorageProfile, and the
-//! operator kinds CDI and CDIConfig, with DataVolume defaulting and validation.
+//! operator kinds CDI and CDIConfig, with DataVolume defaulting (validation is
+//! admission's, `admission::cdi::validate`).
 
 pub mod dataimportcron;
 pub mod datasource;
@@ -8,7 +9,6 @@ pub mod default;
 pub mod operator;
 pub mod pod_contract;
 pub mod storageprofile;
-pub mod validate;
 
 pub use dataimportcron::{
     DataImportCron, DataImportCronSpec, DataImportCronStatus, DataVolumeTemplate,

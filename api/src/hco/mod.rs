@@ -7,7 +7,6 @@
 pub mod conversion;
 pub mod schema;
 pub mod v1;
-pub mod validate;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;

@@ -1,9 +1,8 @@
 //! hostpathprovisioner.kubevirt.io/v1beta1: the HostPathProvisioner (cluster-scoped), which
-//! says where on each node the hostpath CSI driver keeps volumes, with its defaulting and
-//! validation.
+//! says where on each node the hostpath CSI driver keeps volumes, with its defaulting (validation
+//! is admission's, `admission::hostpath::validate`).
 
 pub mod default;
-pub mod validate;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimStatus};
 use kube::CustomResource;

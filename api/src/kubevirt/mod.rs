@@ -1,5 +1,5 @@
 //! kubevirt.io/v1: VirtualMachine, VirtualMachineInstance and the KubeVirt operator kind,
-//! with VM defaulting and validation.
+//! with VM defaulting (validation is admission's, `admission::kubevirt`).
 
 pub mod cluster_config;
 pub mod default;
@@ -8,8 +8,6 @@ pub mod gated_features;
 #[allow(clippy::module_inception)]
 pub mod kubevirt;
 pub mod pod_contract;
-pub mod update_review;
-pub mod validate;
 pub mod vm;
 pub mod vmi;
 

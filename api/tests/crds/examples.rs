@@ -4,17 +4,19 @@
 
 use std::path::PathBuf;
 
+use admission::cdi::validate::{
+    validate_data_import_cron, validate_data_source, validate_data_volume,
+};
+use admission::hostpath::validate::validate_host_path_provisioner;
+use admission::kubevirt::validate::{
+    validate_virtual_machine, validate_virtual_machine_instance, validate_virtual_machine_json,
+};
 use api::cdi::default::default_data_volume;
-use api::cdi::validate::{validate_data_import_cron, validate_data_source, validate_data_volume};
 use api::cdi::{CDI, DataImportCron, DataSource, DataVolume, DataVolumePhase};
 use api::hco::HyperConverged;
 use api::hostpath::HostPathProvisioner;
 use api::hostpath::default::default_host_path_provisioner;
-use api::hostpath::validate::validate_host_path_provisioner;
 use api::kubevirt::default::default_virtual_machine;
-use api::kubevirt::validate::{
-    validate_virtual_machine, validate_virtual_machine_instance, validate_virtual_machine_json,
-};
 use api::kubevirt::{RunStrategy, VirtualMachine, VirtualMachineInstance};
 use api::{Problem, ValidationError, ValidationResult};
 use serde::Serialize;
@@ -403,7 +405,7 @@ fn every_example_is_admitted() {
     assert!(names.len() >= 14, "examples missing: {names:?}");
     for name in names {
         let mut v = example_value(&name);
-        if let Err(e) = api::admission::admit(&mut v) {
+        if let Err(e) = admission::admit(&mut v) {
             panic!("{name}: {e}");
         }
     }

@@ -222,7 +222,7 @@ fn resource_attributes(method: &Method, path: &str) -> Option<ResourceAttributes
     })
 }
 
-/// A webhook call: the object defaulted and validated by `api::admission` on a cluster
+/// A webhook call: the object defaulted and validated by `admission::admit` on a cluster
 /// configured by `cluster`.
 async fn admit(
     request: Request<Incoming>,
@@ -235,12 +235,14 @@ async fn admit(
     // virt-api's validating webhooks, here in the one webhook: the gated features first.
     let object = &review["request"]["object"];
     if let Some(message) = api::kubevirt::gated_features::refusal(object, &cluster.feature_gates) {
-        return review::answer_review(&review, Err((422, message.to_owned())));
+        return review::answer_review(&review, Err(admission::Refusal::new(422, message)));
     }
     let verdict =
-        review::admit_request_in(&review["request"], cluster).and_then(|admitted| match admitted {
-            Some((original, object)) => review::patch_between(&original, &object),
-            None => Ok(None),
+        admission::review::admit_request_in(&review["request"], cluster).and_then(|admitted| {
+            match admitted {
+                Some((original, object)) => admission::review::patch_between(&original, &object),
+                None => Ok(None),
+            }
         });
     review::answer_review(&review, verdict)
 }

@@ -269,7 +269,7 @@ async fn handle(pool: &KubeMacPool, request: Request<Incoming>) -> Response<Full
 
 /// The patch giving a VirtualMachine its MACs, or why it is refused. A dry run is
 /// admitted unchanged (nothing may be allocated for it).
-fn review_vm(pool: &KubeMacPool, request: &Value) -> review::Verdict {
+fn review_vm(pool: &KubeMacPool, request: &Value) -> admission::review::Verdict {
     let operation = match request["operation"].as_str() {
         Some("CREATE") => Operation::Create,
         Some("UPDATE") => Operation::Update,
@@ -282,6 +282,6 @@ fn review_vm(pool: &KubeMacPool, request: &Value) -> review::Verdict {
     let mut object = original.clone();
     let namespace = request["namespace"].as_str().unwrap_or_default();
     pool.admit_virtual_machine(Some(operation), namespace, &mut object)
-        .map_err(|err| (500, err.message()))?;
-    review::patch_between(&original, &object)
+        .map_err(|err| admission::Refusal::new(500, err.message()))?;
+    admission::review::patch_between(&original, &object)
 }

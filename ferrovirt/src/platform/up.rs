@@ -208,7 +208,7 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         admission: vec![
             Box::new(move |_, object, _| {
                 let cluster = admission_cluster.get();
-                api::admission::admit_in(object, &cluster).map_err(|err| err.to_string())
+                admission::admit_in(object, &cluster).map_err(|err| err.to_string())
             }),
             crate::network::macpool::embedded_admission(&mac_pool),
         ],

@@ -1,6 +1,6 @@
 //! `ferrovirt webhook`: the admission webhook of CDI's API server on a cluster. For
 //! DataVolumes (and DataSources, DataImportCrons) it applies the defaulting and validation of
-//! `api::admission`, and for a DataVolume that clones from another namespace CDI's permission
+//! `admission::admit`, and for a DataVolume that clones from another namespace CDI's permission
 //! check (a SubjectAccessReview for the requesting user) and the clone token the controller
 //! requires.
 //!
@@ -10,7 +10,7 @@
 //! start, so replicas and a rolling update's pods agree), whose bundle it writes into its
 //! MutatingWebhookConfiguration.
 //!
-//! It also serves SSP's virt-template-validator (`api::template_validator`): VirtualMachines
+//! It also serves SSP's virt-template-validator (`admission::ssp::template_validator`): VirtualMachines
 //! at `/virtualmachine-validate`, checked against the validation rules of the VM or of the
 //! Template its labels name, and Template deletions at `/template-validate`. Its CA goes into
 //! the ValidatingWebhookConfiguration `virt-template-validator` when that exists.
@@ -24,8 +24,16 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use admission::Refusal;
+use admission::cdi::clone_auth::{
+    CDI_GROUP, CloneSource, DeclaredSource, declared_source, denial, source_of,
+    sufficient_permissions,
+};
+use admission::review::{Verdict, admit_request, patch_between};
+use admission::ssp::template_validator::{
+    self as validator, TEMPLATE_VALIDATE_PATH, VM_VALIDATE_PATH,
+};
 use anyhow::Context as _;
-use api::template_validator::{self as validator, TEMPLATE_VALIDATE_PATH, VM_VALIDATE_PATH};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -43,11 +51,9 @@ use crate::cluster::ca_bundles::{
 };
 use crate::cluster::front_proxy::FrontProxy;
 use crate::upload::token_api::{self, UploadTokenApi};
-use crate::webhooks::clone_auth::{self, CDI_GROUP, CloneSource, DeclaredSource};
+use crate::webhooks::clone_auth;
 use crate::webhooks::install::{self, CDI_DELETE_PATH, KubeCluster};
-use crate::webhooks::review::{
-    Verdict, admit_request, answer_review, answer_with, patch_between, read_review, respond,
-};
+use crate::webhooks::review::{answer_review, answer_with, read_review, respond};
 use crate::webhooks::serving::service_tls;
 use uploadproxy::tls::ClientCerts;
 
@@ -314,10 +320,10 @@ impl Reviewer {
         patch_between(&original, &object)
     }
 
-    async fn authorize_clone(&self, request: &Value, dv: &mut Value) -> Result<(), (u16, String)> {
+    async fn authorize_clone(&self, request: &Value, dv: &mut Value) -> Result<(), Refusal> {
         let namespace = request["namespace"].as_str().unwrap_or_default();
-        let internal = |err: kube::Error| (500, err.to_string());
-        let source = match clone_auth::declared_source(dv, namespace) {
+        let internal = |err: kube::Error| Refusal::new(500, err.to_string());
+        let source = match declared_source(dv, namespace) {
             DeclaredSource::None => None,
             DeclaredSource::Direct(source) => Some(source),
             DeclaredSource::DataSource(ds_namespace, name) => {
@@ -325,7 +331,7 @@ impl Reviewer {
                     Api::namespaced(self.client.clone(), &ds_namespace);
                 let ds = sources.get_opt(&name).await.map_err(internal)?;
                 ds.and_then(|ds| serde_json::to_value(ds).ok())
-                    .and_then(|ds| clone_auth::source_of(&ds["spec"]["source"], &ds_namespace))
+                    .and_then(|ds| source_of(&ds["spec"]["source"], &ds_namespace))
             }
         };
         let Some(source) = source.filter(|s| s.namespace != namespace) else {
@@ -334,9 +340,10 @@ impl Reviewer {
         let user = &request["userInfo"];
         if !self.may_clone(user, &source).await.map_err(internal)? {
             let name = user["username"].as_str().unwrap_or_default();
-            return Err((403, clone_auth::denial(name, &source)));
+            return Err(Refusal::new(403, denial(name, &source)));
         }
-        clone_auth::add_token(dv, &self.issuer, &source, namespace).map_err(|err| (500, err))
+        clone_auth::add_token(dv, &self.issuer, &source, namespace)
+            .map_err(|err| Refusal::new(500, err))
     }
 
     /// Asks the API server, for the requesting user, each set of sufficient permissions.
@@ -355,7 +362,7 @@ impl Reviewer {
         let extra = user["extra"]
             .as_object()
             .map(|extra| extra.iter().map(|(k, v)| (k.clone(), strings(v))).collect());
-        for set in clone_auth::sufficient_permissions(source) {
+        for set in sufficient_permissions(source) {
             let mut all = true;
             for attributes in &set {
                 let review = SubjectAccessReview {

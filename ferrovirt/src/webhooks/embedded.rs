@@ -4,15 +4,16 @@
 //! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, and SSP's
 //! template validator.
 
+use admission::install_guards::{
+    self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_UPDATE_WEBHOOK, KUBEVIRT_WEBHOOK,
+};
 use futures_util::FutureExt;
 use serde_json::Value;
 use standalone::apiserver::{
-    ApiServer, Converter, Operation, Refusal, Validation, ValidationRequest,
+    ApiServer, Converter, Operation, Refusal, Validation, ValidationRequest, passed_on,
 };
 
-use crate::webhooks::install_guards::{
-    self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_UPDATE_WEBHOOK, KUBEVIRT_WEBHOOK, passed_on,
-};
+use crate::webhooks::hco_operands::HcoOperator;
 
 const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
 const VMI_WEBHOOK: &str = "virtualmachineinstances-create-validator.kubevirt.io";
@@ -44,7 +45,7 @@ fn feature_gates(request: &ValidationRequest, object: &Value) -> Result<(), Refu
 
 /// SSP's template validator: the VM against its own rules or its template's.
 fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>, Refusal> {
-    use api::template_validator as validator;
+    use admission::ssp::template_validator as validator;
     let template = match validator::template_needed(vm) {
         Some((namespace, name)) => request
             .get("template.openshift.io", "templates", &namespace, &name)
@@ -62,7 +63,7 @@ fn template_delete(request: &ValidationRequest, template: &Value) -> Result<(), 
     let vms = request
         .list("kubevirt.io", "virtualmachines", None, 10_000)
         .map_err(passed_on)?;
-    match api::template_validator::review_template_deletion(template, &vms) {
+    match admission::ssp::template_validator::review_template_deletion(template, &vms) {
         Some(status) => Err(Refusal::denied(
             status["message"].as_str().unwrap_or_default(),
         )),
@@ -151,6 +152,7 @@ pub fn register(server: &ApiServer) {
             |r, hc| match r.old {
                 Some(old) => in_process(install_guards::hyperconverged_update(
                     r,
+                    &HcoOperator,
                     r.namespace,
                     hc,
                     old,
@@ -166,6 +168,7 @@ pub fn register(server: &ApiServer) {
             |r, hc| {
                 no_warnings(in_process(install_guards::hyperconverged_delete(
                     r,
+                    &HcoOperator,
                     r.namespace,
                     hc,
                 )))
@@ -186,14 +189,14 @@ pub fn register(server: &ApiServer) {
             |r, vmi| no_warnings(feature_gates(r, vmi)),
         ),
         validation(
-            api::template_validator::VM_WEBHOOK,
+            admission::ssp::template_validator::VM_WEBHOOK,
             "kubevirt.io",
             "virtualmachines",
             &[Create, Update],
             template_rules,
         ),
         validation(
-            api::template_validator::TEMPLATE_WEBHOOK,
+            admission::ssp::template_validator::TEMPLATE_WEBHOOK,
             "template.openshift.io",
             "templates",
             &[Delete],

@@ -1,14 +1,15 @@
 //! `ferrovirt hco-webhook`: HCO's webhook on a cluster (`hyperconverged-cluster-webhook`
 //! in `deploy/hco-operator/`), serving the HyperConverged's create, update and delete
-//! checks of [`crate::webhooks::install_guards`] at HCO's path, and the HyperConverged's conversion
+//! checks of [`admission::install_guards`] at HCO's path, and the HyperConverged's conversion
 //! between v1beta1 and v1 at `/convert`. It serves with a certificate from the CA of Secret
 //! `hco-webhook-ca` (made by the first replica to start) and keeps that CA in the
 //! ValidatingWebhookConfiguration it serves and in the HC CRD's conversion stanza.
 
 use std::net::SocketAddr;
 
+use admission::install_guards;
+
 use crate::webhooks::install::{CONVERT_PATH, GuardServer, HYPERCONVERGED_PATH};
-use crate::webhooks::install_guards;
 
 #[derive(clap::Args)]
 pub struct HcoWebhookArgs {

@@ -1,4 +1,4 @@
-//! The install guards of [`install_guards`] served as AdmissionReviews on a cluster, over a
+//! The install guards of [`admission::install_guards`] served as AdmissionReviews on a cluster, over a
 //! kube client: HCO's webhook (`ferrovirt hco-webhook`) serves the HyperConverged's path,
 //! virt-operator (`ferrovirt virt-operator`) the KubeVirt CR's uninstall guard and update
 //! review, and CDI's API server (`ferrovirt webhook`) the CDI CR's uninstall guard, each at
@@ -9,6 +9,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use admission::Refusal;
+use admission::cluster::Cluster;
+use admission::{conversion_review, install_guards};
 use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
@@ -18,11 +21,9 @@ use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use standalone::apiserver::Refusal;
 
 use crate::cluster::ca_bundles::{self, Holder, publish_validating_ca};
-use crate::webhooks::conversion_review;
-use crate::webhooks::install_guards::{self, Cluster};
+use crate::webhooks::hco_operands::HcoOperator;
 use crate::webhooks::review::{answer_with, read_review, respond};
 
 /// HCO's path for the HyperConverged.
@@ -117,7 +118,7 @@ pub async fn handle(
         return respond(StatusCode::OK, &answer);
     }
     let verdict = review_request(cluster, &path, &review["request"]).await;
-    answer_with(&review, response(verdict))
+    answer_with(&review, admission::review::warned_response(verdict))
 }
 
 /// The check `path` makes of one request: the warnings of an admitted one, or the refusal.
@@ -132,10 +133,11 @@ async fn review_request(
     match (path, operation) {
         (HYPERCONVERGED_PATH, "CREATE") => install_guards::hyperconverged_create(namespace, object),
         (HYPERCONVERGED_PATH, "UPDATE") => {
-            install_guards::hyperconverged_update(cluster, namespace, object, old).await
+            install_guards::hyperconverged_update(cluster, &HcoOperator, namespace, object, old)
+                .await
         }
         (HYPERCONVERGED_PATH, "DELETE") => {
-            install_guards::hyperconverged_delete(cluster, namespace, old).await?;
+            install_guards::hyperconverged_delete(cluster, &HcoOperator, namespace, old).await?;
             Ok(Vec::new())
         }
         (KUBEVIRT_UPDATE_PATH, "UPDATE") => {
@@ -152,24 +154,6 @@ async fn review_request(
         // Operations the configuration does not send here are not this webhook's to judge.
         _ => Ok(Vec::new()),
     }
-}
-
-/// The AdmissionResponse of a verdict; warnings go with an admission and with a refusal.
-fn response(verdict: Result<Vec<String>, Refusal>) -> Value {
-    let (mut answer, warnings) = match verdict {
-        Ok(warnings) => (json!({"allowed": true}), warnings),
-        Err(refusal) => (
-            json!({
-                "allowed": false,
-                "status": {"code": refusal.code, "message": refusal.message},
-            }),
-            refusal.warnings,
-        ),
-    };
-    if !warnings.is_empty() {
-        answer["warnings"] = json!(warnings);
-    }
-    answer
 }
 
 /// A served resource and whether it is namespaced.

@@ -81,7 +81,7 @@ impl World {
             listen: "127.0.0.1:0".parse().unwrap(),
             crds,
             admission: vec![Box::new(|_, object, _| {
-                api::admission::admit(object).map_err(|err| err.to_string())
+                admission::admit(object).map_err(|err| err.to_string())
             })],
             virtual_creates: HashMap::from([upload_tokens::upload_token_requests(
                 std::sync::Arc::new(issuer),

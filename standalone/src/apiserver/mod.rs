@@ -54,6 +54,7 @@ pub use objects::{Admission, Objects};
 pub use resources::ResourceType;
 pub use server::VirtualCreate;
 pub use store::Persist;
+pub use self::admission::cluster::passed_on;
 pub use validation::{Operation, Refusal, Validation, ValidationRequest};
 
 #[derive(Debug, thiserror::Error)]

@@ -216,7 +216,7 @@ pub fn build(vmi: &VirtualMachineInstance, facts: &NodeFacts) -> Result<Domain, 
     api::kubevirt::default::default_instance_spec(&mut vmi.spec, &cluster);
     let vmi = &vmi;
     let spec = &vmi.spec;
-    api::kubevirt::validate::validate_instance_spec(spec, &FieldPath::new("spec"))?;
+    admission::kubevirt::validate::validate_instance_spec(spec, &FieldPath::new("spec"))?;
     fields::refuse_unmodelled(spec)?;
     let identity = machine::Identity::of(vmi);
     let machine = machine::plan(spec, facts)?;

@@ -161,7 +161,7 @@ mod tests {
             let text = vm.to_string();
             assert!(!text.contains("${"), "{name}: unsubstituted {text}");
             vm["metadata"]["namespace"] = json!("default");
-            api::admission::admit(&mut vm).unwrap_or_else(|err| panic!("{name}: {err}"));
+            admission::admit(&mut vm).unwrap_or_else(|err| panic!("{name}: {err}"));
         }
     }
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use admission::hostpath::validate::validate_host_path_provisioner;
 use api::ValidationError;
-use api::hostpath::validate::validate_host_path_provisioner;
 use api::hostpath::{HostPathProvisioner, StoragePool};
 use ferrovirt_hostpath::{Pool, PoolEntry, PoolOrigin};
 
@@ -14,7 +14,7 @@ pub const LEGACY_POOL: &str = "legacy";
 
 /// A pool a CR asks for that this machine cannot give, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct PoolRefusal {
     pub pool: String,
     pub message: String,
 }
@@ -65,7 +65,7 @@ pub struct PoolPlan {
     /// Added pools no CR asks for any more.
     pub remove: Vec<String>,
     /// Per CR, the pools another CR already has under that name with another path.
-    pub conflicts: BTreeMap<String, Vec<Refusal>>,
+    pub conflicts: BTreeMap<String, Vec<PoolRefusal>>,
 }
 
 /// Plans the served pools from `crs` (CR name and its pools, oldest CR first: it wins a pool
@@ -78,15 +78,18 @@ pub fn plan(crs: &[(String, CrPools)], served: &[PoolEntry]) -> PoolPlan {
         for pool in &pools.wanted {
             match wanted.get(pool.name.as_str()) {
                 Some(first) if first.path != pool.path => {
-                    plan.conflicts.entry(cr.clone()).or_default().push(Refusal {
-                        pool: pool.name.clone(),
-                        message: format!(
-                            "storage pool {:?} is already served from {} by another \
+                    plan.conflicts
+                        .entry(cr.clone())
+                        .or_default()
+                        .push(PoolRefusal {
+                            pool: pool.name.clone(),
+                            message: format!(
+                                "storage pool {:?} is already served from {} by another \
                              HostPathProvisioner",
-                            pool.name,
-                            first.path.display()
-                        ),
-                    });
+                                pool.name,
+                                first.path.display()
+                            ),
+                        });
                 }
                 Some(_) => {}
                 None => {

@@ -8,7 +8,7 @@ use api::hostpath::{HostPathProvisioner, StoragePoolStatus};
 use ferrovirt_hostpath::{HostPathStore, PoolRemoval};
 use kube::{Api, ResourceExt};
 
-use super::plan::{CrPools, PoolPlan, Refusal, plan, pools_of};
+use super::plan::{CrPools, PoolPlan, PoolRefusal, plan, pools_of};
 use super::status::ready_pool;
 use super::templated::{self, Templated};
 use super::{Context, Error};
@@ -19,7 +19,7 @@ pub struct SyncReport {
     /// Per CR: the statuses of its pools.
     pub pools: BTreeMap<String, Vec<StoragePoolStatus>>,
     /// Per CR: what it names that is not served, and why.
-    pub problems: BTreeMap<String, Vec<Refusal>>,
+    pub problems: BTreeMap<String, Vec<PoolRefusal>>,
     /// Pools retired (removed from every CR while holding volumes): messages.
     pub retired: Vec<String>,
 }
@@ -39,7 +39,7 @@ fn wanted_by_crs(crs: &[HostPathProvisioner], report: &mut SyncReport) -> Vec<(S
                 .problems
                 .entry(cr.name_any())
                 .or_default()
-                .push(Refusal {
+                .push(PoolRefusal {
                     pool: String::new(),
                     message: invalid.to_string(),
                 }),
@@ -132,7 +132,7 @@ pub async fn sync_pools(ctx: &Context) -> Result<SyncReport, Error> {
             .collect();
         for pool in pools.wanted {
             if let Some(message) = failed.get(&pool.name) {
-                problems.push(Refusal {
+                problems.push(PoolRefusal {
                     pool: pool.name.clone(),
                     message: message.clone(),
                 });
@@ -177,7 +177,7 @@ async fn prepare_templated(
                         .problems
                         .entry(name.clone())
                         .or_default()
-                        .push(Refusal {
+                        .push(PoolRefusal {
                             pool: pool.name.clone(),
                             message: problem,
                         });

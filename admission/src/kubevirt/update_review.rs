@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::feature_gates;
+use api::kubevirt::feature_gates;
 
 /// The review of an update: its warnings, and the causes of a refusal (none: admitted).
 #[derive(Debug, Default, PartialEq)]
@@ -173,7 +173,7 @@ fn duration(value: &Value, path: &str) -> Result<Option<Duration>, String> {
     let Some(text) = value.as_str() else {
         return Ok(None);
     };
-    crate::go_duration::parse(text)
+    api::go_duration::parse(text)
         .map(Some)
         .ok_or_else(|| format!("{path}: invalid duration {text:?}"))
 }

@@ -6,14 +6,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::cdi::datavolume::DataVolumeContentType;
-use crate::cdi::{self, DataImportCron, DataSource, DataVolume};
-use crate::cnao::{self, NetworkAddonsConfig};
-use crate::hostpath::{self, HostPathProvisioner};
-use crate::kubevirt::cluster_config::ClusterConfig;
-use crate::kubevirt::{self, VirtualMachine, VirtualMachineInstance};
-use crate::upload::{self, UploadTokenRequest};
-use crate::validation::{FieldPath, Problem, ValidationError, join};
+use api::cdi::datavolume::DataVolumeContentType;
+use api::cdi::{self, DataImportCron, DataSource, DataVolume};
+use api::cnao::{self, NetworkAddonsConfig};
+use api::hostpath::{self, HostPathProvisioner};
+use api::kubevirt::cluster_config::ClusterConfig;
+use api::kubevirt::{self, VirtualMachine, VirtualMachineInstance};
+use api::upload::{self, UploadTokenRequest};
+use api::validation::{FieldPath, Problem, ValidationError, join};
 
 /// Why an object is not admitted.
 #[derive(Debug, thiserror::Error)]
@@ -55,18 +55,18 @@ pub fn admit_in(object: &mut Value, cluster: &ClusterConfig) -> Result<(), Admis
             check_content_type(object, "/spec/contentType", &FieldPath::new("spec"))?;
             rewrite(object, kind, |dv: &mut DataVolume| {
                 cdi::default::default_data_volume(dv);
-                cdi::validate::validate_data_volume(dv)
+                crate::cdi::validate::validate_data_volume(dv)
             })
         }
         (cdi::GROUP, "DataSource") => rewrite(object, kind, |ds: &mut DataSource| {
-            cdi::validate::validate_data_source(ds)
+            crate::cdi::validate::validate_data_source(ds)
         }),
         (cdi::GROUP, "DataImportCron") => {
             let template_spec = FieldPath::new("spec").child("template").child("spec");
             check_content_type(object, "/spec/template/spec/contentType", &template_spec)?;
             rewrite(object, kind, |cron: &mut DataImportCron| {
                 cdi::default::default_data_volume_spec(&mut cron.spec.template.spec);
-                cdi::validate::validate_data_import_cron(cron)
+                crate::cdi::validate::validate_data_import_cron(cron)
             })
         }
         ("upload.cdi.kubevirt.io", "UploadTokenRequest") => {
@@ -77,14 +77,14 @@ pub fn admit_in(object: &mut Value, cluster: &ClusterConfig) -> Result<(), Admis
         (hostpath::GROUP, "HostPathProvisioner") => {
             rewrite(object, kind, |hpp: &mut HostPathProvisioner| {
                 hostpath::default::default_host_path_provisioner(hpp);
-                hostpath::validate::validate_host_path_provisioner(hpp)
+                crate::hostpath::validate::validate_host_path_provisioner(hpp)
             })
         }
         (kubevirt::GROUP, "VirtualMachine") => {
-            kubevirt::validate::validate_virtual_machine_json(object)?;
+            crate::kubevirt::validate::validate_virtual_machine_json(object)?;
             rewrite(object, kind, |vm: &mut VirtualMachine| {
                 kubevirt::default::default_virtual_machine(vm);
-                kubevirt::validate::validate_virtual_machine(vm)
+                crate::kubevirt::validate::validate_virtual_machine(vm)
             })
         }
         (cnao::GROUP, "NetworkAddonsConfig") => {
@@ -101,7 +101,7 @@ pub fn admit_in(object: &mut Value, cluster: &ClusterConfig) -> Result<(), Admis
         (kubevirt::GROUP, "VirtualMachineInstance") => {
             rewrite(object, kind, |vmi: &mut VirtualMachineInstance| {
                 kubevirt::default::default_instance_spec(&mut vmi.spec, cluster);
-                kubevirt::validate::validate_virtual_machine_instance(vmi)
+                crate::kubevirt::validate::validate_virtual_machine_instance(vmi)
             })
         }
         _ => Ok(()),

@@ -131,10 +131,10 @@ fn cert_duration(
     cert_config: &Value,
     (part, field, key): (&str, &str, &'static str),
 ) -> Result<Duration, HyperConvergedError> {
-    let default = super::default_cert_duration(part, field);
+    let default = api::hco::default_cert_duration(part, field);
     let text = cert_config[part][field].as_str().unwrap_or(default);
     // A negative duration is too small: it reads as zero.
-    crate::go_duration::parse(text)
+    api::go_duration::parse(text)
         .ok_or_else(|| HyperConvergedError::CertDurationMalformed(key, text.to_owned()))
 }
 

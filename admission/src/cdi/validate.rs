@@ -4,15 +4,15 @@
 use k8s_openapi::api::core::v1::VolumeResourceRequirements;
 use url::Url;
 
-use super::dataimportcron::DataImportCron;
-use super::datasource::DataSource;
-use super::datavolume::{
+use api::cdi::dataimportcron::DataImportCron;
+use api::cdi::datasource::DataSource;
+use api::cdi::datavolume::{
     DataVolume, DataVolumeContentType, DataVolumeSource, DataVolumeSourceRegistry, DataVolumeSpec,
     REGISTRY_SCHEME_DOCKER, REGISTRY_SCHEME_OCI_ARCHIVE, SOURCE_KINDS, SOURCE_REF_KIND_DATA_SOURCE,
     STORAGE_RESOURCE, VOLUME_MODE_FROM_STORAGE_PROFILE,
 };
-use crate::quantity::{MIB, parse_quantity};
-use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
+use api::quantity::{MIB, parse_quantity};
+use api::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
 
 /// The longest name a DataVolume may have (a DNS-1123 subdomain).
 pub const MAX_NAME_LENGTH: usize = 253;
@@ -532,7 +532,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     use super::*;
-    use crate::cdi::datavolume::{
+    use api::cdi::datavolume::{
         DataVolumeBlankImage, DataVolumeSourceHttp, DataVolumeSourcePvc, DataVolumeSourceRef,
         DataVolumeSourceUpload, StorageSpec,
     };

@@ -128,7 +128,7 @@ fn as_int(found: &Found) -> Result<i64, RuleError> {
         Value::String(_) if matches!(found.shape, Some(Shape::Str)) => {
             Err(RuleError::NotInt("string"))
         }
-        Value::String(text) => crate::quantity::parse_exact(text)
+        Value::String(text) => api::quantity::parse_exact(text)
             .ok()
             .and_then(|v| i64::try_from(v).ok())
             .ok_or(RuleError::NotInt("resource.Quantity")),

@@ -3,12 +3,15 @@
 //! HCO's webhook (its own checks;
 //! on update a dry-run update of each operand with the spec the new HC gives it; on delete
 //! the KubeVirt and CDI guards, their refusal passed on inside HCO's words). They run
-//! in-process on `ferrovirt up` ([`crate::webhooks::embedded`], over the embedded API
-//! server's [`ValidationRequest`]) and as `ferrovirt hco-webhook` on a cluster (over a kube
-//! client): both are a [`Cluster`], so the checks are written once.
+//! in-process on `ferrovirt up` (over the embedded API server's request) and as `ferrovirt
+//! hco-webhook` on a cluster (over a kube client): both are a [`Cluster`], so the checks are
+//! written once. What HCO makes of an HC is the HCO operator's rendering, which the caller
+//! hands in as [`HcoOperands`].
 
 use serde_json::Value;
-use standalone::apiserver::{ApiError, Refusal, ValidationRequest};
+
+use crate::Refusal;
+use crate::cluster::Cluster;
 
 /// virt-operator's uninstall webhook, as its refusals are attributed.
 pub const KUBEVIRT_WEBHOOK: &str = "kubevirt-validator.kubevirt.io";
@@ -36,103 +39,26 @@ const KUBEVIRT_WORKLOADS: [(&str, &str, &str); 3] = [
     ),
 ];
 
-/// What the checks read of the cluster and ask of it. A resource the cluster does not
-/// serve has no objects.
-// Implemented and called only in this crate, with concrete types whose futures are Send.
-#[allow(async_fn_in_trait)]
-pub trait Cluster {
-    /// The object `namespace/name` of `group`/`plural` ("" for cluster-scoped), if any.
-    async fn get(
-        &self,
-        group: &str,
-        plural: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<Value>, Refusal>;
-    /// How many objects of `group`/`plural` there are in all namespaces, counting no
-    /// further than `limit`, of those `selector` selects (a label selector in its text
-    /// form; "" selects all).
-    async fn count(
-        &self,
-        group: &str,
-        plural: &str,
-        selector: &str,
-        limit: usize,
-    ) -> Result<usize, Refusal>;
-    /// Creates `object` in `namespace` with `dryRun=All`, so that the API server's
-    /// validation and admission judge it; returns the warnings, or the refusal as the API
-    /// server reports it.
-    async fn dry_run_create(
-        &self,
-        group: &str,
-        plural: &str,
-        namespace: &str,
-        object: &Value,
-    ) -> Result<Vec<String>, Refusal>;
-    /// Updates `object` with `dryRun=All`, so that its own admission judges it; returns
-    /// the warnings, or the refusal as the API server reports it.
-    async fn dry_run_update(
-        &self,
-        group: &str,
-        plural: &str,
-        object: &Value,
-    ) -> Result<Vec<String>, Refusal>;
+/// One operand of an HC as HCO would write it.
+pub struct Operand {
+    pub group: String,
+    pub plural: String,
+    /// None for a cluster-scoped operand.
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The operand as HCO would write it; its `spec` is what HCO keeps.
+    pub body: Value,
 }
 
-/// An error of the API server passed on as the webhook's answer, its status code (and an
-/// admission refusal's warnings) kept.
-pub fn passed_on(err: ApiError) -> Refusal {
-    let refusal = Refusal::new(err.code(), err.to_string());
-    match err {
-        ApiError::Refused { warnings, .. } => Refusal {
-            warnings,
-            ..refusal
-        },
-        _ => refusal,
-    }
-}
-
-/// The embedded API server answers from its store: nothing here waits.
-impl Cluster for ValidationRequest<'_> {
-    async fn get(
-        &self,
-        group: &str,
-        plural: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<Value>, Refusal> {
-        ValidationRequest::get(self, group, plural, namespace, name).map_err(passed_on)
-    }
-
-    async fn count(
-        &self,
-        group: &str,
-        plural: &str,
-        selector: &str,
-        limit: usize,
-    ) -> Result<usize, Refusal> {
-        let found = self.list_selected(group, plural, None, selector, limit);
-        Ok(found.map_err(passed_on)?.len())
-    }
-
-    async fn dry_run_create(
-        &self,
-        group: &str,
-        plural: &str,
-        namespace: &str,
-        object: &Value,
-    ) -> Result<Vec<String>, Refusal> {
-        ValidationRequest::dry_run_create(self, group, plural, namespace, object).map_err(passed_on)
-    }
-
-    async fn dry_run_update(
-        &self,
-        group: &str,
-        plural: &str,
-        object: &Value,
-    ) -> Result<Vec<String>, Refusal> {
-        ValidationRequest::dry_run_update(self, group, plural, object).map_err(passed_on)
-    }
+/// HCO's rendering of an HC into its operands (the HCO operator's, handed in by the caller:
+/// admission stands below the operators).
+pub trait HcoOperands {
+    /// The name of the KubeVirt CR of the HC named `hc_name`.
+    fn kubevirt_name(&self, hc_name: &str) -> String;
+    /// The name of the CDI CR of the HC named `hc_name`.
+    fn cdi_name(&self, hc_name: &str) -> String;
+    /// The operands `hc` asks for (`use_emulation` as the live KubeVirt CR allows it).
+    fn desired(&self, hc: &Value, use_emulation: bool) -> Vec<Operand>;
 }
 
 /// Whether an operator CR asks that its deletion wait until no workloads are left.
@@ -166,7 +92,7 @@ pub async fn kubevirt_update(
     kubevirt: &Value,
     old: &Value,
 ) -> Result<Vec<String>, Refusal> {
-    use api::kubevirt::update_review::{placement_probes, review_update};
+    use crate::kubevirt::update_review::{placement_probes, review_update};
     let namespace = kubevirt["metadata"]["namespace"]
         .as_str()
         .unwrap_or_default();
@@ -198,7 +124,7 @@ pub async fn cdi_uninstall(cluster: &impl Cluster, cdi: &Value) -> Result<(), Re
         return Ok(());
     }
     // A DataImportCron's imports (labelled by it) go with CDI.
-    let workloads = format!("!{}", operators::cdi::dataimportcron::CRON_LABEL);
+    let workloads = format!("!{}", api::cdi::dataimportcron::CRON_LABEL);
     let present = cluster
         .count("cdi.kubevirt.io", "datavolumes", &workloads, 2)
         .await?;
@@ -210,13 +136,13 @@ pub async fn cdi_uninstall(cluster: &impl Cluster, cdi: &Value) -> Result<(), Re
     Ok(())
 }
 
-fn hco_refusal(err: api::hco::validate::HyperConvergedError) -> Refusal {
+fn hco_refusal(err: crate::hco::validate::HyperConvergedError) -> Refusal {
     Refusal::denied(err.to_string())
 }
 
 /// HCO's check of a new HC in `namespace`.
 pub fn hyperconverged_create(namespace: &str, hc: &Value) -> Result<Vec<String>, Refusal> {
-    api::hco::validate::review_create(&as_v1beta1(hc)?, namespace).map_err(hco_refusal)
+    crate::hco::validate::review_create(&as_v1beta1(hc)?, namespace).map_err(hco_refusal)
 }
 
 /// An HC as HCO's checks judge it: at v1beta1, whichever version it was written at (as
@@ -233,36 +159,34 @@ fn as_v1beta1(hc: &Value) -> Result<Value, Refusal> {
 /// operand refuses the update, as HCO's Get does.
 pub async fn hyperconverged_update(
     cluster: &impl Cluster,
+    operands: &impl HcoOperands,
     namespace: &str,
     hc: &Value,
     old: &Value,
 ) -> Result<Vec<String>, Refusal> {
     let (hc, old) = (&as_v1beta1(hc)?, &as_v1beta1(old)?);
     let deleting = !hc["metadata"]["deletionTimestamp"].is_null();
-    if deleting || !api::hco::validate::changes_anything(hc, old) {
+    if deleting || !crate::hco::validate::changes_anything(hc, old) {
         return Ok(Vec::new());
     }
-    let mut warnings = api::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
-    let kubevirt = operators::install::hco::operands::kubevirt_name(
-        hc["metadata"]["name"].as_str().unwrap_or_default(),
-    );
+    let mut warnings = crate::hco::validate::review_update(hc, old).map_err(hco_refusal)?;
+    let kubevirt = operands.kubevirt_name(hc["metadata"]["name"].as_str().unwrap_or_default());
     let live_kubevirt = cluster
         .get("kubevirt.io", "kubevirts", namespace, &kubevirt)
         .await?;
     let use_emulation = live_kubevirt.as_ref().is_some_and(|kv| {
         kv["spec"]["configuration"]["developerConfiguration"]["useEmulation"] == true
     });
-    for operand in operators::install::hco::desired(hc, use_emulation) {
-        let (group, plural) = (&operand.resource.group, &operand.resource.plural);
+    for operand in operands.desired(hc, use_emulation) {
+        let (group, plural) = (&operand.group, &operand.plural);
         let operand_namespace = operand.namespace.as_deref().unwrap_or_default();
         let mut live = cluster
             .get(group, plural, operand_namespace, &operand.name)
             .await?
             .ok_or_else(|| {
-                passed_on(ApiError::NotFound {
-                    resource: format!("{plural}.{group}"),
-                    name: operand.name.clone(),
-                })
+                // As the API server answers a Get of a missing object.
+                let message = format!("{plural}.{group} \"{}\" not found", operand.name);
+                Refusal::new(404, message)
             })?;
         live["spec"] = operand.body["spec"].clone();
         warnings.extend(cluster.dry_run_update(group, plural, &live).await?);
@@ -274,6 +198,7 @@ pub async fn hyperconverged_update(
 /// is passed on whole.
 pub async fn hyperconverged_delete(
     cluster: &impl Cluster,
+    operands: &impl HcoOperands,
     namespace: &str,
     hc: &Value,
 ) -> Result<(), Refusal> {
@@ -287,7 +212,7 @@ pub async fn hyperconverged_delete(
     };
     // Only operands HCO deployed (its `app` label names the HC) are HCO's to delete.
     let deployed_by_hco = |operand: &Value| operand["metadata"]["labels"]["app"] == name;
-    let kubevirt_name = operators::install::hco::operands::kubevirt_name(name);
+    let kubevirt_name = operands.kubevirt_name(name);
     let kubevirt = cluster
         .get("kubevirt.io", "kubevirts", namespace, &kubevirt_name)
         .await?;
@@ -296,7 +221,7 @@ pub async fn hyperconverged_delete(
             .await
             .map_err(|r| nested(KUBEVIRT_WEBHOOK, r))?;
     }
-    let cdi_name = operators::install::hco::operands::cdi_name(name);
+    let cdi_name = operands.cdi_name(name);
     let cdi = cluster
         .get("cdi.kubevirt.io", "cdis", "", &cdi_name)
         .await?;

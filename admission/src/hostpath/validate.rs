@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::{HostPathProvisioner, StoragePool};
-use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
+use api::hostpath::{HostPathProvisioner, StoragePool};
+use api::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
 
 /// The longest storage pool name.
 pub const MAX_POOL_NAME_LENGTH: usize = 50;
@@ -140,7 +140,7 @@ fn validate_host_path(path: &str, field: &FieldPath) -> ValidationResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hostpath::{HostPathProvisionerSpec, PathConfig, StoragePool};
+    use api::hostpath::{HostPathProvisionerSpec, PathConfig, StoragePool};
 
     fn pool(name: &str, path: &str) -> StoragePool {
         StoragePool {

@@ -4,10 +4,13 @@
 
 use std::collections::HashMap;
 
-use super::vm::{RunStrategy, VirtualMachine};
-use super::vmi::{CloudInitSource, VirtualMachineInstance, VirtualMachineInstanceSpec, Volume};
+use api::kubevirt::vm::{RunStrategy, VirtualMachine};
+use api::kubevirt::vmi::{
+    CloudInitSource, VirtualMachineInstance, VirtualMachineInstanceSpec, Volume,
+};
+use api::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
+
 use crate::cdi::validate::validate_data_volume_spec;
-use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
 
 fn err(field: FieldPath, problem: Problem) -> ValidationResult {
     Err(ValidationError::new(field, problem))

@@ -1,0 +1,3 @@
+//! SSP's admission: the virt-template-validator.
+
+pub mod template_validator;

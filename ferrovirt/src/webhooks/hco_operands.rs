@@ -1,0 +1,33 @@
+//! HCO's rendering of an HC into its operands, the HCO operator's
+//! (`operators::install::hco`), as HCO's admission checks
+//! (`admission::install_guards`) read it, in-process and on a cluster alike.
+
+use admission::install_guards::{HcoOperands, Operand};
+use serde_json::Value;
+
+/// The HCO operator's rendering.
+pub struct HcoOperator;
+
+impl HcoOperands for HcoOperator {
+    fn kubevirt_name(&self, hc_name: &str) -> String {
+        operators::install::hco::operands::kubevirt_name(hc_name)
+    }
+
+    fn cdi_name(&self, hc_name: &str) -> String {
+        operators::install::hco::operands::cdi_name(hc_name)
+    }
+
+    fn desired(&self, hc: &Value, use_emulation: bool) -> Vec<Operand> {
+        let desired = operators::install::hco::desired(hc, use_emulation);
+        desired
+            .into_iter()
+            .map(|operand| Operand {
+                group: operand.resource.group,
+                plural: operand.resource.plural,
+                namespace: operand.namespace,
+                name: operand.name,
+                body: operand.body,
+            })
+            .collect()
+    }
+}
