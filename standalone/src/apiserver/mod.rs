@@ -45,6 +45,7 @@ use tokio_rustls::TlsAcceptor;
 
 use front_proxy::FrontProxyIdentity;
 
+pub use self::admission::cluster::passed_on;
 pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
 pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
 pub use converter::Converter;
@@ -54,7 +55,6 @@ pub use objects::{Admission, Objects};
 pub use resources::ResourceType;
 pub use server::VirtualCreate;
 pub use store::Persist;
-pub use self::admission::cluster::passed_on;
 pub use validation::{Operation, Refusal, Validation, ValidationRequest};
 
 #[derive(Debug, thiserror::Error)]
