@@ -410,7 +410,6 @@ async fn run() {
         crds: vec![],
         admission: vec![],
         virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
     })
     .await
     .expect("the server starts");

@@ -14,9 +14,7 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-use crate::apiserver::{
-    Admission, ApiServer, ApiServerConfig, CreateAdmission, StartError, VirtualCreate,
-};
+use crate::apiserver::{AdmissionPlugin, ApiServer, ApiServerConfig, StartError, VirtualCreate};
 use crate::csi::CsiClient;
 use crate::node_agent::{LocalNodeAgent, NodeAgentHandle};
 use crate::provisioner::LocalProvisioner;
@@ -49,9 +47,8 @@ pub struct ControlPlaneConfig {
     pub executable: PathBuf,
     /// This machine's node name.
     pub node: String,
-    pub admission: Vec<Box<Admission>>,
+    pub admission: Vec<AdmissionPlugin>,
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
-    pub create_admission: Vec<Box<CreateAdmission>>,
 }
 
 pub struct ControlPlane {
@@ -78,7 +75,6 @@ impl ControlPlane {
             crds,
             admission: config.admission,
             virtual_creates: config.virtual_creates,
-            create_admission: config.create_admission,
         })
         .await?;
         let client = client_for(&api_server.kubeconfig).await?;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub const CDI_GROUP: &str = "cdi.kubevirt.io";
 /// The webhook CDI denies from; kubectl shows its name.
-const WEBHOOK: &str = "datavolume-mutate.cdi.kubevirt.io";
+pub const WEBHOOK: &str = "datavolume-mutate.cdi.kubevirt.io";
 
 /// What a DataVolume clones from.
 #[derive(Debug, PartialEq, Eq)]
@@ -108,10 +108,11 @@ pub fn sufficient_permissions(source: &CloneSource) -> Vec<Vec<Permission>> {
     vec![explicit, implicit]
 }
 
-/// CDI's answer to a creator without permission.
+/// CDI's answer to a creator without permission, as its webhook words it (the API server
+/// puts the webhook's name before it).
 pub fn denial(user: &str, source: &CloneSource) -> String {
     format!(
-        "admission webhook \"{WEBHOOK}\" denied the request: Authorization failed, message is: User {user} has insufficient permissions in clone source namespace {}",
+        "Authorization failed, message is: User {user} has insufficient permissions in clone source namespace {}",
         source.namespace
     )
 }

@@ -1,6 +1,6 @@
 //! The MAC pool on the platform (kubemacpool) and the NetworkAddonsConfig operator (CNAO)
 //! that configures it. On `ferrovirt up` both run in-process: the pool's admission is a
-//! closure of the embedded API server and its watches, collision detection, the
+//! plugin of the embedded API server and its watches, collision detection, the
 //! NetworkAddonsConfig controller and a Prometheus endpoint are tasks of the control plane.
 //! On a cluster `ferrovirt macpool` is kubemacpool's manager: the mutating webhook
 //! `mutatevirtualmachines.kubemacpool.io` at `/mutate-virtualmachines` (HTTPS), collision
@@ -21,6 +21,9 @@ use operators::install::cnao;
 use operators::macpool::metrics::MacPoolMetrics;
 use operators::macpool::{self, KubeMacPool, MacPoolConfig, Operation, OptMode};
 use serde_json::{Value, json};
+use standalone::apiserver::{
+    AdmissionPlugin, AdmissionRequest, Persist, Refusal, Resources, Wording,
+};
 
 use crate::webhooks::review;
 
@@ -37,14 +40,27 @@ pub fn local_pool(wait_time: Option<Duration>) -> Arc<KubeMacPool> {
     })
 }
 
-/// The embedded API server's admission closure of the pool (create and update).
-pub fn embedded_admission(pool: &Arc<KubeMacPool>) -> Box<standalone::apiserver::Admission> {
+/// The embedded API server's admission plugin of the pool (creates and updates of the
+/// kinds it gives MACs to, which it picks).
+pub fn embedded_admission(pool: &Arc<KubeMacPool>) -> AdmissionPlugin {
     let pool = pool.clone();
-    // A dry run is neither given MACs nor counted, as the cluster webhook skips it.
-    Box::new(move |rt, object, persist| match persist {
-        standalone::apiserver::Persist::DryRun => Ok(()),
-        standalone::apiserver::Persist::Commit => pool.admit(&rt.group, &rt.plural, object),
-    })
+    let mutate = Box::new(move |request: &AdmissionRequest, object: &mut Value| {
+        // A dry run is neither given MACs nor counted, as the cluster webhook skips it.
+        if request.write.persist == Persist::DryRun {
+            return Ok(Vec::new());
+        }
+        let rt = request.resource;
+        let admitted = pool.admit(&rt.group, &rt.plural, object);
+        admitted
+            .map(|()| Vec::new())
+            .map_err(|message| Refusal::new(422, message))
+    });
+    AdmissionPlugin::mutating(
+        macpool::VM_WEBHOOK,
+        Resources::All,
+        Wording::InvalidObject,
+        mutate,
+    )
 }
 
 /// Starts, against the embedded API server, what makes the pool run: the `cluster`

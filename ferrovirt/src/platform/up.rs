@@ -199,26 +199,20 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         crate::network::macpool::local_pool(args.mac_pool_wait_time.map(Duration::from_secs));
     // The active KubeVirt CR's configuration, for virt-api's defaulting of VMIs.
     let cluster = api::kubevirt::cluster_config::SharedClusterConfig::default();
-    let admission_cluster = cluster.clone();
     let config = ControlPlaneConfig {
         data_dir: dir.to_path_buf(),
         listen: args.listen,
         executable: std::env::current_exe().context("finding the ferrovirt binary")?,
         node: node_name(),
         admission: vec![
-            Box::new(move |_, object, _| {
-                let cluster = admission_cluster.get();
-                admission::admit_in(object, &cluster).map_err(|err| err.to_string())
-            }),
+            crate::webhooks::clone_auth::clone_authorization(token_issuer.clone()),
+            crate::webhooks::embedded::defaulting_and_validation(cluster.clone()),
             crate::network::macpool::embedded_admission(&mac_pool),
         ],
         virtual_creates: HashMap::from([
             crate::upload::tokens::upload_token_requests(token_issuer.clone()),
             crate::templates::processed::processed_templates(),
         ]),
-        create_admission: vec![crate::webhooks::clone_auth::clone_authorization(
-            token_issuer.clone(),
-        )],
     };
     let control_plane = ControlPlane::start(config)
         .await

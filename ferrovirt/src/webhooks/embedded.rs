@@ -1,5 +1,6 @@
-//! The validating webhooks that read other objects, registered in-process with the
-//! embedded API server of `ferrovirt up`: virt-operator's and cdi-operator's uninstall
+//! The webhooks registered in-process with the embedded API server of `ferrovirt up`: the
+//! defaulting and validation of the platform's kinds, and the validating webhooks that read
+//! other objects: virt-operator's and cdi-operator's uninstall
 //! guards, virt-operator's review of KubeVirt CR updates and HCO's webhook (the checks of [`install_guards`], which `ferrovirt
 //! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, and SSP's
 //! template validator.
@@ -10,13 +11,16 @@ use admission::install_guards::{
 use futures_util::FutureExt;
 use serde_json::Value;
 use standalone::apiserver::{
-    ApiServer, Converter, Operation, Refusal, Validation, ValidationRequest, passed_on,
+    AdmissionPlugin, AdmissionRequest, ApiServer, Converter, Operation, Refusal, Resources, Wording,
 };
 
 use crate::webhooks::hco_operands::HcoOperator;
 
 const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
 const VMI_WEBHOOK: &str = "virtualmachineinstances-create-validator.kubevirt.io";
+/// The defaulting and validation of the platform's kinds, in one plugin: virt-api's and
+/// CDI's mutating and validating webhooks of their objects' own fields.
+const DEFAULTING: &str = "defaulting-and-validation.ferrovirt.io";
 
 /// Runs a check of [`install_guards`] here, where the cluster is the embedded server's
 /// store: its future never waits, so one poll ends it.
@@ -30,10 +34,10 @@ fn in_process<T>(
 
 /// virt-api's checks of a VM or VMI that depend on the active KubeVirt CR's feature gates
 /// (none without a KubeVirt CR).
-fn feature_gates(request: &ValidationRequest, object: &Value) -> Result<(), Refusal> {
+fn feature_gates(request: &AdmissionRequest, object: &Value) -> Result<(), Refusal> {
     let kubevirts = request
         .list("kubevirt.io", "kubevirts", None, 100)
-        .map_err(passed_on)?;
+        .map_err(Refusal::from)?;
     let gates = operators::install::components::active_cr(&kubevirts)
         .map(api::kubevirt::cluster_config::feature_gates)
         .unwrap_or_default();
@@ -44,12 +48,12 @@ fn feature_gates(request: &ValidationRequest, object: &Value) -> Result<(), Refu
 }
 
 /// SSP's template validator: the VM against its own rules or its template's.
-fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>, Refusal> {
+fn template_rules(request: &AdmissionRequest, vm: &Value) -> Result<Vec<String>, Refusal> {
     use admission::ssp::template_validator as validator;
     let template = match validator::template_needed(vm) {
         Some((namespace, name)) => request
             .get("template.openshift.io", "templates", &namespace, &name)
-            .map_err(passed_on)?,
+            .map_err(Refusal::from)?,
         None => None,
     };
     let verdict = validator::review_vm(vm, template.as_ref());
@@ -59,10 +63,10 @@ fn template_rules(request: &ValidationRequest, vm: &Value) -> Result<Vec<String>
     }
 }
 
-fn template_delete(request: &ValidationRequest, template: &Value) -> Result<(), Refusal> {
+fn template_delete(request: &AdmissionRequest, template: &Value) -> Result<(), Refusal> {
     let vms = request
         .list("kubevirt.io", "virtualmachines", None, 10_000)
-        .map_err(passed_on)?;
+        .map_err(Refusal::from)?;
     match admission::ssp::template_validator::review_template_deletion(template, &vms) {
         Some(status) => Err(Refusal::denied(
             status["message"].as_str().unwrap_or_default(),
@@ -71,7 +75,7 @@ fn template_delete(request: &ValidationRequest, template: &Value) -> Result<(), 
     }
 }
 
-type Check = fn(&ValidationRequest, &Value) -> Result<Vec<String>, Refusal>;
+type Check = fn(&AdmissionRequest, &Value) -> Result<Vec<String>, Refusal>;
 
 fn validation(
     name: &str,
@@ -79,21 +83,26 @@ fn validation(
     plural: &str,
     operations: &[Operation],
     check: Check,
-) -> Validation {
-    Validation {
-        name: name.to_owned(),
-        group: group.to_owned(),
-        plural: plural.to_owned(),
-        operations: operations.to_vec(),
-        check: Box::new(move |request| {
-            let subject = request
-                .object
-                .or(request.old)
-                .cloned()
-                .unwrap_or(Value::Null);
-            check(request, &subject)
-        }),
-    }
+) -> AdmissionPlugin {
+    let validate = Box::new(move |request: &AdmissionRequest| {
+        let subject = request.object.or(request.old).unwrap_or(&Value::Null);
+        check(request, subject)
+    });
+    AdmissionPlugin::validating(name, (group, plural), operations, validate)
+}
+
+/// virt-api's and CDI's defaulting and validation of the platform's kinds
+/// (`api::admission`), on the cluster configured by the active KubeVirt CR (`cluster`).
+pub fn defaulting_and_validation(
+    cluster: api::kubevirt::cluster_config::SharedClusterConfig,
+) -> AdmissionPlugin {
+    let mutate = Box::new(move |_: &AdmissionRequest, object: &mut Value| {
+        let admitted = admission::admit_in(object, &cluster.get());
+        admitted
+            .map(|()| Vec::new())
+            .map_err(|err| Refusal::new(422, err.to_string()))
+    });
+    AdmissionPlugin::mutating(DEFAULTING, Resources::All, Wording::InvalidObject, mutate)
 }
 
 fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
@@ -204,6 +213,6 @@ pub fn register(server: &ApiServer) {
         ),
     ];
     for webhook in all {
-        server.register_validation(webhook);
+        server.register_admission(webhook);
     }
 }

@@ -20,7 +20,6 @@ pub async fn bare_api_server(dir: &Path) -> ApiServer {
             .collect(),
         admission: Vec::new(),
         virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
     })
     .await
     .expect("the API server starts")

@@ -80,13 +80,12 @@ impl World {
             data_dir: dir.join("data"),
             listen: "127.0.0.1:0".parse().unwrap(),
             crds,
-            admission: vec![Box::new(|_, object, _| {
-                admission::admit(object).map_err(|err| err.to_string())
-            })],
+            admission: vec![ferrovirt::webhooks::embedded::defaulting_and_validation(
+                Default::default(),
+            )],
             virtual_creates: HashMap::from([upload_tokens::upload_token_requests(
                 std::sync::Arc::new(issuer),
             )]),
-            create_admission: Vec::new(),
         })
         .await
         .expect("the API server starts");

@@ -162,7 +162,6 @@ async fn start_api_server(dir: &TempDir) -> ApiServer {
         crds,
         admission: Vec::new(),
         virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
     })
     .await
     .expect("the API server starts");
@@ -1617,13 +1616,12 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
         kubectl(&kubeconfig, &["apply", "-f", &file.display().to_string()]).await;
     }
     const OPERAND_WARNING: &str = "spec.configuration: a warning from the KubeVirt CR's webhook";
-    server.register_validation(standalone::apiserver::Validation {
-        name: "kubevirt-update-validator.kubevirt.io".into(),
-        group: "kubevirt.io".into(),
-        plural: "kubevirts".into(),
-        operations: vec![standalone::apiserver::Operation::Update],
-        check: Box::new(|_| Ok(vec![OPERAND_WARNING.to_owned()])),
-    });
+    server.register_admission(standalone::apiserver::AdmissionPlugin::validating(
+        "kubevirt-update-validator.kubevirt.io",
+        ("kubevirt.io", "kubevirts"),
+        &[standalone::apiserver::Operation::Update],
+        Box::new(|_| Ok(vec![OPERAND_WARNING.to_owned()])),
+    ));
     let mut changed = hc.clone();
     changed["spec"]["featureGates"]["downwardMetrics"] = json!(true);
     let answer = ask(
@@ -1637,18 +1635,17 @@ async fn the_hco_webhook_guards_the_hc_on_a_cluster() {
     // An operand's refusal keeps the warnings the API server sent with it: the webhook
     // before the refusing one, and the refusing one's own.
     const REFUSAL_WARNING: &str = "spec.configuration: a warning given with a refusal";
-    server.register_validation(standalone::apiserver::Validation {
-        name: "refuses-with-a-warning.kubevirt.io".into(),
-        group: "kubevirt.io".into(),
-        plural: "kubevirts".into(),
-        operations: vec![standalone::apiserver::Operation::Update],
-        check: Box::new(|_| {
+    server.register_admission(standalone::apiserver::AdmissionPlugin::validating(
+        "refuses-with-a-warning.kubevirt.io",
+        ("kubevirt.io", "kubevirts"),
+        &[standalone::apiserver::Operation::Update],
+        Box::new(|_| {
             Err(standalone::apiserver::Refusal {
                 warnings: vec![REFUSAL_WARNING.to_owned()],
                 ..standalone::apiserver::Refusal::new(422, "refused for the test")
             })
         }),
-    });
+    ));
     let mut refused = hc.clone();
     refused["spec"]["featureGates"]["downwardMetrics"] = json!(true);
     let answer = ask(

@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use super::errors::ApiError;
 use super::objects::{ListOptions, Objects};
-use super::resources::ResourceType;
 use super::selector::LabelSelector;
 
 /// The group whose members may do anything, as in Kubernetes.
@@ -206,45 +205,6 @@ impl<'a> Authorizer<'a> {
         Ok(rules)
     }
 }
-
-/// A create as an admission webhook sees it: who asks, and what they may do.
-pub struct CreateRequest<'a> {
-    pub resource: &'a ResourceType,
-    pub namespace: &'a str,
-    pub user: &'a UserInfo,
-    pub objects: &'a Objects,
-}
-
-impl CreateRequest<'_> {
-    /// Whether the requesting user may do what `attributes` say (a SubjectAccessReview).
-    pub fn allows(&self, attributes: &ResourceAttributes) -> Result<bool, ApiError> {
-        Authorizer::new(self.objects).allows(self.user, attributes)
-    }
-
-    /// A stored object, by group, plural, namespace and name.
-    pub fn get(
-        &self,
-        group: &str,
-        plural: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<Value>, ApiError> {
-        let Some(rt) = self
-            .objects
-            .registry
-            .all()
-            .into_iter()
-            .find(|rt| rt.group == group && rt.plural == plural)
-        else {
-            return Ok(None);
-        };
-        self.objects.store.get(&rt.storage_key(), namespace, name)
-    }
-}
-
-/// Checks (and may mutate) a create knowing who makes it: the admission webhooks that
-/// authorize by the requesting user (CDI's clone permission check).
-pub type CreateAdmission = dyn Fn(&CreateRequest, &mut Value) -> Result<(), ApiError> + Send + Sync;
 
 /// A SelfSubjectAccessReview: every authenticated user may ask what they may do, as the
 /// bootstrap ClusterRole system:basic-user grants in Kubernetes.

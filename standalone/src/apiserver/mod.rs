@@ -31,7 +31,6 @@ mod server;
 mod service_account_token;
 mod store;
 mod table;
-mod validation;
 mod watch;
 
 use std::collections::HashMap;
@@ -45,17 +44,19 @@ use tokio_rustls::TlsAcceptor;
 
 use front_proxy::FrontProxyIdentity;
 
-pub use self::admission::cluster::passed_on;
+pub use self::admission::{
+    AdmissionPlugin, AdmissionRequest, Hook, Mutate, Operation, Origin, Refusal, Resources,
+    Validate, Wording, Write,
+};
 pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
-pub use authz::{CreateAdmission, CreateRequest, ResourceAttributes, UserInfo};
+pub use authz::{ResourceAttributes, UserInfo};
 pub use converter::Converter;
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
-pub use objects::{Admission, Objects};
+pub use objects::{Objects, Outcome};
 pub use resources::ResourceType;
 pub use server::VirtualCreate;
 pub use store::Persist;
-pub use validation::{Operation, Refusal, Validation, ValidationRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -83,12 +84,11 @@ pub struct ApiServerConfig {
     pub listen: SocketAddr,
     /// CRDs installed (created or updated) at start, as JSON objects.
     pub crds: Vec<Value>,
-    /// Checks run before every create and update: the cluster's validating webhooks.
-    pub admission: Vec<Box<Admission>>,
+    /// The platform's admission plugins (its webhooks, run in-process), in the order they
+    /// run after the built-in ones; more may be registered later.
+    pub admission: Vec<AdmissionPlugin>,
     /// Resources answered by a function instead of stored, keyed by (group, plural).
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
-    /// Checks run before every create, knowing the requesting user (authorizing webhooks).
-    pub create_admission: Vec<Box<CreateAdmission>>,
 }
 
 /// A running API server.
@@ -97,7 +97,6 @@ pub struct ApiServer {
     pub kubeconfig: PathBuf,
     pub objects: Arc<Objects>,
     aggregated: Arc<aggregated::AggregatedApis>,
-    validations: Arc<validation::Validations>,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
@@ -111,9 +110,9 @@ impl ApiServer {
         let credentials = Credentials::load_or_create(dir)?;
         let service_accounts = service_account_token::ServiceAccountTokens::load_or_create(dir)?;
         let store = store::Store::open(&dir.join("state.sqlite")).map_err(StartError::Store)?;
-        let mut objects = Objects::new(store, resources::Registry::with_builtins());
-        for check in config.admission {
-            objects.add_admission(check);
+        let objects = Objects::new(store, resources::Registry::with_builtins());
+        for plugin in config.admission {
+            objects.register_admission(plugin);
         }
         objects.load_crds().map_err(StartError::Store)?;
         let objects = Arc::new(objects);
@@ -142,13 +141,10 @@ impl ApiServer {
             source,
         })?;
         let acceptor = TlsAcceptor::from(credentials.server_config()?);
-        let validations = Arc::new(validation::Validations::default());
         let handler = Arc::new(server::Handler {
             objects: objects.clone(),
             token: credentials.token.clone(),
             virtual_creates: config.virtual_creates,
-            create_admission: config.create_admission,
-            validations: validations.clone(),
             aggregated: aggregated.clone(),
             pod_state_dir: crate::pod_files::state_dir(dir),
             protobuf: kube_protobuf::Messages::new(),
@@ -166,7 +162,6 @@ impl ApiServer {
             kubeconfig,
             objects,
             aggregated,
-            validations,
             shutdown,
         })
     }
@@ -188,11 +183,11 @@ impl ApiServer {
         self.objects.registry.register_converter(converter);
     }
 
-    /// Calls `validation` from now on, as registering a ValidatingWebhookConfiguration does;
-    /// registered after the server starts because most checks need a client of it.
-    pub fn register_validation(&self, validation: Validation) {
-        tracing::info!(webhook = %validation.name, "validating with an in-process webhook");
-        self.validations.register(validation);
+    /// Runs `plugin` from now on, as registering a webhook configuration does; most
+    /// webhooks are registered after the server starts because they need a client of it.
+    pub fn register_admission(&self, plugin: AdmissionPlugin) {
+        tracing::info!(webhook = %plugin.name, mutating = plugin.is_mutating(), "admitting with an in-process webhook");
+        self.objects.register_admission(plugin);
     }
 
     /// Stops accepting connections, ends the garbage collector, and ends open connections:

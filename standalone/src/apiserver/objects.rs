@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use super::admission::default_storage_class;
+use super::admission::{AdmissionChain, AdmissionPlugin, AdmissionRequest, Operation, Write};
 use super::conversion;
 use super::crd_schema::{CrdSchemas, Input};
 use super::errors::ApiError;
@@ -17,11 +17,15 @@ use super::patch::{self, Patch, PatchType};
 use super::pod_placement;
 use super::resources::{Registry, ResourceType, from_crd};
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{Change, Persist, Store};
+use super::store::{Change, EventType, Persist, Store, Written};
 
-/// Checks (and may default) an object before it is stored: the webhooks of a cluster. On a
-/// dry run it must leave no trace (as a webhook with `sideEffects: None` or `NoneOnDryRun`).
-pub type Admission = dyn Fn(&ResourceType, &mut Value, Persist) -> Result<(), String> + Send + Sync;
+/// A write's result: the object as written (or as it would be, on a dry run) and the
+/// admission plugins' warnings.
+#[derive(Debug)]
+pub struct Outcome {
+    pub object: Value,
+    pub warnings: Vec<String>,
+}
 
 /// How a delete treats the object's dependents.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -63,10 +67,13 @@ pub struct ListPage {
 
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
+/// How many times an update is made again when the object changed while it was admitted.
+const UPDATE_ATTEMPTS: usize = 16;
+
 pub struct Objects {
     pub store: Store,
     pub registry: Registry,
-    admission: Vec<Box<Admission>>,
+    admission: AdmissionChain,
 }
 
 impl Objects {
@@ -74,12 +81,13 @@ impl Objects {
         Objects {
             store,
             registry,
-            admission: Vec::new(),
+            admission: AdmissionChain::new(Vec::new()),
         }
     }
 
-    pub fn add_admission(&mut self, check: Box<Admission>) {
-        self.admission.push(check);
+    /// Runs `plugin` on writes from now on, after the plugins registered before it.
+    pub fn register_admission(&self, plugin: AdmissionPlugin) {
+        self.admission.register(plugin);
     }
 
     /// Registers the resources of every stored CRD (after a restart).
@@ -165,22 +173,6 @@ impl Objects {
         })
     }
 
-    fn admit(
-        &self,
-        rt: &ResourceType,
-        object: &mut Value,
-        persist: Persist,
-    ) -> Result<(), ApiError> {
-        for check in &self.admission {
-            check(rt, object, persist).map_err(|message| ApiError::Invalid {
-                kind: rt.kind.clone(),
-                name: object::name(object).to_string(),
-                message,
-            })?;
-        }
-        Ok(())
-    }
-
     fn check_namespace(&self, rt: &ResourceType, ns: &str) -> Result<(), ApiError> {
         if !rt.namespaced {
             return Ok(());
@@ -209,25 +201,27 @@ impl Objects {
         ns: &str,
         body: Value,
     ) -> Result<Value, ApiError> {
-        self.create_as(Persist::Commit, rt, version, ns, body)
+        Ok(self.create_as(Write::SERVER, rt, version, ns, body)?.object)
     }
 
-    /// [`Objects::create`], or with [`Persist::DryRun`] everything but the write.
+    /// [`Objects::create`] made as `write` says (with [`Persist::DryRun`] everything but
+    /// the write), through admission: the mutating plugins, the schema, the validating
+    /// plugins.
     pub fn create_as(
         &self,
-        persist: Persist,
+        write: Write,
         rt: &ResourceType,
         version: &str,
         ns: &str,
         mut body: Value,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Outcome, ApiError> {
         object::check_type(rt, version, &mut body)?;
         let mut body = stored_shape(rt, body);
         Self::prune_and_default(rt, version, &mut body)?;
         self.check_namespace(rt, ns)?;
         let mut new = object::prepare_create(rt, if rt.namespaced { ns } else { "" }, body)?;
-        default_storage_class::admit(&self.store, rt, &mut new)?;
-        self.admit(rt, &mut new, persist)?;
+        let mut request = self.admission_request(write, Operation::Create, rt, ns);
+        let warnings = self.admission.mutate(&request, &mut new)?;
         Self::check_schema(rt, version, &new, None)?;
         let is_crd = rt.plural == "customresourcedefinitions";
         let crd_type = if is_crd {
@@ -235,9 +229,12 @@ impl Objects {
         } else {
             None
         };
+        request.object = Some(&new);
+        let warnings = self.admission.validate(&request, warnings)?;
         let name = object::name(&new).to_string();
         let new = at_storage_version(rt, new)?;
         let key_ns = if rt.namespaced { ns } else { "" };
+        let persist = write.persist;
         let written = self.store.write_as(
             persist,
             &rt.storage_key(),
@@ -254,7 +251,28 @@ impl Objects {
         if let Some(crd_type) = crd_type.filter(|_| persist == Persist::Commit) {
             self.registry.insert(crd_type);
         }
-        with_version(rt, version, written.object)
+        let object = with_version(rt, version, written.object)?;
+        Ok(Outcome { object, warnings })
+    }
+
+    /// The admission request of a write of `operation` on `rt` in `ns`, with no object
+    /// yet.
+    pub(crate) fn admission_request<'a>(
+        &'a self,
+        write: Write<'a>,
+        operation: Operation,
+        rt: &'a ResourceType,
+        ns: &'a str,
+    ) -> AdmissionRequest<'a> {
+        AdmissionRequest {
+            operation,
+            resource: rt,
+            namespace: ns,
+            object: None,
+            old: None,
+            write,
+            objects: self,
+        }
     }
 
     fn check_crd(&self, crd: &Value) -> Result<ResourceType, ApiError> {
@@ -349,24 +367,28 @@ impl Objects {
         body: Value,
         target: UpdateTarget,
     ) -> Result<Value, ApiError> {
-        self.update_as(Persist::Commit, rt, version, ns, name, body, target)
+        let server = Write::SERVER;
+        Ok(self
+            .update_as(server, rt, version, ns, name, body, target)?
+            .object)
     }
 
-    /// [`Objects::update`], or with [`Persist::DryRun`] everything but the write.
+    /// [`Objects::update`] made as `write` says (with [`Persist::DryRun`] everything but
+    /// the write), through admission.
     #[allow(clippy::too_many_arguments)]
     pub fn update_as(
         &self,
-        persist: Persist,
+        write: Write,
         rt: &ResourceType,
         version: &str,
         ns: &str,
         name: &str,
         mut body: Value,
         target: UpdateTarget,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Outcome, ApiError> {
         object::check_type(rt, version, &mut body)?;
         let body = stored_shape(rt, body);
-        self.write_update(persist, rt, version, ns, name, target, |_| Ok(body))
+        self.write_update(write, rt, version, (ns, name), target, |_| Ok(body.clone()))
     }
 
     pub fn patch(
@@ -378,21 +400,25 @@ impl Objects {
         patch: &Patch,
         target: UpdateTarget,
     ) -> Result<Value, ApiError> {
-        self.patch_as(Persist::Commit, rt, version, ns, name, patch, target)
+        let server = Write::SERVER;
+        Ok(self
+            .patch_as(server, rt, version, ns, name, patch, target)?
+            .object)
     }
 
-    /// [`Objects::patch`], or with [`Persist::DryRun`] everything but the write.
+    /// [`Objects::patch`] made as `write` says (with [`Persist::DryRun`] everything but
+    /// the write), through admission; a server-side apply of a missing object creates it.
     #[allow(clippy::too_many_arguments)]
     pub fn patch_as(
         &self,
-        persist: Persist,
+        write: Write,
         rt: &ResourceType,
         version: &str,
         ns: &str,
         name: &str,
         patch: &Patch,
         target: UpdateTarget,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Outcome, ApiError> {
         let (kind, manager, patch) = (patch.kind, patch.manager.as_deref(), &patch.body);
         // An apply records its manager's fields, and takes off what it no longer applies.
         let applier = manager.filter(|_| kind == PatchType::Apply);
@@ -405,32 +431,16 @@ impl Objects {
                 if let Some(manager) = applier {
                     managed_fields::record_apply(&mut body, &json!({}), patch, manager, None);
                 }
-                return self.create_as(persist, rt, version, ns, body);
+                return self.create_as(write, rt, version, ns, body);
             }
         }
-        self.write_update(persist, rt, version, ns, name, target, |current| {
+        self.write_update(write, rt, version, (ns, name), target, |current| {
             let mut new = patched(rt, current, kind, patch)?;
             if let Some(manager) = applier {
                 managed_fields::record_apply(&mut new, current, patch, manager, subresource);
             }
             Ok(new)
         })
-    }
-
-    /// The stored object and what `patch` would make of it, for validating webhooks that
-    /// judge a patch before it is written.
-    pub fn preview_patch(
-        &self,
-        rt: &ResourceType,
-        version: &str,
-        ns: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<(Value, Value), ApiError> {
-        let key_ns = if rt.namespaced { ns } else { "" };
-        let current = self.get_at(rt, version, key_ns, name)?;
-        let new = patched(rt, &current, patch.kind, &patch.body)?;
-        Ok((current, new))
     }
 
     /// Drops one finalizer; the last one gone from an object being deleted deletes it.
@@ -442,87 +452,145 @@ impl Objects {
         name: &str,
         finalizer: &str,
     ) -> Result<Value, ApiError> {
-        let main = UpdateTarget::Main;
-        self.write_update(Persist::Commit, rt, version, ns, name, main, |current| {
+        let (server, main) = (Write::SERVER, UpdateTarget::Main);
+        let written = self.write_update(server, rt, version, (ns, name), main, |current| {
             let mut new = current.clone();
             if let Some(list) = new["metadata"]["finalizers"].as_array_mut() {
                 list.retain(|f| f != finalizer);
             }
             Ok(new)
-        })
+        })?;
+        Ok(written.object)
     }
 
-    /// Reads, transforms and writes one object atomically; removing the last finalizer of an
-    /// object being deleted deletes it.
-    #[allow(clippy::too_many_arguments)]
+    /// Reads, transforms, admits and writes one object; removing the last finalizer of an
+    /// object being deleted deletes it. Admission runs outside the store's transaction, as
+    /// its plugins may read other objects, so the change is written only if the object is
+    /// still the one it was made from; else it is made again from the new one, as
+    /// kube-apiserver's guaranteed update retries on a conflict.
     fn write_update<F>(
         &self,
-        persist: Persist,
+        write: Write,
         rt: &ResourceType,
         version: &str,
-        ns: &str,
-        name: &str,
+        (ns, name): (&str, &str),
         target: UpdateTarget,
         transform: F,
-    ) -> Result<Value, ApiError>
+    ) -> Result<Outcome, ApiError>
     where
-        F: FnOnce(&Value) -> Result<Value, ApiError>,
+        F: Fn(&Value) -> Result<Value, ApiError>,
     {
         let key_ns = if rt.namespaced { ns } else { "" };
-        let written = self
-            .store
-            .write_as(persist, &rt.storage_key(), key_ns, name, |current| {
-                let stored = current.ok_or_else(|| Self::not_found(rt, name))?;
-                // The request's version is the one it is judged at, as kube-apiserver
-                // converts only to store.
-                let current = with_version(rt, version, stored.clone())?;
-                let mut proposed = transform(&current)?;
-                Self::prune_and_default(rt, version, &mut proposed)?;
-                let mut new = object::prepare_update(rt, &current, proposed, target)?;
-                if target == UpdateTarget::Main {
-                    self.admit(rt, &mut new, persist)?;
-                    if rt.plural == "customresourcedefinitions" {
-                        self.check_crd(&new)?;
-                        object::record_storage_version(&mut new);
-                    }
-                }
-                Self::check_schema(rt, version, &new, Some(&current))?;
-                let mut new = at_storage_version(rt, new)?;
-                if rt.status_subresource && target == UpdateTarget::Status {
-                    // A status write leaves the rest as stored, not as converted back
-                    // (but for an applier's record of what it applied).
-                    let status = new["status"].take();
-                    let managed = new["metadata"]["managedFields"].take();
-                    new = stored.clone();
-                    new["status"] = status;
-                    if !managed.is_null() {
-                        new["metadata"]["managedFields"] = managed;
-                    }
-                }
-                let current = stored;
-                if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
-                    return Ok(Change::Delete);
-                }
-                if new == current {
-                    return Ok(Change::Keep);
-                }
-                Ok(Change::Put(new))
-            })?;
-        if rt.plural == "customresourcedefinitions" && persist == Persist::Commit {
-            match written.event {
-                Some(super::store::EventType::Deleted) => self.unregister_crd(&written.object),
-                _ => {
-                    if let Some(crd_type) = from_crd(&written.object) {
-                        self.registry.insert(crd_type);
-                    }
+        for _ in 0..UPDATE_ATTEMPTS {
+            let stored = (self.store.get(&rt.storage_key(), key_ns, name)?)
+                .ok_or_else(|| Self::not_found(rt, name))?;
+            let current = with_version(rt, version, stored.clone())?;
+            let proposed = transform(&current)?;
+            let update = (rt, version, ns, target);
+            let (change, warnings) = self.plan_update(write, update, &stored, current, proposed)?;
+            let mut raced = false;
+            let written =
+                self.store
+                    .write_as(write.persist, &rt.storage_key(), key_ns, name, |now| {
+                        let now = now.ok_or_else(|| Self::not_found(rt, name))?;
+                        raced = now["metadata"]["resourceVersion"]
+                            != stored["metadata"]["resourceVersion"];
+                        if raced {
+                            return Err(Self::conflict(rt, name));
+                        }
+                        Ok(change)
+                    });
+            if raced {
+                continue;
+            }
+            let written = written?;
+            self.after_write(rt, write.persist, &written);
+            let object = with_version(rt, version, written.object)?;
+            return Ok(Outcome { object, warnings });
+        }
+        Err(Self::conflict(rt, name))
+    }
+
+    /// The change an update makes of `stored` (at `version`, `current`) with `proposed`,
+    /// admitted (on the object itself, not its status), with the plugins' warnings.
+    fn plan_update(
+        &self,
+        write: Write,
+        (rt, version, ns, target): (&ResourceType, &str, &str, UpdateTarget),
+        stored: &Value,
+        current: Value,
+        mut proposed: Value,
+    ) -> Result<(Change, Vec<String>), ApiError> {
+        // The request's version is the one it is judged at, as kube-apiserver converts
+        // only to store.
+        Self::prune_and_default(rt, version, &mut proposed)?;
+        let mut new = object::prepare_update(rt, &current, proposed, target)?;
+        let admitted = target == UpdateTarget::Main;
+        // Plugins compare the new object with the stored one as kube-apiserver shows it to
+        // them: read back with its CRD's defaults, as the new one has them.
+        let mut old = current.clone();
+        if let Some(schemas) = &rt.schemas {
+            schemas.default(version, &mut old);
+        }
+        let mut request = self.admission_request(write, Operation::Update, rt, ns);
+        request.old = Some(&old);
+        let mut warnings = Vec::new();
+        if admitted {
+            warnings = self.admission.mutate(&request, &mut new)?;
+            if rt.plural == "customresourcedefinitions" {
+                self.check_crd(&new)?;
+                object::record_storage_version(&mut new);
+            }
+        }
+        Self::check_schema(rt, version, &new, Some(&current))?;
+        if admitted {
+            request.object = Some(&new);
+            warnings = self.admission.validate(&request, warnings)?;
+        }
+        let mut new = at_storage_version(rt, new)?;
+        if rt.status_subresource && target == UpdateTarget::Status {
+            // A status write leaves the rest as stored, not as converted back (but for an
+            // applier's record of what it applied).
+            let status = new["status"].take();
+            let managed = new["metadata"]["managedFields"].take();
+            new = stored.clone();
+            new["status"] = status;
+            if !managed.is_null() {
+                new["metadata"]["managedFields"] = managed;
+            }
+        }
+        let change = if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+            Change::Delete
+        } else if new == *stored {
+            Change::Keep
+        } else {
+            Change::Put(new)
+        };
+        Ok((change, warnings))
+    }
+
+    /// Registers or unregisters a CRD's resource once its write is committed.
+    fn after_write(&self, rt: &ResourceType, persist: Persist, written: &Written) {
+        if rt.plural != "customresourcedefinitions" || persist != Persist::Commit {
+            return;
+        }
+        match written.event {
+            Some(EventType::Deleted) => self.unregister_crd(&written.object),
+            _ => {
+                if let Some(crd_type) = from_crd(&written.object) {
+                    self.registry.insert(crd_type);
                 }
             }
         }
-        with_version(rt, version, written.object)
     }
 
-    /// Deletes an object: at once, or (with finalizers, or in the foreground) by marking it
-    /// with a deletionTimestamp for its finalizers to release.
+    fn conflict(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::Conflict {
+            resource: rt.qualified_name(),
+            name: name.to_string(),
+        }
+    }
+
     pub fn delete(
         &self,
         rt: &ResourceType,
@@ -533,21 +601,31 @@ impl Objects {
         precondition_uid: Option<&str>,
     ) -> Result<Value, ApiError> {
         let options = (propagation, precondition_uid);
-        self.delete_as(Persist::Commit, rt, version, ns, name, options)
+        Ok(self
+            .delete_as(Write::SERVER, rt, version, ns, name, options)?
+            .object)
     }
 
     /// [`Objects::delete`], or with [`Persist::DryRun`] everything but the write (and the
     /// dependents left as they are).
     pub fn delete_as(
         &self,
-        persist: Persist,
+        write: Write,
         rt: &ResourceType,
         version: &str,
         ns: &str,
         name: &str,
         (propagation, precondition_uid): (Propagation, Option<&str>),
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Outcome, ApiError> {
         let key_ns = if rt.namespaced { ns } else { "" };
+        let persist = write.persist;
+        let mut request = self.admission_request(write, Operation::Delete, rt, ns);
+        let mut warnings = Vec::new();
+        if self.admission.validates(&request) {
+            let old = self.get_at(rt, version, ns, name)?;
+            request.old = Some(&old);
+            warnings = self.admission.validate(&request, warnings)?;
+        }
         if propagation == Propagation::Orphan && persist == Persist::Commit {
             let current = self.get(rt, key_ns, name)?;
             self.orphan_dependents(object::uid(&current))?;
@@ -593,11 +671,12 @@ impl Objects {
             })?;
         if rt.plural == "customresourcedefinitions"
             && persist == Persist::Commit
-            && written.event == Some(super::store::EventType::Deleted)
+            && written.event == Some(EventType::Deleted)
         {
             self.unregister_crd(&written.object);
         }
-        with_version(rt, version, written.object)
+        let object = with_version(rt, version, written.object)?;
+        Ok(Outcome { object, warnings })
     }
 
     fn unregister_crd(&self, crd: &Value) {

@@ -133,7 +133,6 @@ impl Server {
             crds: vec![],
             admission: vec![],
             virtual_creates: HashMap::new(),
-            create_admission: Vec::new(),
         })
         .await
         .expect("server starts");

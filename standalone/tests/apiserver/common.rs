@@ -56,7 +56,6 @@ pub fn config(dir: &Path, crds: Vec<Value>) -> ApiServerConfig {
         crds,
         admission: vec![],
         virtual_creates: HashMap::new(),
-        create_admission: Vec::new(),
     }
 }
 

@@ -43,7 +43,6 @@ async fn a_vm_is_started_stopped_and_deleted() {
         crds,
         admission: vec![],
         virtual_creates: Default::default(),
-        create_admission: Vec::new(),
     })
     .await
     .expect("the API server starts");

@@ -1,27 +1,30 @@
-//! The embedded API server's validating request as the [`Cluster`] admission's checks read
+//! The embedded API server's admission request as the [`Cluster`] admission's checks read
 //! (`admission::install_guards`), and an error of the API server passed on as a [`Refusal`].
 
 use ::admission::Refusal;
 use ::admission::cluster::Cluster;
 use serde_json::Value;
 
-use crate::apiserver::{ApiError, ValidationRequest};
+use super::request::AdmissionRequest;
+use crate::apiserver::ApiError;
 
-/// An error of the API server passed on as the webhook's answer, its status code (and an
-/// admission refusal's warnings) kept.
-pub fn passed_on(err: ApiError) -> Refusal {
-    let refusal = Refusal::new(err.code(), err.to_string());
-    match err {
-        ApiError::Refused { warnings, .. } => Refusal {
-            warnings,
-            ..refusal
-        },
-        _ => refusal,
+/// An error of the API server passed on as a plugin's refusal: its status code, its
+/// message, and an admission refusal's warnings.
+impl From<ApiError> for Refusal {
+    fn from(err: ApiError) -> Refusal {
+        let refusal = Refusal::new(err.code(), err.to_string());
+        match err {
+            ApiError::Refused { warnings, .. } => Refusal {
+                warnings,
+                ..refusal
+            },
+            _ => refusal,
+        }
     }
 }
 
 /// The embedded API server answers from its store: nothing here waits.
-impl Cluster for ValidationRequest<'_> {
+impl Cluster for AdmissionRequest<'_> {
     async fn get(
         &self,
         group: &str,
@@ -29,7 +32,7 @@ impl Cluster for ValidationRequest<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, Refusal> {
-        ValidationRequest::get(self, group, plural, namespace, name).map_err(passed_on)
+        AdmissionRequest::get(self, group, plural, namespace, name).map_err(Refusal::from)
     }
 
     async fn count(
@@ -40,7 +43,7 @@ impl Cluster for ValidationRequest<'_> {
         limit: usize,
     ) -> Result<usize, Refusal> {
         let found = self.list_selected(group, plural, None, selector, limit);
-        Ok(found.map_err(passed_on)?.len())
+        Ok(found.map_err(Refusal::from)?.len())
     }
 
     async fn dry_run_create(
@@ -50,7 +53,8 @@ impl Cluster for ValidationRequest<'_> {
         namespace: &str,
         object: &Value,
     ) -> Result<Vec<String>, Refusal> {
-        ValidationRequest::dry_run_create(self, group, plural, namespace, object).map_err(passed_on)
+        AdmissionRequest::dry_run_create(self, group, plural, namespace, object)
+            .map_err(Refusal::from)
     }
 
     async fn dry_run_update(
@@ -59,6 +63,6 @@ impl Cluster for ValidationRequest<'_> {
         plural: &str,
         object: &Value,
     ) -> Result<Vec<String>, Refusal> {
-        ValidationRequest::dry_run_update(self, group, plural, object).map_err(passed_on)
+        AdmissionRequest::dry_run_update(self, group, plural, object).map_err(Refusal::from)
     }
 }

@@ -3,17 +3,25 @@
 
 use serde_json::{Value, json};
 
+use super::chain::built_in;
+use super::plugin::{AdmissionPlugin, Hook, Operation};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::object;
-use crate::apiserver::resources::ResourceType;
 use crate::apiserver::store::Store;
 
-/// The DefaultStorageClass admission plugin: a claim without a class gets the default.
-pub fn admit(store: &Store, rt: &ResourceType, pvc: &mut Value) -> Result<(), ApiError> {
-    if !rt.group.is_empty()
-        || rt.plural != "persistentvolumeclaims"
-        || !pvc["spec"]["storageClassName"].is_null()
-    {
+/// The plugin, as kube-apiserver names it.
+pub fn plugin() -> AdmissionPlugin {
+    let hook = Hook::Mutating(Box::new(|request, pvc| {
+        admit(&request.objects.store, pvc)?;
+        Ok(Vec::new())
+    }));
+    let claims = ("", "persistentvolumeclaims");
+    built_in("DefaultStorageClass", claims, &[Operation::Create], hook)
+}
+
+/// A claim without a class gets the default.
+fn admit(store: &Store, pvc: &mut Value) -> Result<(), ApiError> {
+    if !pvc["spec"]["storageClassName"].is_null() {
         return Ok(());
     }
     let (classes, _) = store.list("storage.k8s.io/storageclasses", None, None)?;

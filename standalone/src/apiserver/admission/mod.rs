@@ -1,7 +1,25 @@
-//! The admission plugins built into the API server, as kube-apiserver compiles its own in
-//! (the webhooks of the platform's components are registered at start instead), and the
-//! server as the [`cluster::Cluster`](::admission::cluster::Cluster) that admission's checks
-//! read ([`cluster`]).
+//! Admission: one chain of plugins, run in kube-apiserver's order. On a create or an update
+//! of an object (not of its status) every mutating plugin runs in the order registered, then
+//! the object is checked against its schema, then every validating plugin judges the
+//! result; on a delete the validating plugins judge the stored object. The first refusal
+//! ends the request. Conversion between versions is not admission (see `converter`), nor are
+//! the virtual resources a function answers (`VirtualCreate`).
+//!
+//! Built in, ahead of the rest as kube-apiserver orders its compiled-in plugins before its
+//! webhooks: DefaultStorageClass. Registered: the platform's webhooks, run in-process
+//! (`ApiServerConfig::admission` at start, `ApiServer::register_admission` later). The
+//! checks admission's crate writes once for both homes read the server as their
+//! [`Cluster`](::admission::cluster::Cluster) ([`cluster`]).
 
+mod chain;
 pub mod cluster;
 pub mod default_storage_class;
+mod plugin;
+mod request;
+
+pub use chain::AdmissionChain;
+pub use plugin::{AdmissionPlugin, Hook, Mutate, Operation, Refusal, Resources, Validate, Wording};
+pub use request::{AdmissionRequest, Origin, Write};
+
+#[cfg(test)]
+mod tests;

@@ -24,13 +24,12 @@ use hyper::Method;
 use serde_json::Value;
 
 use crate::apiserver::aggregated::AggregatedApis;
-use crate::apiserver::authz::{CreateAdmission, UserInfo};
+use crate::apiserver::authz::UserInfo;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::kube_protobuf;
 use crate::apiserver::objects::Objects;
 use crate::apiserver::route::ResourcePath;
 use crate::apiserver::service_account_token::ServiceAccountTokens;
-use crate::apiserver::validation::Validations;
 
 pub use connection::serve;
 
@@ -44,10 +43,6 @@ pub struct Handler {
     pub token: String,
     /// Keyed by (group, plural).
     pub virtual_creates: HashMap<(String, String), Box<VirtualCreate>>,
-    /// Run before every create with the requesting user.
-    pub create_admission: Vec<Box<CreateAdmission>>,
-    /// Validating webhooks that read other objects or warn, run before a write.
-    pub validations: Arc<Validations>,
     pub aggregated: Arc<AggregatedApis>,
     /// The node agent's state, where pods' logs are (`kubectl logs`).
     pub pod_state_dir: PathBuf,

@@ -1,5 +1,5 @@
-//! The writing verbs: create, update, patch and delete, with field validation, create
-//! admission and validating webhooks.
+//! The writing verbs: create, update, patch and delete, with field validation; the writes
+//! go through admission (`Objects`), made as the requesting user.
 
 use std::collections::HashMap;
 
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::http::{json_response, parse_json};
 use super::{Body, Call, Handler};
-use crate::apiserver::authz::CreateRequest;
+use crate::apiserver::admission::Write;
 use crate::apiserver::crd_schema::Input;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::managed_fields;
@@ -18,11 +18,10 @@ use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::query::{dry_run, persist_of};
 use crate::apiserver::resources::ResourceType;
 use crate::apiserver::store::Persist;
-use crate::apiserver::validation::Operation;
 
 impl Handler {
-    /// A create (POST to a collection): field validation, create admission, validating
-    /// webhooks, then the write.
+    /// A create (POST to a collection): field validation, then the write through
+    /// admission.
     pub(super) fn create(
         &self,
         rt: &ResourceType,
@@ -30,23 +29,12 @@ impl Handler {
         persist: Persist,
     ) -> Result<Response<Body>, ApiError> {
         let (version, ns) = version_and_namespace(call);
-        let objects = &self.objects;
-        let mut body = parse_json(&call.body)?;
+        let body = parse_json(&call.body)?;
         let mut warnings = Self::check_fields(rt, version, call, &body)?;
-        let request = CreateRequest {
-            resource: rt,
-            namespace: ns,
-            user: &call.user,
-            objects,
-        };
-        for admit in &self.create_admission {
-            admit(&request, &mut body)?;
-        }
-        if self.judged(rt, call, Operation::Create) {
-            warnings.extend(self.validate(rt, ns, Operation::Create, Some(&body), None)?);
-        }
-        let created = objects.create_as(persist, rt, version, ns, body)?;
-        self.respond(rt, call, StatusCode::CREATED, created, warnings)
+        let write = Write::by(&call.user, persist);
+        let created = self.objects.create_as(write, rt, version, ns, body)?;
+        warnings.extend(created.warnings);
+        self.respond(rt, call, StatusCode::CREATED, created.object, warnings)
     }
 
     /// An update (PUT) of an object or its status.
@@ -58,16 +46,12 @@ impl Handler {
         persist: Persist,
     ) -> Result<Response<Body>, ApiError> {
         let (version, ns) = version_and_namespace(call);
-        let objects = &self.objects;
         let body = parse_json(&call.body)?;
         let mut warnings = Self::check_fields(rt, version, call, &body)?;
-        if self.judged(rt, call, Operation::Update) {
-            let old = objects.get_at(rt, version, ns, name)?;
-            warnings.extend(self.validate(rt, ns, Operation::Update, Some(&body), Some(&old))?);
-        }
-        let target = update_target(call);
-        let updated = objects.update_as(persist, rt, version, ns, name, body, target)?;
-        self.respond(rt, call, StatusCode::OK, updated, warnings)
+        let (write, target) = (Write::by(&call.user, persist), update_target(call));
+        let updated = (self.objects).update_as(write, rt, version, ns, name, body, target)?;
+        warnings.extend(updated.warnings);
+        self.respond(rt, call, StatusCode::OK, updated.object, warnings)
     }
 
     /// A patch of any of the four types; a server-side apply may create the object.
@@ -97,26 +81,15 @@ impl Handler {
         }
         let existed =
             kind == PatchType::Apply && objects.store.get(&rt.storage_key(), ns, name)?.is_some();
-        let validate = |operation, object: Option<&Value>, old: Option<&Value>| {
-            self.validate(rt, ns, operation, object, old)
-        };
-        if existed && self.judged(rt, call, Operation::Update) {
-            let (old, new) = objects.preview_patch(rt, version, ns, name, &patch)?;
-            warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
-        } else if kind == PatchType::Apply && self.judged(rt, call, Operation::Create) {
-            warnings.extend(validate(Operation::Create, Some(&patch.body), None)?);
-        } else if kind != PatchType::Apply && self.judged(rt, call, Operation::Update) {
-            let (old, new) = objects.preview_patch(rt, version, ns, name, &patch)?;
-            warnings.extend(validate(Operation::Update, Some(&new), Some(&old))?);
-        }
-        let target = update_target(call);
-        let object = objects.patch_as(persist, rt, version, ns, name, &patch, target)?;
+        let (write, target) = (Write::by(&call.user, persist), update_target(call));
+        let patched = objects.patch_as(write, rt, version, ns, name, &patch, target)?;
+        warnings.extend(patched.warnings);
         let status = if kind == PatchType::Apply && !existed {
             StatusCode::CREATED
         } else {
             StatusCode::OK
         };
-        self.respond(rt, call, status, object, warnings)
+        self.respond(rt, call, status, patched.object, warnings)
     }
 
     /// A delete of one object, with its DeleteOptions.
@@ -127,35 +100,11 @@ impl Handler {
         name: &str,
     ) -> Result<Response<Body>, ApiError> {
         let (version, ns) = version_and_namespace(call);
-        let objects = &self.objects;
-        let mut warnings = Vec::new();
         let (propagation, uid, persist) = delete_options(&call.query, &call.body)?;
-        if self.validations.applies(rt, Operation::Delete) {
-            let old = objects.get_at(rt, version, ns, name)?;
-            warnings = self.validate(rt, ns, Operation::Delete, None, Some(&old))?;
-        }
         let options = (propagation, uid.as_deref());
-        let deleted = objects.delete_as(persist, rt, version, ns, name, options)?;
-        self.respond(rt, call, StatusCode::OK, deleted, warnings)
-    }
-
-    /// Whether validating webhooks judge this operation: on the object itself, not its
-    /// status.
-    fn judged(&self, rt: &ResourceType, call: &Call, operation: Operation) -> bool {
-        update_target(call) == UpdateTarget::Main && self.validations.applies(rt, operation)
-    }
-
-    /// The validating webhooks' verdict on a write: its warnings, or a refusal.
-    fn validate(
-        &self,
-        rt: &ResourceType,
-        ns: &str,
-        operation: Operation,
-        object: Option<&Value>,
-        old: Option<&Value>,
-    ) -> Result<Vec<String>, ApiError> {
-        self.validations
-            .run(&self.objects, operation, rt, ns, object, old)
+        let write = Write::by(&call.user, persist);
+        let deleted = (self.objects).delete_as(write, rt, version, ns, name, options)?;
+        self.respond(rt, call, StatusCode::OK, deleted.object, deleted.warnings)
     }
 
     /// The fields of a request body that its kind's schema (a custom resource's CRD's, a
@@ -216,11 +165,10 @@ impl Handler {
                 .to_string();
             let name = crate::apiserver::object::name(&item).to_string();
             let version = &call.path.version;
-            match self
-                .objects
-                .delete_as(persist, rt, version, &ns, &name, (propagation, None))
-            {
-                Ok(object) => deleted.push(object),
+            let write = Write::by(&call.user, persist);
+            let options = (propagation, None);
+            match (self.objects).delete_as(write, rt, version, &ns, &name, options) {
+                Ok(outcome) => deleted.push(outcome.object),
                 Err(ApiError::NotFound { .. }) => {}
                 Err(err) => return Err(err),
             }
