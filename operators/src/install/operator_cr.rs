@@ -2,7 +2,7 @@
 //! deployment: their API resources, which CR is the active one, the statuses and conditions
 //! the operators report on them, and how such a status is patched.
 
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
@@ -154,11 +154,7 @@ pub(crate) async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObjec
         return;
     }
     let name = object.name_any();
-    let patch = Patch::Merge(json!({"status": status}));
-    if let Err(err) = api
-        .patch_status(&name, &PatchParams::default(), &patch)
-        .await
-    {
+    if let Err(err) = crate::kit::objects::patch_status(api, &name, &status).await {
         tracing::warn!(%err, %name, "reporting an operator's status");
     }
 }

@@ -21,9 +21,9 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response};
 use serde_json::{Value, json};
 
-use super::authz::{ResourceAttributes, UserInfo};
 use super::discovery;
 use super::errors::ApiError;
+use super::identity::{ResourceAttributes, UserInfo};
 
 /// An error of a response body, as hyper takes it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -2,6 +2,7 @@
 //! loopback with the REST semantics kubectl, kube-rs and client-go rely on.
 
 mod admission;
+mod admission_server;
 mod aggregated;
 mod apiservice;
 mod authz;
@@ -14,6 +15,7 @@ mod errors;
 mod event_view;
 mod front_proxy;
 mod gc;
+mod identity;
 pub mod kube_protobuf;
 mod managed_fields;
 mod object;
@@ -49,10 +51,10 @@ pub use self::admission::{
     Validate, Wording, Write,
 };
 pub use aggregated::{AggregatedApi, AggregatedBody, AggregatedService, BoxError};
-pub use authz::{ResourceAttributes, UserInfo};
 pub use converter::Converter;
 pub use credentials::{Credentials, CredentialsError};
 pub use errors::ApiError;
+pub use identity::{ResourceAttributes, UserInfo};
 pub use objects::{Objects, Outcome};
 pub use resources::ResourceType;
 pub use server::VirtualCreate;

@@ -271,7 +271,7 @@ impl Objects {
             object: None,
             old: None,
             write,
-            objects: self,
+            server: self,
         }
     }
 

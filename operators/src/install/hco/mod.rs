@@ -313,9 +313,7 @@ async fn write_status(
     if unchanged && related_same {
         return Ok(());
     }
-    let patch = Patch::Merge(json!({"status": status}));
-    api.patch_status(name, &PatchParams::default(), &patch)
-        .await?;
+    crate::kit::objects::patch_status(api, name, &status).await?;
     Ok(())
 }
 

@@ -21,12 +21,12 @@ use std::time::Duration;
 use api::ssp::{OPERATOR_PAUSED_ANNOTATION, SSP, SspStatus};
 use futures_util::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use self::plan::{Action, Change, Kind};
 use self::status::{Outcome, status_for};
@@ -130,15 +130,7 @@ async fn write_status(api: &Api<SSP>, ssp: &SSP, outcome: &Outcome) -> Result<()
 async fn patch_status(api: &Api<SSP>, ssp: &SSP, status: &SspStatus) -> Result<(), Error> {
     let mut value = serde_json::to_value(status)?;
     value["paused"] = Value::Bool(status.paused);
-    let patch = json!({"status": value});
-    match api
-        .patch_status(
-            &ssp.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
+    match crate::kit::objects::patch_status(api, &ssp.name_any(), &value).await {
         Ok(_) => Ok(()),
         Err(err) if is_status(&err, 404) => Ok(()),
         Err(err) => Err(err.into()),
@@ -320,6 +312,7 @@ pub async fn run(client: Client, bundle: Vec<Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_base_template_of_no_ssp_concerns_the_ssps_of_its_namespace() {

@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use super::default_storage_class;
-use super::plugin::{AdmissionPlugin, Hook, Operation, Refusal, Resources, Wording};
+use super::plugin::{AdmissionPlugin, Hook, Refusal, Wording};
 use super::request::AdmissionRequest;
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::object;
@@ -128,24 +128,5 @@ fn refused(
             name: object::name(subject).to_string(),
             message: refusal.message,
         },
-    }
-}
-
-/// The built-in plugins' description of themselves, for [`AdmissionChain::new`].
-pub(super) fn built_in(
-    name: &str,
-    (group, plural): (&str, &str),
-    operations: &[Operation],
-    hook: Hook,
-) -> AdmissionPlugin {
-    AdmissionPlugin {
-        name: name.to_owned(),
-        resources: Resources::One {
-            group: group.to_owned(),
-            plural: plural.to_owned(),
-        },
-        operations: operations.to_vec(),
-        wording: Wording::InvalidObject,
-        hook,
     }
 }

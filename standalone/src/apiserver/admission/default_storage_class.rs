@@ -3,28 +3,27 @@
 
 use serde_json::{Value, json};
 
-use super::chain::built_in;
-use super::plugin::{AdmissionPlugin, Hook, Operation};
+use super::plugin::{AdmissionPlugin, Hook};
+use super::request::{AdmissionRequest, Operation};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::object;
-use crate::apiserver::store::Store;
 
 /// The plugin, as kube-apiserver names it.
 pub fn plugin() -> AdmissionPlugin {
     let hook = Hook::Mutating(Box::new(|request, pvc| {
-        admit(&request.objects.store, pvc)?;
+        admit(request, pvc)?;
         Ok(Vec::new())
     }));
     let claims = ("", "persistentvolumeclaims");
-    built_in("DefaultStorageClass", claims, &[Operation::Create], hook)
+    AdmissionPlugin::built_in("DefaultStorageClass", claims, &[Operation::Create], hook)
 }
 
 /// A claim without a class gets the default.
-fn admit(store: &Store, pvc: &mut Value) -> Result<(), ApiError> {
+fn admit(request: &AdmissionRequest, pvc: &mut Value) -> Result<(), ApiError> {
     if !pvc["spec"]["storageClassName"].is_null() {
         return Ok(());
     }
-    let (classes, _) = store.list("storage.k8s.io/storageclasses", None, None)?;
+    let classes = request.list("storage.k8s.io", "storageclasses", None, usize::MAX)?;
     let default = classes.iter().find(|sc| {
         sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
     });

@@ -18,8 +18,9 @@ mod plugin;
 mod request;
 
 pub use chain::AdmissionChain;
-pub use plugin::{AdmissionPlugin, Hook, Mutate, Operation, Refusal, Resources, Validate, Wording};
-pub use request::{AdmissionRequest, Origin, Write};
+pub use plugin::{AdmissionPlugin, Hook, Mutate, Refusal, Resources, Validate, Wording};
+pub(crate) use request::DRY_RUN;
+pub use request::{AdmissionRequest, Operation, Origin, Server, Write};
 
 #[cfg(test)]
 mod tests;

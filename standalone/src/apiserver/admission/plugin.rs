@@ -3,16 +3,8 @@
 
 use serde_json::Value;
 
-use super::request::AdmissionRequest;
+use super::request::{AdmissionRequest, Operation};
 use crate::apiserver::resources::ResourceType;
-
-/// What is being done to the object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-    Delete,
-}
 
 /// Why a plugin refuses a request: admission's one refusal.
 pub use ::admission::Refusal;
@@ -68,20 +60,12 @@ impl AdmissionPlugin {
     /// A validating webhook of the resource `group`/`plural`.
     pub fn validating(
         name: &str,
-        (group, plural): (&str, &str),
+        resource: (&str, &str),
         operations: &[Operation],
         validate: Box<Validate>,
     ) -> AdmissionPlugin {
-        AdmissionPlugin {
-            name: name.to_owned(),
-            resources: Resources::One {
-                group: group.to_owned(),
-                plural: plural.to_owned(),
-            },
-            operations: operations.to_vec(),
-            wording: Wording::Webhook,
-            hook: Hook::Validating(validate),
-        }
+        let hook = Hook::Validating(validate);
+        AdmissionPlugin::of_one(name, resource, operations, Wording::Webhook, hook)
     }
 
     /// A mutating plugin of creates and updates of `resources`.
@@ -97,6 +81,36 @@ impl AdmissionPlugin {
             operations: vec![Operation::Create, Operation::Update],
             wording,
             hook: Hook::Mutating(mutate),
+        }
+    }
+
+    /// A plugin built into the server, of the resource `group`/`plural`; its refusals read
+    /// as an invalid object's.
+    pub fn built_in(
+        name: &str,
+        resource: (&str, &str),
+        operations: &[Operation],
+        hook: Hook,
+    ) -> AdmissionPlugin {
+        AdmissionPlugin::of_one(name, resource, operations, Wording::InvalidObject, hook)
+    }
+
+    fn of_one(
+        name: &str,
+        (group, plural): (&str, &str),
+        operations: &[Operation],
+        wording: Wording,
+        hook: Hook,
+    ) -> AdmissionPlugin {
+        AdmissionPlugin {
+            name: name.to_owned(),
+            resources: Resources::One {
+                group: group.to_owned(),
+                plural: plural.to_owned(),
+            },
+            operations: operations.to_vec(),
+            wording,
+            hook,
         }
     }
 

@@ -4,14 +4,18 @@
 
 use serde_json::Value;
 
-use super::plugin::Operation;
-use crate::apiserver::authz::{Authorizer, ResourceAttributes, UserInfo};
 use crate::apiserver::errors::ApiError;
-use crate::apiserver::object::UpdateTarget;
-use crate::apiserver::objects::{ListOptions, Objects};
+use crate::apiserver::identity::{ResourceAttributes, UserInfo};
 use crate::apiserver::resources::ResourceType;
-use crate::apiserver::selector::LabelSelector;
 use crate::apiserver::store::Persist;
+
+/// What is being done to the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
 
 /// Who asks for a write, as admission sees it.
 #[derive(Clone, Copy, Debug)]
@@ -61,6 +65,48 @@ impl<'a> Write<'a> {
     }
 }
 
+/// The server as its admission plugins see it: what they may read of it and ask of it. The
+/// server's objects answer (`apiserver/admission_server.rs`); a trait, so that admission,
+/// which the write path runs, does not name the write path.
+pub trait Server: Sync {
+    /// The object `namespace/name` of the resource `group`/`plural`, if it exists.
+    fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError>;
+    /// Up to `limit` objects of `group`/`plural` (in `namespace`, or everywhere) whose labels
+    /// `selector` (as a `labelSelector` query parameter writes it) selects.
+    fn list_selected(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        selector: &str,
+        limit: usize,
+    ) -> Result<Vec<Value>, ApiError>;
+    /// Whether `user` may do what `attributes` say (a SubjectAccessReview).
+    fn allows(&self, user: &UserInfo, attributes: &ResourceAttributes) -> Result<bool, ApiError>;
+    /// Creates `object` in `namespace` with `dryRun=All` as a webhook's client; returns the
+    /// admission's warnings, or its refusal.
+    fn dry_run_create(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, ApiError>;
+    /// Updates `object` (named by its metadata) with `dryRun=All` as a webhook's client.
+    fn dry_run_update(
+        &self,
+        group: &str,
+        plural: &str,
+        object: &Value,
+    ) -> Result<Vec<String>, ApiError>;
+}
+
 /// One request as an admission plugin sees it.
 pub struct AdmissionRequest<'a> {
     pub operation: Operation,
@@ -72,7 +118,7 @@ pub struct AdmissionRequest<'a> {
     /// The stored object (none for a create).
     pub old: Option<&'a Value>,
     pub write: Write<'a>,
-    pub(crate) objects: &'a Objects,
+    pub(crate) server: &'a dyn Server,
 }
 
 impl AdmissionRequest<'_> {
@@ -84,11 +130,7 @@ impl AdmissionRequest<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let Some(rt) = self.objects.registry.find_plural(group, plural) else {
-            return Ok(None);
-        };
-        let namespace = if rt.namespaced { namespace } else { "" };
-        self.objects.store.get(&rt.storage_key(), namespace, name)
+        self.server.get(group, plural, namespace, name)
     }
 
     /// Up to `limit` objects of `group`/`plural` (in `namespace`, or everywhere).
@@ -99,7 +141,8 @@ impl AdmissionRequest<'_> {
         namespace: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Value>, ApiError> {
-        self.list_selected(group, plural, namespace, "", limit)
+        self.server
+            .list_selected(group, plural, namespace, "", limit)
     }
 
     /// [`Self::list`] of the objects whose labels `selector` (a label selector as a
@@ -112,22 +155,15 @@ impl AdmissionRequest<'_> {
         selector: &str,
         limit: usize,
     ) -> Result<Vec<Value>, ApiError> {
-        let Some(rt) = self.objects.registry.find_plural(group, plural) else {
-            return Ok(Vec::new());
-        };
-        let options = ListOptions {
-            labels: LabelSelector::parse(selector)?,
-            limit: Some(limit),
-            ..Default::default()
-        };
-        Ok(self.objects.list(&rt, namespace, &options)?.items)
+        self.server
+            .list_selected(group, plural, namespace, selector, limit)
     }
 
     /// Whether the requesting user may do what `attributes` say (a SubjectAccessReview).
     /// A request with no known user (a webhook's dry run) is the platform's own: allowed.
     pub fn allows(&self, attributes: &ResourceAttributes) -> Result<bool, ApiError> {
         match self.write.user() {
-            Some(user) => Authorizer::new(self.objects).allows(user, attributes),
+            Some(user) => self.server.allows(user, attributes),
             None => Ok(true),
         }
     }
@@ -146,15 +182,7 @@ impl AdmissionRequest<'_> {
         plural: &str,
         object: &Value,
     ) -> Result<Vec<String>, ApiError> {
-        let rt = self.served(group, plural)?;
-        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let version = version_of(object);
-        let body = object.clone();
-        let main = UpdateTarget::Main;
-        let written =
-            (self.objects).update_as(DRY_RUN, &rt, version, namespace, name, body, main)?;
-        Ok(written.warnings)
+        self.server.dry_run_update(group, plural, object)
     }
 
     /// Creates `object` (of `group`/`plural`, in `namespace`) with `dryRun=All`, as a
@@ -168,30 +196,12 @@ impl AdmissionRequest<'_> {
         namespace: &str,
         object: &Value,
     ) -> Result<Vec<String>, ApiError> {
-        let rt = self.served(group, plural)?;
-        let version = version_of(object);
-        let body = object.clone();
-        let written = (self.objects).create_as(DRY_RUN, &rt, version, namespace, body)?;
-        Ok(written.warnings)
-    }
-
-    fn served(&self, group: &str, plural: &str) -> Result<ResourceType, ApiError> {
-        (self.objects.registry)
-            .find_plural(group, plural)
-            .ok_or(ApiError::NoSuchResource)
+        self.server.dry_run_create(group, plural, namespace, object)
     }
 }
 
 /// A webhook's own dry run: a client's, of no user the server knows.
-const DRY_RUN: Write<'static> = Write {
+pub(crate) const DRY_RUN: Write<'static> = Write {
     persist: Persist::DryRun,
     origin: Origin::Client(None),
 };
-
-/// The version of an object's `apiVersion` (`apps/v1` is `v1`).
-fn version_of(object: &Value) -> &str {
-    object["apiVersion"]
-        .as_str()
-        .and_then(|v| v.rsplit('/').next())
-        .unwrap_or_default()
-}

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::apiserver::authz::UserInfo;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::identity::UserInfo;
 use crate::apiserver::object::UpdateTarget;
 use crate::apiserver::objects::Objects;
 use crate::apiserver::resources::{Registry, ResourceType};

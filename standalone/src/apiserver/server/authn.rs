@@ -6,8 +6,8 @@ use hyper::body::Incoming;
 use hyper::{Request, header};
 
 use super::Handler;
-use crate::apiserver::authz::UserInfo;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::identity::UserInfo;
 use crate::apiserver::service_account_token::ServiceAccountRef;
 
 /// The admin token's user, or the one it impersonates.

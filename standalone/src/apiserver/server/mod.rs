@@ -24,8 +24,8 @@ use hyper::Method;
 use serde_json::Value;
 
 use crate::apiserver::aggregated::AggregatedApis;
-use crate::apiserver::authz::UserInfo;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::identity::UserInfo;
 use crate::apiserver::kube_protobuf;
 use crate::apiserver::objects::Objects;
 use crate::apiserver::route::ResourcePath;

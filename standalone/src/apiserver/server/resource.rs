@@ -6,8 +6,9 @@ use hyper::{Method, Response, StatusCode};
 
 use super::http::{json_response, parse_json};
 use super::{Body, Call, Handler};
-use crate::apiserver::authz::{Authorizer, ResourceAttributes};
+use crate::apiserver::authz::Authorizer;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::identity::ResourceAttributes;
 use crate::apiserver::query::{is_true, persist_of};
 use crate::apiserver::resources::ResourceType;
 use crate::apiserver::store::Persist;

@@ -12,8 +12,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::http::{json_response, parse_json};
 use super::{Body, Call, Handler};
-use crate::apiserver::authz::{Authorizer, ResourceAttributes, UserInfo};
+use crate::apiserver::authz::Authorizer;
 use crate::apiserver::errors::ApiError;
+use crate::apiserver::identity::{ResourceAttributes, UserInfo};
 use crate::apiserver::pod_log;
 use crate::apiserver::resources::ResourceType;
 use crate::apiserver::service_account_token::{ServiceAccountRef, TokenSpec};
