@@ -36,8 +36,7 @@ use crate::cdi::datavolume::settings::{CDI_CONFIG, is_insecure_registry};
 use crate::kit::conditions::Heartbeat;
 use crate::kit::{self, delete_ignoring_missing, patch_status};
 
-/// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
-pub const CRON_LABEL: &str = "cdi.kubevirt.io/dataImportCron";
+pub use api::cdi::dataimportcron::CRON_LABEL;
 /// The digest the source has now, as last polled.
 pub const ANN_DESIRED_DIGEST: &str = "cdi.kubevirt.io/storage.import.sourceDesiredDigest";
 /// When the schedule polls next (RFC 3339).
