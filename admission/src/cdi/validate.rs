@@ -508,13 +508,7 @@ pub fn validate_data_import_cron(cron: &DataImportCron) -> ValidationResult {
         return err(spec_path.child("managedDataSource"), Problem::Required);
     }
     let template_spec = spec_path.child("template").child("spec");
-    let registry = cron
-        .spec
-        .template
-        .spec
-        .source
-        .as_ref()
-        .and_then(|s| s.registry.as_ref());
+    let registry = cron.spec.registry();
     if registry.is_none() {
         return err(
             template_spec.child("source").child("registry"),

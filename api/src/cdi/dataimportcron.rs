@@ -7,7 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::datasource::CdiCondition;
-use super::datavolume::{DataVolumeSourcePvc, DataVolumeSpec, DataVolumeStatus};
+use super::datavolume::{
+    DataVolumeSourcePvc, DataVolumeSourceRegistry, DataVolumeSpec, DataVolumeStatus,
+};
 use super::storageprofile::DataImportCronSourceFormat;
 
 /// The label naming the DataImportCron that made a DataVolume, PVC or DataSource.
@@ -53,6 +55,13 @@ pub struct DataImportCronSpec {
     /// The user who created the cron, set by the webhook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+}
+
+impl DataImportCronSpec {
+    /// The registry its template imports from, the only source a cron polls.
+    pub fn registry(&self) -> Option<&DataVolumeSourceRegistry> {
+        self.template.spec.source.as_ref()?.registry.as_ref()
+    }
 }
 
 /// A DataVolume embedded in another object: metadata, spec and (rarely) status.

@@ -220,13 +220,7 @@ async fn poll_digest(ctx: &Context, cron: &DataImportCron, url: &str) -> Result<
         .await
         .map_err(|e| e.to_string())?;
     let namespace = cron.namespace().unwrap_or_default();
-    let registry = cron
-        .spec
-        .template
-        .spec
-        .source
-        .as_ref()
-        .and_then(|s| s.registry.as_ref());
+    let registry = cron.spec.registry();
     let credentials = match registry.and_then(|r| r.secret_ref.as_deref()) {
         Some(secret) => Some(registry_credentials(ctx, &namespace, secret).await?),
         None => None,
@@ -412,13 +406,7 @@ impl Pass {
 
 /// The registry URL of the cron's template, the only source it imports from.
 fn registry_url(cron: &DataImportCron) -> Option<String> {
-    cron.spec
-        .template
-        .spec
-        .source
-        .as_ref()
-        .and_then(|s| s.registry.as_ref())
-        .and_then(|r| r.url.clone())
+    cron.spec.registry().and_then(|r| r.url.clone())
 }
 
 /// What the schedule's poll found out.
