@@ -1928,8 +1928,8 @@ spec:
     architectureConfiguration:
       amd64:
         machineType: pc
-    networkConfiguration:
-      networkInterface: masquerade
+    network:
+      defaultNetworkInterface: masquerade
 "
         )
     };

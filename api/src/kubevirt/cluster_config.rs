@@ -63,11 +63,10 @@ impl ClusterConfig {
     /// over the deprecated top-level `machineType`, as in virt-config.
     pub fn from_kubevirt(kubevirt: &Value) -> Self {
         let configuration = &kubevirt["spec"]["configuration"];
-        let default_binding =
-            match configuration["networkConfiguration"]["networkInterface"].as_str() {
-                Some("masquerade") => DefaultBinding::Masquerade,
-                _ => DefaultBinding::Bridge,
-            };
+        let default_binding = match configuration["network"]["defaultNetworkInterface"].as_str() {
+            Some("masquerade") => DefaultBinding::Masquerade,
+            _ => DefaultBinding::Bridge,
+        };
         let machine_type = [
             &configuration["architectureConfiguration"]["amd64"]["machineType"],
             &configuration["machineType"],
@@ -204,7 +203,7 @@ mod tests {
         let kv = json!({"spec": {"configuration": {
             "machineType": "pc-q35-rhel8.6.0",
             "architectureConfiguration": {"amd64": {"machineType": "pc"}},
-            "networkConfiguration": {"networkInterface": "masquerade"},
+            "network": {"defaultNetworkInterface": "masquerade"},
         }}});
         let config = ClusterConfig::from_kubevirt(&kv);
         assert_eq!(config.machine_type, "pc");

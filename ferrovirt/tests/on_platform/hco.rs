@@ -191,7 +191,7 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     assert_eq!(kubevirt["status"]["phase"], "Deployed");
     let configuration = &kubevirt["spec"]["configuration"];
     assert_eq!(
-        configuration["networkConfiguration"]["networkInterface"],
+        configuration["network"]["defaultNetworkInterface"],
         "masquerade"
     );
     assert_eq!(
@@ -323,16 +323,14 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         )
     };
     let patched = kubevirt_patch(
-        r#"{"spec":{"configuration":{"networkConfiguration":{"networkInterface":"bridge"}}}}"#,
+        r#"{"spec":{"configuration":{"network":{"defaultNetworkInterface":"bridge"}}}}"#,
     );
     assert!(patched.status.success(), "{patched:?}");
     wait_for(
         &platform,
         "the KubeVirt CR being put back",
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
-        |kv| {
-            kv["spec"]["configuration"]["networkConfiguration"]["networkInterface"] == "masquerade"
-        },
+        |kv| kv["spec"]["configuration"]["network"]["defaultNetworkInterface"] == "masquerade",
     );
 
     // virt-operator's review of KubeVirt CR updates: a refusal in its words, a warning for

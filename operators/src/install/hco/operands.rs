@@ -149,8 +149,8 @@ pub fn kubevirt(hc: &Value, use_emulation: bool) -> Value {
         );
     }
     configuration.insert(
-        "networkConfiguration".into(),
-        json!({"networkInterface": "masquerade"}),
+        "network".into(),
+        json!({"defaultNetworkInterface": "masquerade"}),
     );
     let migration = &hc_spec["liveMigrationConfig"];
     if migration.is_object() {
@@ -304,10 +304,7 @@ mod tests {
     fn kubevirt_gets_hco_defaults_and_masquerade() {
         let kv = kubevirt(&hc(json!({})), true);
         let config = &kv["spec"]["configuration"];
-        assert_eq!(
-            config["networkConfiguration"]["networkInterface"],
-            "masquerade"
-        );
+        assert_eq!(config["network"]["defaultNetworkInterface"], "masquerade");
         assert_eq!(config["developerConfiguration"]["useEmulation"], true);
         assert_eq!(
             kv["spec"]["uninstallStrategy"],
