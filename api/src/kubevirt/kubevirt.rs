@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Extra, OperatorCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::common::Extra;
 
 /// The desired state of the KubeVirt installation.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -65,7 +67,7 @@ pub struct KubeVirtStatus {
     pub phase: Option<String>,
     /// Available, Progressing, Degraded, Created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<OperatorCondition>>,
+    pub conditions: Option<Vec<KubeVirtCondition>>,
     /// The version of the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_version: Option<String>,
@@ -75,6 +77,31 @@ pub struct KubeVirtStatus {
     /// Fields this version does not model.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A condition of the KubeVirt installation, in virt-operator's shape: it is probed
+/// (`lastProbeTime`), where the operator SDK's conditions of CDI, HPP and SSP carry a
+/// heartbeat.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeVirtCondition {
+    /// The condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A machine-readable reason for the last transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When virt-operator last checked the condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<Time>,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
 }
 
 /// Phases of the KubeVirt installation.

@@ -11,7 +11,7 @@ pub mod pod_contract;
 pub mod vm;
 pub mod vmi;
 
-pub use kubevirt::{KubeVirt, KubeVirtSpec, KubeVirtStatus};
+pub use kubevirt::{KubeVirt, KubeVirtCondition, KubeVirtSpec, KubeVirtStatus};
 pub use vm::{
     DataVolumeTemplateSpec, RunStrategy, VirtualMachine, VirtualMachinePrintableStatus,
     VirtualMachineSpec, VirtualMachineStatus,

@@ -169,3 +169,41 @@ fn the_checker_tells_typed_unchecked_and_missing_apart() {
         Field::Missing
     );
 }
+
+/// The names of the fields the object at `path` declares (`[]` steps to a list's items).
+fn declared(schema: &Schema, path: &str) -> Vec<String> {
+    let mut node = schema.resolved(&schema.root);
+    for step in path.split('.') {
+        let (name, items) = match step.strip_suffix("[]") {
+            Some(name) => (name, true),
+            None => (step, false),
+        };
+        node = schema.resolved(&node["properties"][name]);
+        if items {
+            node = schema.resolved(&node["items"]);
+        }
+    }
+    let mut names: Vec<String> = node["properties"]
+        .as_object()
+        .map(|fields| fields.keys().cloned().collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn kubevirt_conditions_are_upstreams() {
+    let ours = Schema::ours("KubeVirt", "v1");
+    for upstream in [
+        Schema::swagger(KUBEVIRT_SWAGGER, "v1.KubeVirt"),
+        Schema::bundle("hco-bundle-kubevirt00.crd.yaml", "v1"),
+    ] {
+        let fields = declared(&upstream, "status.conditions[]");
+        assert!(fields.contains(&"lastProbeTime".to_owned()));
+        assert_eq!(declared(&ours, "status.conditions[]"), fields);
+        for field in fields {
+            let path = format!("status.conditions[].{field}");
+            assert_eq!(ours.field(&path), upstream.field(&path), "{path}");
+        }
+    }
+}
