@@ -147,6 +147,7 @@ mod tests {
             name: name.into(),
             path: path.into(),
             pvc_template: None,
+            ..Default::default()
         }
     }
 

@@ -55,6 +55,10 @@ pub struct DataImportCronSpec {
     /// The user who created the cron, set by the webhook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// The service account whose permissions the DataVolumes the cron creates are
+    /// authorized with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
 
 impl DataImportCronSpec {

@@ -78,6 +78,10 @@ pub struct DataVolumeSpec {
     /// Whether the volume's space is allocated in advance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preallocation: Option<bool>,
+    /// The service account the importer and upload pods run as (the namespace's `default`
+    /// when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
 
 /// The kind of data a DataVolume holds.
@@ -230,6 +234,9 @@ pub struct DataVolumeSourceHttp {
     /// md5, sha1, sha256, sha512. The import fails on a mismatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<String>,
+    /// Whether the server's TLS certificate is accepted without being verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure_skip_verify: Option<bool>,
 }
 
 /// An object in an S3 bucket.
@@ -352,6 +359,9 @@ pub struct DataVolumeSourceVddk {
     /// A ConfigMap with extra VDDK arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_args: Option<String>,
+    /// A ConfigMap with the CA certificate of the vCenter or ESXi host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_config_map: Option<String>,
 }
 
 /// An indirect reference to the source of a DataVolume.

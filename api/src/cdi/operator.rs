@@ -160,6 +160,10 @@ pub struct CdiConfigSpec {
     /// Log verbosity of CDI's components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_verbosity: Option<i32>,
+    /// Whether the webhook that completes PVC specs from StorageProfiles is on: `Enabled`
+    /// (when unset) or `Disabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_pvc_rendering: Option<String>,
 }
 
 /// Proxy settings of importer pods.

@@ -48,6 +48,7 @@ mod tests {
                     name: "local".into(),
                     path: "/var/hpp//".into(),
                     pvc_template: None,
+                    ..Default::default()
                 }]),
                 ..Default::default()
             },

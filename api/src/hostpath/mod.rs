@@ -69,6 +69,12 @@ pub struct StoragePool {
     pub pvc_template: Option<PersistentVolumeClaimSpec>,
     /// The directory on the host.
     pub path: String,
+    /// The name of the storage class of the pool's overlay volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay_class_name: Option<String>,
+    /// How the pool's volumes are snapshotted (upstream knows only `reflink`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_provider: Option<String>,
 }
 
 /// The observed state of the hostpath provisioner.

@@ -207,3 +207,118 @@ fn kubevirt_conditions_are_upstreams() {
         }
     }
 }
+
+const CDI_SWAGGER: &str = "cdi-v1.66.0.swagger.json";
+const SSP_BUNDLE: &str = "hco-bundle-scheduling-scale-performance00.crd.yaml";
+const SSP_CRON: &str = "spec.commonTemplates.dataImportCronTemplates[].spec";
+
+/// Fields upstream accepts that our schemas used to prune: `(our kind, version, upstream,
+/// path)`. The DataVolume's fields also hold where its spec is embedded (DataImportCron, SSP,
+/// a VM's `dataVolumeTemplates`, which follow CDI's DataVolume, newer than the copy in
+/// KubeVirt's swagger).
+fn once_pruned() -> Vec<(&'static str, &'static str, Schema, String)> {
+    let data_volume = |prefix: &str| {
+        [
+            "serviceAccountName",
+            "source.http.insecureSkipVerify",
+            "source.vddk.certConfigMap",
+        ]
+        .map(|field| format!("{prefix}.{field}"))
+    };
+    let mut fields = Vec::new();
+    for path in data_volume("spec") {
+        fields.push((
+            "DataVolume",
+            "v1beta1",
+            Schema::swagger(CDI_SWAGGER, "v1beta1.DataVolume"),
+            path.clone(),
+        ));
+        fields.push((
+            "VirtualMachine",
+            "v1",
+            Schema::swagger(CDI_SWAGGER, "v1beta1.DataVolume"),
+            format!("spec.dataVolumeTemplates[].{path}"),
+        ));
+    }
+    for path in data_volume("spec.template.spec")
+        .into_iter()
+        .chain(["spec.serviceAccountName".to_owned()])
+    {
+        fields.push((
+            "DataImportCron",
+            "v1beta1",
+            Schema::swagger(CDI_SWAGGER, "v1beta1.DataImportCron"),
+            path.clone(),
+        ));
+        fields.push((
+            "SSP",
+            "v1beta2",
+            Schema::bundle(SSP_BUNDLE, "v1beta2"),
+            path.replacen("spec", SSP_CRON, 1),
+        ));
+    }
+    fields.push((
+        "CDI",
+        "v1beta1",
+        Schema::swagger(CDI_SWAGGER, "v1beta1.CDI"),
+        "spec.config.webhookPvcRendering".into(),
+    ));
+    fields.push((
+        "CDI",
+        "v1beta1",
+        Schema::bundle(
+            "hco-bundle-containerized-data-importer00.crd.yaml",
+            "v1beta1",
+        ),
+        "spec.config.webhookPvcRendering".into(),
+    ));
+    fields.push((
+        "CDIConfig",
+        "v1beta1",
+        Schema::swagger(CDI_SWAGGER, "v1beta1.CDIConfig"),
+        "spec.webhookPvcRendering".into(),
+    ));
+    for field in ["overlayClassName", "snapshotProvider"] {
+        fields.push((
+            "HostPathProvisioner",
+            "v1beta1",
+            Schema::bundle("hco-bundle-hostpath-provisioner00.crd.yaml", "v1beta1"),
+            format!("spec.storagePools[].{field}"),
+        ));
+    }
+    fields
+}
+
+#[test]
+fn fields_upstream_accepts_are_declared_with_its_types() {
+    let mut wrong = Vec::new();
+    for (kind, version, upstream, path) in once_pruned() {
+        // A VM's template is CDI's DataVolume, found under the template's own path.
+        let upstream_path = path
+            .strip_prefix("spec.dataVolumeTemplates[].")
+            .unwrap_or(&path);
+        let want = upstream.field(upstream_path);
+        let got = Schema::ours(kind, version).field(&path);
+        if !matches!(want, Field::Typed(_)) || got != want {
+            wrong.push(format!("{kind} {path}: upstream {want:?}, ours {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// CDI's own example of an https import that skips verification keeps its field through
+/// a round trip of our type, so the importer is told to skip it.
+#[test]
+fn cdis_skip_tls_example_keeps_its_field() {
+    let example = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "import-skip-tls"},
+        "spec": {
+            "source": {"http": {"url": "https://example.com/disk.img", "insecureSkipVerify": true}},
+            "storage": {"resources": {"requests": {"storage": "1Gi"}}},
+        },
+    });
+    let dv: api::cdi::DataVolume = serde_json::from_value(example.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&dv).unwrap(), example);
+}

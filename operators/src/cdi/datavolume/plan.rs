@@ -671,7 +671,8 @@ fn desired_worker(
 ) -> Pod {
     match transfer {
         Transfer::Import(source) => {
-            let insecure = obs.settings.insecure(source.endpoint.as_deref());
+            let insecure =
+                source.insecure_skip_verify || obs.settings.insecure(source.endpoint.as_deref());
             let settings = worker_settings(obs, config, claim, insecure);
             pod::importer_pod(&obs.dv, claim, source, &settings)
         }

@@ -111,7 +111,8 @@ pub struct WorkerSettings<'a> {
     pub filesystem_overhead: f64,
     /// Whether the image is preallocated.
     pub preallocation: bool,
-    /// Whether the source's TLS certificate is not verified (insecure registries).
+    /// Whether the source's TLS certificate is not verified (an insecure registry, or an http
+    /// source's `insecureSkipVerify`).
     pub insecure_tls: bool,
     /// Where worker pods may run: the active CDI CR's `spec.workload`, as CDI places its
     /// importer, upload and clone pods.
@@ -341,7 +342,10 @@ pub fn importer_pod(
     container.env = Some(vars);
     Pod {
         metadata: worker_meta(importer_pod_name(&pvc.name_any()), dv, pvc, "importer"),
-        spec: Some(worker_spec(dv, container, volumes, settings)),
+        spec: Some(PodSpec {
+            service_account_name: dv.spec.service_account_name.clone(),
+            ..worker_spec(dv, container, volumes, settings)
+        }),
         status: None,
     }
 }
@@ -435,7 +439,10 @@ pub fn upload_pod(
     });
     Pod {
         metadata: meta,
-        spec: Some(worker_spec(dv, container, volumes, settings)),
+        spec: Some(PodSpec {
+            service_account_name: dv.spec.service_account_name.clone(),
+            ..worker_spec(dv, container, volumes, settings)
+        }),
         status: None,
     }
 }

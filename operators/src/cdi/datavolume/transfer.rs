@@ -53,6 +53,9 @@ pub struct ImportSource {
     pub secret_extra_headers: Vec<String>,
     /// The registry image's architecture.
     pub architecture: Option<String>,
+    /// Whether the server's TLS certificate is not verified (an http source's
+    /// `insecureSkipVerify`).
+    pub insecure_skip_verify: bool,
 }
 
 impl Transfer {
@@ -79,6 +82,7 @@ impl Transfer {
                 extra_headers: http.extra_headers.clone().unwrap_or_default(),
                 secret_extra_headers: http.secret_extra_headers.clone().unwrap_or_default(),
                 architecture: None,
+                insecure_skip_verify: http.insecure_skip_verify == Some(true),
             });
         }
         if let Some(s3) = &source.s3 {
@@ -148,6 +152,7 @@ mod tests {
             http: Some(DataVolumeSourceHttp {
                 url: "http://x/disk.img".into(),
                 checksum: Some("sha256:00".into()),
+                insecure_skip_verify: Some(true),
                 ..Default::default()
             }),
             ..Default::default()
@@ -158,6 +163,7 @@ mod tests {
         assert_eq!(source.kind, "http");
         assert_eq!(source.endpoint.as_deref(), Some("http://x/disk.img"));
         assert_eq!(source.checksum.as_deref(), Some("sha256:00"));
+        assert!(source.insecure_skip_verify);
         let s3 = DataVolumeSource {
             s3: Some(api::cdi::datavolume::DataVolumeSourceS3 {
                 url: "http://s3.local/bucket/disk.qcow2".into(),

@@ -112,6 +112,7 @@ mod tests {
                 storage_class_name: Some("local".into()),
                 ..Default::default()
             }),
+            ..Default::default()
         };
         let claim = pool_claim(&pool, "node1", None);
         assert_eq!(claim.metadata.name.as_deref(), Some("hpp-pool-big-node1"));

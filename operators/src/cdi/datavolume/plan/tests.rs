@@ -221,6 +221,32 @@ fn a_pending_claim_gets_its_importer_pod_and_is_pending() {
 }
 
 #[test]
+fn the_importer_skips_tls_verification_and_runs_as_the_service_account_asked_for() {
+    let env_of = |dv: DataVolume| {
+        let mut observed = observed(dv);
+        observed.pvc = Some(claim("Pending", &[]));
+        let actions = run(&observed);
+        let pod = created_pod(&actions).expect("an importer pod").clone();
+        let insecure = pod.spec.as_ref().unwrap().containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|v| v.name == "INSECURE_TLS")
+            .and_then(|v| v.value.clone());
+        (insecure, pod.spec.unwrap().service_account_name)
+    };
+    assert_eq!(env_of(http()), (Some("false".to_owned()), None));
+    let mut dv = data_volume(
+        json!({"http": {"url": "https://server/disk.qcow2", "insecureSkipVerify": true}}),
+    );
+    dv.spec.service_account_name = Some("importer-sa".into());
+    assert_eq!(
+        env_of(dv),
+        (Some("true".to_owned()), Some("importer-sa".to_owned()))
+    );
+}
+
+#[test]
 fn waiting_for_the_first_consumer_makes_no_pod() {
     let mut observed = observed(http());
     observed.settings.class = Some(class("local", "WaitForFirstConsumer"));
