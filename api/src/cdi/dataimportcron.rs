@@ -52,9 +52,6 @@ pub struct DataImportCronSpec {
     /// Whether created DataVolumes and DataSources outlive the cron: `All` or `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<DataImportCronRetentionPolicy>,
-    /// The user who created the cron, set by the webhook.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
     /// The service account whose permissions the DataVolumes the cron creates are
     /// authorized with.
     #[serde(default, skip_serializing_if = "Option::is_none")]

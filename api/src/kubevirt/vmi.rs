@@ -697,9 +697,11 @@ pub struct EmptyDiskSource {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EphemeralVolumeSource {
-    /// The claim.
+    /// The claim, as a pod refers to one (no `hotpluggable`: an ephemeral volume is not
+    /// hot-plugged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+    pub persistent_volume_claim:
+        Option<k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource>,
 }
 
 /// A disk image file on the node.

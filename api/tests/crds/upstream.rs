@@ -322,3 +322,51 @@ fn cdis_skip_tls_example_keeps_its_field() {
     let dv: api::cdi::DataVolume = serde_json::from_value(example.clone()).unwrap();
     assert_eq!(serde_json::to_value(&dv).unwrap(), example);
 }
+
+#[test]
+fn fields_upstream_never_had_are_not_declared() {
+    let invented = [
+        (
+            "DataImportCron",
+            "v1beta1",
+            Schema::swagger(CDI_SWAGGER, "v1beta1.DataImportCron"),
+            "spec.createdBy".to_owned(),
+        ),
+        (
+            "SSP",
+            "v1beta2",
+            Schema::bundle(SSP_BUNDLE, "v1beta2"),
+            format!("{SSP_CRON}.createdBy"),
+        ),
+        (
+            "VirtualMachineInstance",
+            "v1",
+            Schema::swagger(KUBEVIRT_SWAGGER, "v1.VirtualMachineInstance"),
+            "spec.volumes[].ephemeral.persistentVolumeClaim.hotpluggable".to_owned(),
+        ),
+        (
+            "VirtualMachine",
+            "v1",
+            Schema::swagger(KUBEVIRT_SWAGGER, "v1.VirtualMachine"),
+            "spec.template.spec.volumes[].ephemeral.persistentVolumeClaim.hotpluggable".to_owned(),
+        ),
+        (
+            "KubeVirt",
+            "v1",
+            Schema::swagger(KUBEVIRT_SWAGGER, "v1.KubeVirt"),
+            "status.conditions[].lastHeartbeatTime".to_owned(),
+        ),
+    ];
+    for (kind, version, upstream, path) in invented {
+        assert_eq!(
+            upstream.field(&path),
+            Field::Missing,
+            "upstream {kind} {path}"
+        );
+        assert_eq!(
+            Schema::ours(kind, version).field(&path),
+            Field::Missing,
+            "our {kind} {path}"
+        );
+    }
+}

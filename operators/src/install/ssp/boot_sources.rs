@@ -415,11 +415,9 @@ mod tests {
         // Observed as created (plus what CDI and the server add), nothing is left to do.
         let mut ds = objects[1].clone();
         ds["spec"]["source"]["pvc"]["name"] = json!("fedora-0123456789ab");
-        let mut cron = objects[3].clone();
-        cron["spec"]["createdBy"] = json!("{\"username\":\"admin\"}");
         let observed = Observed {
             namespace: Some(objects[0].clone()),
-            crons: vec![cron],
+            crons: vec![objects[3].clone()],
             data_sources: vec![ds, objects[2].clone()],
             claims: BTreeSet::new(),
         };
