@@ -1,10 +1,9 @@
 //! The volumes a VM's disks are backed by.
 
+use k8s_openapi::api::core::v1::DownwardAPIVolumeFile;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-use crate::common::Extra;
 
 /// A volume of a VM.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -52,15 +51,21 @@ pub struct Volume {
         skip_serializing_if = "Option::is_none"
     )]
     pub downward_api: Option<DownwardApiVolumeSource>,
-    /// Fields this version does not model (sysprep, downwardMetrics, memoryDump, …).
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// Host and VM metrics the guest reads from a disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downward_metrics: Option<DownwardMetricsVolumeSource>,
+    /// A claim a memory dump of the guest is written to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_dump: Option<MemoryDumpVolumeSource>,
+    /// Windows answer files (sysprep) from a ConfigMap or Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sysprep: Option<SysprepSource>,
 }
 
 impl Volume {
     /// The volume source kinds set on this volume.
     pub fn source_kinds(&self) -> Vec<String> {
-        let mut kinds: Vec<String> = [
+        [
             ("containerDisk", self.container_disk.is_some()),
             ("cloudInitNoCloud", self.cloud_init_no_cloud.is_some()),
             (
@@ -79,13 +84,14 @@ impl Volume {
             ("secret", self.secret.is_some()),
             ("serviceAccount", self.service_account.is_some()),
             ("downwardAPI", self.downward_api.is_some()),
+            ("downwardMetrics", self.downward_metrics.is_some()),
+            ("memoryDump", self.memory_dump.is_some()),
+            ("sysprep", self.sysprep.is_some()),
         ]
         .into_iter()
         .filter(|(_, set)| *set)
         .map(|(n, _)| n.to_owned())
-        .collect();
-        kinds.extend(self.extra.keys().cloned());
-        kinds
+        .collect()
     }
 }
 
@@ -95,7 +101,7 @@ impl Volume {
 pub struct ContainerDiskSource {
     /// The image.
     pub image: String,
-    /// When to pull it.
+    /// When to pull it: `Always`, `IfNotPresent` or `Never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<String>,
     /// A pull secret.
@@ -241,11 +247,44 @@ pub struct ServiceAccountVolumeSource {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DownwardApiVolumeSource {
-    /// The files and the fields they hold.
+    /// The files and the pod fields or resources they hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::preserve_unknown_object_list")]
-    pub fields: Option<Vec<serde_json::Value>>,
+    pub fields: Option<Vec<DownwardAPIVolumeFile>>,
     /// The ISO's volume label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_label: Option<String>,
 }
+
+/// Host and VM metrics offered to the guest; it has no settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct DownwardMetricsVolumeSource {}
+
+/// The claim a memory dump is written to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryDumpVolumeSource {
+    /// The claim's name.
+    pub claim_name: String,
+    /// Read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Whether the volume can be hot-unplugged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotpluggable: Option<bool>,
+}
+
+/// Where Windows answer files come from: a ConfigMap or a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SysprepSource {
+    /// A ConfigMap holding the answer files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<LocalObjectName>,
+    /// A Secret holding the answer files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<LocalObjectName>,
+}
+
+#[cfg(test)]
+#[path = "volumes_tests.rs"]
+mod tests;
