@@ -4,7 +4,8 @@
 use super::cluster_config::{ClusterConfig, DefaultBinding};
 use super::vm::{RunStrategy, VirtualMachine};
 use super::vmi::{
-    Disk, DiskTarget, Interface, Machine, Network, PodNetwork, VirtualMachineInstanceSpec,
+    Disk, DiskTarget, Interface, InterfaceBridge, InterfaceMasquerade, Machine, Network,
+    PodNetwork, VirtualMachineInstanceSpec,
 };
 use crate::cdi::default::default_data_volume_spec;
 
@@ -40,10 +41,9 @@ pub fn default_instance_spec(spec: &mut VirtualMachineInstanceSpec, cluster: &Cl
             pod: Some(PodNetwork::default()),
             ..Default::default()
         }]);
-        let binding = Some(serde_json::json!({}));
         let (bridge, masquerade) = match cluster.default_binding {
-            DefaultBinding::Bridge => (binding, None),
-            DefaultBinding::Masquerade => (None, binding),
+            DefaultBinding::Bridge => (Some(InterfaceBridge {}), None),
+            DefaultBinding::Masquerade => (None, Some(InterfaceMasquerade {})),
         };
         devices.interfaces = Some(vec![Interface {
             name: "default".into(),

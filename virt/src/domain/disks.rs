@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use api::kubevirt::VirtualMachineInstanceSpec;
-use api::kubevirt::vmi::{CloudInitSource, Disk, DiskTarget, HostDisk, Volume};
+use api::kubevirt::vmi::{AttachedTarget, CloudInitSource, Disk, HostDisk, Volume};
 use api::quantity::quantity_bytes;
 use api::validation::FieldPath;
 use base64::Engine;
@@ -86,9 +86,10 @@ pub fn plan(
         let vpath = volumes_path.index(v);
         check_one_cloud_init_of_each_kind(&mut cloud_init_kinds, volume, &vpath)?;
         let image = image(volume, &vpath, facts, identity, &mut plan.prepare)?;
-        let (kind, target) = target(disk);
-        let read_only = is_read_only(&image, kind, target, volume);
-        let bus = bus(kind, target, &path)?;
+        let target = disk.attached_target();
+        let kind = target.kind;
+        let read_only = is_read_only(&image, &target, volume);
+        let bus = bus(&target, &path)?;
         let cache = cache(disk, &image, facts, &path)?;
         let node = format!("drive{i}");
         let blockdevs = blockdev_chain(&node, &image, read_only, &cache, disk, &path)?;
@@ -155,10 +156,10 @@ fn check_one_cloud_init_of_each_kind(
 }
 
 /// Read-only: generated content, a CD-ROM, a read-only target or a read-only claim.
-fn is_read_only(image: &Image, kind: &str, target: Option<&DiskTarget>, volume: &Volume) -> bool {
+fn is_read_only(image: &Image, target: &AttachedTarget<'_>, volume: &Volume) -> bool {
     image.read_only
-        || kind == "cdrom"
-        || target.and_then(|t| t.readonly).unwrap_or(false)
+        || target.kind == "cdrom"
+        || target.readonly
         || volume
             .persistent_volume_claim
             .as_ref()
@@ -276,7 +277,7 @@ fn set_device_properties(
         }
         device["serial"] = json!(serial);
     }
-    if let Some(policy) = disk.extra.get("errorPolicy").and_then(Value::as_str) {
+    if let Some(policy) = disk.error_policy.as_deref() {
         let (werror, rerror) = error_policy(policy, &path.child("errorPolicy"))?;
         if bus != "usb" {
             device["werror"] = json!(werror);
@@ -288,25 +289,12 @@ fn set_device_properties(
     Ok(())
 }
 
-fn target(disk: &Disk) -> (&'static str, Option<&DiskTarget>) {
-    if let Some(t) = &disk.cdrom {
-        ("cdrom", Some(t))
-    } else if let Some(t) = &disk.lun {
-        ("lun", Some(t))
-    } else {
-        ("disk", disk.disk.as_ref())
-    }
-}
-
 /// The bus, with KubeVirt's amd64 defaults: sata for disks and CD-ROMs; scsi for LUNs, the
 /// only bus that carries one.
-fn bus(
-    kind: &str,
-    target: Option<&DiskTarget>,
-    path: &FieldPath,
-) -> Result<&'static str, DomainError> {
+fn bus(target: &AttachedTarget<'_>, path: &FieldPath) -> Result<&'static str, DomainError> {
+    let kind = target.kind;
     let default = if kind == "lun" { "scsi" } else { "sata" };
-    let bus = target.and_then(|t| t.bus.as_deref()).unwrap_or(default);
+    let bus = target.bus.unwrap_or(default);
     let field = path.child(kind).child("bus");
     match (kind, bus) {
         ("cdrom", "virtio") => Err(DomainError::unsupported(
@@ -376,7 +364,7 @@ fn cache(
 
 /// `io: native` needs O_DIRECT; `threads` is QEMU's default.
 fn aio(disk: &Disk, direct: bool, path: &FieldPath) -> Result<&'static str, DomainError> {
-    match disk.extra.get("io").and_then(Value::as_str) {
+    match disk.io.as_deref() {
         None | Some("threads") | Some("default") => Ok("threads"),
         Some("native") if direct => Ok("native"),
         Some("native") => Err(DomainError::unsupported(

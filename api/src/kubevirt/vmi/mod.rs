@@ -13,11 +13,15 @@ use serde::{Deserialize, Serialize};
 use crate::common::{ConditionStatus, Extra};
 
 mod devices;
+mod devices_disks;
+mod devices_interfaces;
 mod domain;
 mod networks;
 mod volumes;
 
 pub use devices::*;
+pub use devices_disks::*;
+pub use devices_interfaces::*;
 pub use domain::*;
 pub use networks::*;
 pub use volumes::*;
