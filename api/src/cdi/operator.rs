@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{LocalObjectReference, ResourceRequirements};
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -156,7 +156,7 @@ pub struct CdiConfigSpec {
     pub tls_security_profile: Option<serde_json::Value>,
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
+    pub image_pull_secrets: Option<Vec<PullSecretReference>>,
     /// Log verbosity of CDI's components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_verbosity: Option<i32>,
@@ -239,10 +239,19 @@ pub struct CdiConfigStatus {
     pub preallocation: Option<bool>,
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
+    pub image_pull_secrets: Option<Vec<PullSecretReference>>,
     /// Fields this version does not model.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A pull secret in the same namespace, by name (empty when left out, as upstream allows).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct PullSecretReference {
+    /// The secret's name.
+    #[serde(default)]
+    pub name: String,
 }
 
 /// Default filesystem overhead when none is configured.

@@ -146,7 +146,7 @@ fn scopes_and_short_names_follow_upstream() {
     }
     assert_eq!(find("CDIConfig").spec.names.plural, "cdiconfigs");
     assert_eq!(find("SSP").spec.names.plural, "ssps");
-    assert_eq!(find("SSP").spec.versions[0].name, "v1beta2");
+    assert_eq!(find("SSP").spec.versions[0].name, "v1beta3");
     // As upstream's CRD: namespaced, `net-attach-def`, no status.
     let nad = find("NetworkAttachmentDefinition");
     assert_eq!(nad.spec.scope, "Namespaced");

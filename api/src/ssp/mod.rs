@@ -1,8 +1,13 @@
-//! ssp.kubevirt.io/v1beta2 SSP: scheduling, scale and performance add-ons (common VM
-//! templates, the template validator, common instance types).
+//! ssp.kubevirt.io SSP: scheduling, scale and performance add-ons (common VM templates, the
+//! template validator, the VNC token service). v1beta3 is stored; the deprecated v1beta2 is
+//! served too ([`v1beta2`]), and as upstream's CRD says (strategy `None`) an object moves
+//! between the two by its `apiVersion` alone, each version keeping the fields it declares.
 
+pub mod v1beta2;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::CustomResource;
+use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +35,7 @@ pub mod phase {
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "ssp.kubevirt.io",
-    version = "v1beta2",
+    version = "v1beta3",
     kind = "SSP",
     plural = "ssps",
     namespaced,
@@ -48,9 +53,52 @@ pub struct SspSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
     pub template_validator: Option<serde_json::Value>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// The TLS settings of the operands' servers (OpenShift's `TLSSecurityProfile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
+    pub tls_security_profile: Option<serde_json::Value>,
+    /// The service that issues VNC tokens for VMs (vm-console-proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_generation_service: Option<TokenGenerationService>,
+    /// The node architectures of the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Cluster>,
+    /// Whether templates, DataSources and DataImportCrons are deployed per architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_multiple_architectures: Option<bool>,
+}
+
+/// The VNC token service's switch.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenGenerationService {
+    /// Whether the service is deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// The architectures of a cluster's nodes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Cluster {
+    /// The architectures of the nodes VMs run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_architectures: Option<Vec<String>>,
+    /// The architectures of the control plane's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_architectures: Option<Vec<String>>,
+}
+
+/// The deprecation warning upstream's CRD gives for v1beta2.
+pub const V1BETA2_DEPRECATION_WARNING: &str = "SSP v1beta2 is deprecated and will not be updated with new functionality. It will stop being served in the next version.";
+
+/// The CRD of SSP: v1beta3 stored, v1beta2 served (deprecated), strategy `None`, `spec`
+/// optional, as upstream's.
+pub fn crd() -> CustomResourceDefinition {
+    let crd = kube::core::crd::merge_crds(vec![SSP::crd(), v1beta2::SSP::crd()], "v1beta3")
+        .expect("the versions of one kind merge");
+    let crd = crate::crds::deprecated(crd, "v1beta2", V1BETA2_DEPRECATION_WARNING);
+    crate::crds::spec_optional(crate::crds::conversion_none(crd))
 }
 
 /// Where common templates are created.
