@@ -103,6 +103,7 @@ pub struct ContainerDiskSource {
     pub image: String,
     /// When to pull it: `Always`, `IfNotPresent` or `Never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Always", "IfNotPresent", "Never"]))]
     pub image_pull_policy: Option<String>,
     /// A pull secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
