@@ -149,16 +149,15 @@ pub fn plan(
             format!("{sockets} sockets x {cores} cores x {threads} threads is more than 255 vCPUs"),
         ));
     }
-    let max_cpus = match cpu.extra.get("maxSockets").and_then(|v| v.as_u64()) {
-        Some(max) if max < u64::from(sockets) => {
+    let max_cpus = match cpu.max_sockets {
+        Some(max) if max < sockets => {
             return Err(DomainError::unsupported(
                 &cpu_path.child("maxSockets"),
                 format!("{max} is fewer than the {sockets} sockets"),
             ));
         }
-        Some(max) => u32::try_from(max)
-            .ok()
-            .and_then(|m| m.checked_mul(cores * threads))
+        Some(max) => max
+            .checked_mul(cores * threads)
             .filter(|m| *m <= 255)
             .map(Some)
             .ok_or_else(|| {

@@ -1,4 +1,5 @@
-//! The domain: resources, CPU, memory, machine, firmware and hypervisor features.
+//! The domain: resources, CPU, memory, machine, firmware, clock, hypervisor features and
+//! the rest of the virtual hardware but its devices (see `devices.rs`).
 
 use std::collections::BTreeMap;
 
@@ -6,8 +7,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Devices;
-use crate::common::Extra;
+use super::{Clock, Cpu, Devices, Features, Firmware};
 
 /// The virtual hardware of a VM.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -16,7 +16,7 @@ pub struct DomainSpec {
     /// Requests and limits of the launcher pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
-    /// The virtual CPU topology.
+    /// The virtual CPU topology, model and placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<Cpu>,
     /// The guest memory.
@@ -25,17 +25,29 @@ pub struct DomainSpec {
     /// The machine type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<Machine>,
-    /// BIOS or EFI, serial, UUID.
+    /// BIOS or EFI, serial, UUID, ACPI tables, direct kernel boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firmware: Option<Firmware>,
-    /// The devices.
-    pub devices: Devices,
-    /// Hypervisor features: ACPI, SMM, APIC.
+    /// The guest clock and its timers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Clock>,
+    /// Hypervisor features: ACPI, APIC, SMM, Hyper-V, KVM, paravirtual spinlocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<Features>,
-    /// Fields this version does not model (clock, chassis, …).
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// The SMBIOS chassis information.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chassis: Option<Chassis>,
+    /// The devices.
+    pub devices: Devices,
+    /// How disks get I/O threads: `shared`, `auto` or `supplementalPool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_threads_policy: Option<String>,
+    /// The I/O thread pool of the `supplementalPool` policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_threads: Option<DiskIoThreads>,
+    /// Memory encryption of the guest (AMD SEV).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_security: Option<LaunchSecurity>,
 }
 
 /// Requests and limits of the launcher pod (`memory`, `cpu`, …).
@@ -48,33 +60,9 @@ pub struct ResourceRequirements {
     /// Limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<BTreeMap<String, Quantity>>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// The virtual CPU topology.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Cpu {
-    /// Cores per socket.
+    /// Whether the launcher's own overhead is left out of the memory request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<i32>")]
-    pub cores: Option<u32>,
-    /// Sockets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<i32>")]
-    pub sockets: Option<u32>,
-    /// Threads per core.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<i32>")]
-    pub threads: Option<u32>,
-    /// The CPU model, `host-passthrough`, `host-model` or a named model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
+    pub overcommit_guest_overhead: Option<bool>,
 }
 
 /// The guest memory.
@@ -84,9 +72,21 @@ pub struct Memory {
     /// The memory the guest sees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<Quantity>,
-    /// Fields this version does not model (hugepages, maxGuest).
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// Back the guest memory with huge pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<Hugepages>,
+    /// The most the guest memory may grow to by hotplug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_guest: Option<Quantity>,
+}
+
+/// Huge pages backing the guest memory.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hugepages {
+    /// The page size, such as `2Mi` or `1Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<String>,
 }
 
 /// The emulated machine.
@@ -98,99 +98,76 @@ pub struct Machine {
     pub type_: Option<String>,
 }
 
-/// Firmware settings.
+/// SMBIOS chassis information shown to the guest.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Firmware {
-    /// The SMBIOS UUID.
+pub struct Chassis {
+    /// The chassis maker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
-    /// The SMBIOS serial number.
+    pub manufacturer: Option<String>,
+    /// The chassis version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The chassis serial number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serial: Option<String>,
-    /// The bootloader: `bios: {}` or `efi: {secureBoot: …}`.
+    /// The asset tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bootloader: Option<Bootloader>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
+    pub asset: Option<String>,
+    /// The stock keeping unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sku: Option<String>,
 }
 
-/// The bootloader of a VM: one of BIOS and EFI.
+/// The shared I/O thread pool of the `supplementalPool` policy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Bootloader {
-    /// Legacy BIOS (SeaBIOS).
+pub struct DiskIoThreads {
+    /// How many I/O threads the pool has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bios: Option<BiosBootloader>,
-    /// UEFI (OVMF).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub efi: Option<EfiBootloader>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
+    pub supplemental_pool_thread_count: Option<i64>,
 }
 
-/// Legacy BIOS settings.
+/// Memory encryption of the guest.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct BiosBootloader {
-    /// Whether the BIOS writes its output to the serial console.
+pub struct LaunchSecurity {
+    /// AMD Secure Encrypted Virtualization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub use_serial: Option<bool>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
+    pub sev: Option<Sev>,
 }
 
-/// UEFI settings.
+/// AMD SEV settings.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct EfiBootloader {
-    /// Secure boot with Microsoft's keys enrolled; needs SMM. Defaults to true.
+pub struct Sev {
+    /// The guest policy bits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secure_boot: Option<bool>,
-    /// Whether the EFI variables outlive the VM instance.
+    pub policy: Option<SevPolicy>,
+    /// Ask for remote attestation before the guest starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persistent: Option<bool>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
+    pub attestation: Option<SevAttestation>,
+    /// The guest owner's session blob, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The guest owner's Diffie-Hellman certificate, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dh_cert: Option<String>,
 }
 
-/// Hypervisor features.
+/// The SEV guest policy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Features {
-    /// ACPI (on unless disabled).
+pub struct SevPolicy {
+    /// Whether the CPU register state is encrypted too (SEV-ES).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acpi: Option<FeatureState>,
-    /// APIC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apic: Option<FeatureState>,
-    /// System management mode, required by secure boot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub smm: Option<FeatureState>,
-    /// Fields this version does not model (hyperv, kvm, pvspinlock, …).
-    #[serde(flatten)]
-    pub extra: Extra,
+    pub encrypted_state: Option<bool>,
 }
 
-/// A feature switched on (the default when the field is present) or off.
+/// Remote attestation of an SEV guest; no settings, present or absent.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FeatureState {
-    /// Whether the feature is on; true when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
+pub struct SevAttestation {}
 
-impl FeatureState {
-    /// Whether a feature given as this state is on.
-    pub fn is_enabled(&self) -> bool {
-        self.enabled.unwrap_or(true)
-    }
-}
+#[cfg(test)]
+#[path = "domain_tests.rs"]
+mod tests;

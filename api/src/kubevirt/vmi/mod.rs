@@ -16,6 +16,10 @@ mod devices;
 mod devices_disks;
 mod devices_interfaces;
 mod domain;
+mod domain_clock;
+mod domain_cpu;
+mod domain_features;
+mod domain_firmware;
 mod networks;
 mod volumes;
 
@@ -23,6 +27,10 @@ pub use devices::*;
 pub use devices_disks::*;
 pub use devices_interfaces::*;
 pub use domain::*;
+pub use domain_clock::*;
+pub use domain_cpu::*;
+pub use domain_features::*;
+pub use domain_firmware::*;
 pub use networks::*;
 pub use volumes::*;
 
@@ -321,9 +329,10 @@ impl VirtualMachineInstanceSpec {
     /// Whether the guest's vCPUs are pinned to dedicated host CPUs
     /// (`domain.cpu.dedicatedCpuPlacement`).
     pub fn dedicated_cpus(&self) -> bool {
-        self.domain.cpu.as_ref().is_some_and(|c| {
-            c.extra.get("dedicatedCpuPlacement") == Some(&serde_json::Value::Bool(true))
-        })
+        self.domain
+            .cpu
+            .as_ref()
+            .is_some_and(|c| c.dedicated_cpu_placement == Some(true))
     }
 }
 
