@@ -15,6 +15,8 @@ pub fn crd() -> CustomResourceDefinition {
         let properties = &mut spec["properties"];
         let virtualization = &mut properties["virtualization"];
         virtualization["properties"]["vmiCPUAllocationRatio"] = allocation_ratio();
+        virtualization["properties"]["obsoleteCPUModels"] = cpu_model_set();
+        virtualization["properties"]["permittedHostDevices"] = permitted_host_devices();
         virtualization["x-kubernetes-validations"] = json!([allocation_ratio_rule()]);
         properties["networking"]["properties"]["kubeMacPoolConfiguration"] = kube_mac_pool();
         with_defaults(spec, V1_DEFAULTS);
@@ -24,6 +26,8 @@ pub fn crd() -> CustomResourceDefinition {
             properties.insert("resourceRequirements".into(), resource_requirements());
             properties.insert("kubeMacPoolConfiguration".into(), kube_mac_pool());
             properties.insert("mediatedDevicesConfiguration".into(), mediated_devices());
+            properties.insert("obsoleteCPUs".into(), obsolete_cpus());
+            properties.insert("permittedHostDevices".into(), permitted_host_devices());
         }
         with_defaults(spec, V1BETA1_DEFAULTS);
     });
@@ -406,6 +410,70 @@ fn mediated_devices() -> Value {
     })
 }
 
+/// The CPU models HCO adds to its own list of obsolete ones (v1's
+/// `virtualization.obsoleteCPUModels`, v1beta1's `obsoleteCPUs.cpuModels`).
+fn cpu_model_set() -> Value {
+    json!({
+        "description": "CPU models marked obsolete, besides the ones HCO always marks.",
+        "type": "array",
+        "items": {"type": "string"},
+        "x-kubernetes-list-type": "set",
+    })
+}
+
+/// v1beta1's `spec.obsoleteCPUs`; `minCPUModel` is accepted and ignored, as upstream.
+fn obsolete_cpus() -> Value {
+    json!({
+        "description": "CPU models VMs are not scheduled for.",
+        "type": "object",
+        "properties": {
+            "cpuModels": cpu_model_set(),
+            "minCPUModel": {"description": "Deprecated and ignored.", "type": "string"},
+        },
+    })
+}
+
+/// `permittedHostDevices` (v1beta1's, and v1's under `virtualization`): PCI, mediated and
+/// USB devices, each list keyed by its selector or name as upstream keys it.
+fn permitted_host_devices() -> Value {
+    let flag = |what: &str| json!({"description": what, "type": "boolean"});
+    let text = |what: &str| json!({"description": what, "type": "string"});
+    let keyed_list = |key: &str, item: Value| json!({"type": "array", "items": item, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]});
+    let device = |selector: Option<(&str, &str)>| {
+        let mut properties = json!({
+            "resourceName": text("The name of the resource the device is requested by."),
+            "externalResourceProvider": flag("Whether a device plugin outside KubeVirt serves it."),
+            "disabled": flag("Leaves the device out of KubeVirt's list."),
+        });
+        let mut required = vec!["resourceName"];
+        if let Some((name, what)) = selector {
+            properties[name] = text(what);
+            required.insert(0, name);
+        }
+        json!({"type": "object", "properties": properties, "required": required})
+    };
+    let mut usb = device(None);
+    usb["properties"]["selectors"] = json!({
+        "description": "The vendor and product IDs the device matches.",
+        "type": "array",
+        "x-kubernetes-list-type": "atomic",
+        "items": {
+            "type": "object",
+            "required": ["product", "vendor"],
+            "properties": {"vendor": text("The USB vendor ID."), "product": text("The USB product ID.")},
+        },
+    });
+    json!({
+        "description": "The host devices VMs may be given.",
+        "type": "object",
+        "properties": {
+            "pciHostDevices": keyed_list("pciDeviceSelector", device(Some(("pciDeviceSelector", "The PCI vendor and device IDs, vendor:device.")))),
+            "mediatedDevices": keyed_list("mdevNameSelector", device(Some(("mdevNameSelector", "The name of the mediated device type.")))),
+            "usbHostDevices": keyed_list("resourceName", usb),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,6 +512,48 @@ mod tests {
         );
         // The typed fields are still there.
         assert!(spec["properties"]["infra"].is_object());
+    }
+
+    #[test]
+    fn obsolete_cpus_and_host_devices_are_typed_at_both_versions() {
+        let crd = serde_json::to_value(crd()).unwrap();
+        let spec = |i: usize| {
+            crd["spec"]["versions"][i]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+        };
+        let v1 = spec(0)["properties"]["virtualization"]["properties"].clone();
+        let beta = spec(1)["properties"].clone();
+        assert_eq!(v1["obsoleteCPUModels"]["x-kubernetes-list-type"], "set");
+        let cpus = &beta["obsoleteCPUs"]["properties"];
+        assert_eq!(cpus["cpuModels"]["items"]["type"], "string");
+        assert_eq!(cpus["minCPUModel"]["type"], "string");
+        for devices in [&v1["permittedHostDevices"], &beta["permittedHostDevices"]] {
+            let pci = &devices["properties"]["pciHostDevices"];
+            assert_eq!(
+                pci["x-kubernetes-list-map-keys"],
+                json!(["pciDeviceSelector"])
+            );
+            assert_eq!(
+                pci["items"]["required"],
+                json!(["pciDeviceSelector", "resourceName"])
+            );
+            assert!(
+                pci["items"]["properties"]
+                    .get("pciVendorSelector")
+                    .is_none()
+            );
+            let usb = &devices["properties"]["usbHostDevices"]["items"];
+            assert_eq!(usb["required"], json!(["resourceName"]));
+            assert_eq!(usb["properties"]["disabled"]["type"], "boolean");
+            assert_eq!(
+                usb["properties"]["selectors"]["items"]["required"],
+                json!(["product", "vendor"])
+            );
+            let mdev = &devices["properties"]["mediatedDevices"];
+            assert_eq!(
+                mdev["x-kubernetes-list-map-keys"],
+                json!(["mdevNameSelector"])
+            );
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 pub mod cli_download;
 pub mod conditions;
+pub mod hardware;
 pub mod operands;
 
 use std::time::Duration;

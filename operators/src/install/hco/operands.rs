@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::hardware;
+
 /// The only HyperConverged HCO reconciles.
 pub const HYPERCONVERGED_NAME: &str = "kubevirt-hyperconverged";
 /// The value of the `app` label on everything HCO creates (the HC's name).
@@ -124,7 +126,8 @@ fn kubevirt_placement(placement: &Value) -> Option<Value> {
 }
 
 /// The KubeVirt CR of `hc`: masquerade as the default interface, HCO's feature gates, its
-/// live-migration and workload-update settings, emulation when `use_emulation`.
+/// live-migration and workload-update settings, obsolete CPU models and permitted host
+/// devices ([`hardware`]), emulation when `use_emulation`.
 pub fn kubevirt(hc: &Value, use_emulation: bool) -> Value {
     let hc_spec = spec(hc);
     let mut developer = Map::new();
@@ -156,13 +159,14 @@ pub fn kubevirt(hc: &Value, use_emulation: bool) -> Value {
     if migration.is_object() {
         configuration.insert("migrations".into(), migration.clone());
     }
-    for key in [
-        "permittedHostDevices",
-        "obsoleteCPUModels",
-        "evictionStrategy",
-    ] {
-        copy(&mut configuration, key, hc_spec);
+    if let Some(devices) = hardware::permitted_host_devices(hc_spec) {
+        configuration.insert("permittedHostDevices".into(), devices);
     }
+    configuration.insert(
+        "obsoleteCPUModels".into(),
+        hardware::obsolete_cpu_models(hc_spec),
+    );
+    copy(&mut configuration, "evictionStrategy", hc_spec);
     configuration.insert(
         "seccompConfiguration".into(),
         json!({"virtualMachineInstanceProfile": {"customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}),
@@ -339,6 +343,39 @@ mod tests {
         assert_eq!(config["autoCPULimitNamespaceLabelSelector"], selector);
         let plain = kubevirt(&hc(json!({})), false);
         assert!(plain["spec"]["configuration"]["autoCPULimitNamespaceLabelSelector"].is_null());
+    }
+
+    #[test]
+    fn obsolete_cpus_and_host_devices_reach_the_kubevirt_cr_in_its_shape() {
+        let kv = kubevirt(
+            &hc(json!({
+                "obsoleteCPUs": {"cpuModels": ["Penryn"], "minCPUModel": "Haswell"},
+                "permittedHostDevices": {
+                    "pciHostDevices": [{"pciDeviceSelector": "10DE:1EB8", "resourceName": "nvidia.com/T4"}],
+                    "usbHostDevices": [{"resourceName": "kubevirt.io/usb", "disabled": true}],
+                },
+            })),
+            false,
+        );
+        let config = &kv["spec"]["configuration"];
+        // Upstream HCO's getKVConfig: the HC's models join HCO's built-in ones (486 is one),
+        // minCPUModel is ignored, the PCI selector is renamed, disabled devices dropped.
+        assert_eq!(config["obsoleteCPUModels"]["Penryn"], true);
+        assert_eq!(config["obsoleteCPUModels"]["486"], true);
+        assert!(config.get("minCPUModel").is_none());
+        assert_eq!(
+            config["permittedHostDevices"],
+            json!({"pciHostDevices": [{"pciVendorSelector": "10DE:1EB8", "resourceName": "nvidia.com/T4"}]})
+        );
+        let plain = kubevirt(&hc(json!({})), false);
+        let plain_config = &plain["spec"]["configuration"];
+        assert!(plain_config.get("permittedHostDevices").is_none());
+        assert!(
+            plain_config
+                .get("obsoleteCPUModels")
+                .is_some_and(|m| m["486"] == true)
+        );
+        assert!(plain_config["obsoleteCPUModels"].get("Penryn").is_none());
     }
 
     #[test]
