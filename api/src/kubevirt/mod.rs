@@ -9,6 +9,7 @@ pub mod gated_features;
 pub mod kubevirt;
 pub mod pod_contract;
 pub mod vm;
+mod vm_status;
 pub mod vmi;
 
 pub use kubevirt::{KubeVirt, KubeVirtCondition, KubeVirtSpec, KubeVirtStatus};

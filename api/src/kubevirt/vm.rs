@@ -6,9 +6,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::vmi::{VirtualMachineCondition, VirtualMachineInstanceTemplateSpec};
+use super::vmi::VirtualMachineInstanceTemplateSpec;
 use crate::cdi::datavolume::DataVolumeSpec;
-use crate::common::Extra;
+
+pub use super::vm_status::*;
 
 /// The desired state of a VirtualMachine.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -49,22 +50,47 @@ pub struct VirtualMachineSpec {
     pub run_strategy: Option<RunStrategy>,
     /// An instance type to take CPU and memory from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub instancetype: Option<serde_json::Value>,
+    pub instancetype: Option<InstancetypeMatcher>,
     /// A preference to take device defaults from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub preference: Option<serde_json::Value>,
-    /// The instance to create.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference: Option<PreferenceMatcher>,
+    /// The instance to create: required in the schema, as upstream (serde still reads a
+    /// missing one as None).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required)]
     pub template: Option<VirtualMachineInstanceTemplateSpec>,
     /// DataVolumes created with the VM and owned by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_volume_templates: Option<Vec<DataVolumeTemplateSpec>>,
-    /// Fields this version does not model (updateVolumesStrategy, …).
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// What a change of the template's volumes does: `Replacement` (on the next start) or
+    /// `Migration` (moves the storage of the running instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_volumes_strategy: Option<String>,
 }
+
+/// An instance type a VM refers to, by name or inferred from a volume.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstancetypeMatcher {
+    /// The volume whose labels name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infer_from_volume: Option<String>,
+    /// What happens when inferring fails: `Reject` or `Ignore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infer_from_volume_failure_policy: Option<String>,
+    /// The kind, namespaced or cluster-wide (the cluster-wide one by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The controller revision holding the object as first applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_name: Option<String>,
+}
+
+/// A preference a VM refers to; the same shape as [`InstancetypeMatcher`].
+pub type PreferenceMatcher = InstancetypeMatcher;
 
 /// When the instances of a VirtualMachine run.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
@@ -174,91 +200,4 @@ pub struct DataVolumeTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
     pub status: Option<serde_json::Value>,
-}
-
-/// The observed state of a VirtualMachine.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineStatus {
-    /// Whether an instance exists.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<bool>,
-    /// Whether the instance is ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready: Option<bool>,
-    /// The one-word state shown by `kubectl get vm`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub printable_status: Option<VirtualMachinePrintableStatus>,
-    /// The run strategy in effect.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_strategy: Option<RunStrategy>,
-    /// Ready, Failure, Paused, ….
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<VirtualMachineCondition>>,
-    /// Pending start and stop requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state_change_requests: Option<Vec<VirtualMachineStateChangeRequest>>,
-    /// The generation the status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// The generation of the spec the instance was created from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired_generation: Option<i64>,
-    /// Fields this version does not model (snapshot, restore, volume requests, …).
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// A request to start or stop the VM's instance.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct VirtualMachineStateChangeRequest {
-    /// `Start` or `Stop`.
-    pub action: String,
-    /// Extra data of the request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<std::collections::BTreeMap<String, String>>,
-    /// The instance the request is for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-}
-
-/// The one-word state of a VM, with upstream's names.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-pub enum VirtualMachinePrintableStatus {
-    /// No instance exists.
-    Stopped,
-    /// Volumes are being prepared.
-    Provisioning,
-    /// The instance is being started.
-    Starting,
-    /// The instance runs.
-    Running,
-    /// The instance is paused.
-    Paused,
-    /// The instance is being stopped.
-    Stopping,
-    /// The VM is being deleted.
-    Terminating,
-    /// The instance keeps failing and restarts with back-off.
-    CrashLoopBackOff,
-    /// The instance is migrating.
-    Migrating,
-    /// The state cannot be determined.
-    Unknown,
-    /// The launcher pod cannot be scheduled.
-    ErrorUnschedulable,
-    /// A container image cannot be pulled.
-    ErrImagePull,
-    /// Pulling a container image is backing off.
-    ImagePullBackOff,
-    /// A PVC of the VM does not exist.
-    ErrorPvcNotFound,
-    /// A DataVolume of the VM does not exist.
-    ErrorDataVolumeNotFound,
-    /// A DataVolume of the VM failed.
-    DataVolumeError,
-    /// Waiting for PVCs to bind.
-    WaitingForVolumeBinding,
-    /// Waiting to receive a migration.
-    WaitingForReceiver,
 }

@@ -1,6 +1,7 @@
 //! The machine: type, acceleration, CPU model and topology, memory, and the identity the
 //! guest sees (name, UUID, SMBIOS).
 
+use api::kubevirt::vmi::START_STRATEGY_PAUSED;
 use api::kubevirt::{VirtualMachineInstance, VirtualMachineInstanceSpec};
 use api::quantity::quantity_bytes;
 use api::validation::FieldPath;
@@ -185,7 +186,7 @@ pub fn plan(
         memory_mib: memory_mib(spec, &domain)?,
         smm: features.smm.as_ref().is_some_and(|s| s.is_enabled()),
         acpi: features.acpi.as_ref().is_none_or(|a| a.is_enabled()),
-        start_paused: spec.extra.get("startStrategy").and_then(|v| v.as_str()) == Some("Paused"),
+        start_paused: spec.start_strategy.as_deref() == Some(START_STRATEGY_PAUSED),
         serial: spec.domain.firmware.as_ref().and_then(|f| f.serial.clone()),
     })
 }

@@ -85,7 +85,7 @@ pub fn running(
     }
     if let Some(guest) = guest {
         let os = json!(guest.os);
-        if status.extra.get("guestOSInfo") != Some(&os) {
+        if json!(status.guest_os_info) != os {
             patch.insert("guestOSInfo".into(), os);
         }
         let interfaces = spec_interfaces(vmi, Some(guest), pod_ip);

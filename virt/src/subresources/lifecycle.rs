@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use api::kubevirt::vm::{VirtualMachineStateChangeRequest, state_change};
+use api::kubevirt::vmi::START_STRATEGY_PAUSED;
 use api::kubevirt::{
     RunStrategy, VirtualMachine, VirtualMachineInstance, VirtualMachineInstancePhase,
     VirtualMachineStatus,
@@ -238,7 +239,7 @@ pub fn state_change_patch(
         ),
         Some(_) => return Err(LifecycleError::Internal(REQUEST_UNDERWAY.to_string())),
     }
-    if status.extra.contains_key("startFailure") {
+    if status.start_failure.is_some() {
         ops.push(json!({"op": "remove", "path": "/status/startFailure"}));
     }
     Ok(Value::Array(ops))
@@ -348,8 +349,8 @@ pub fn start(
                 .template
                 .as_ref()
                 .and_then(|t| t.spec.as_ref())
-                .and_then(|s| s.extra.get("startStrategy"))
-                .is_some_and(|s| s == "Paused");
+                .and_then(|s| s.start_strategy.as_deref())
+                .is_some_and(|s| s == START_STRATEGY_PAUSED);
             if req.paused && !starts_paused {
                 status_patch(vm, &[request(state_change::START, None, true)])?
             } else {
@@ -512,6 +513,7 @@ pub fn restart(
 mod tests {
     use super::*;
     use api::common::ConditionStatus;
+    use api::kubevirt::vm::VirtualMachineStartFailure;
     use api::kubevirt::vmi::VirtualMachineCondition;
     use api::kubevirt::{
         VirtualMachineInstanceSpec, VirtualMachineInstanceStatus,
@@ -740,7 +742,7 @@ mod tests {
         // A template that starts paused anyway only needs the switch.
         let mut paused_template = vm(RunStrategy::Halted);
         let mut spec = VirtualMachineInstanceSpec::default();
-        spec.extra.insert("startStrategy".into(), json!("Paused"));
+        spec.start_strategy = Some(START_STRATEGY_PAUSED.into());
         paused_template.spec.template.as_mut().unwrap().spec = Some(spec);
         let change = start(&paused_template, None, req).unwrap();
         assert_eq!(change.vm.unwrap().target, VmPatchTarget::Object);
@@ -935,11 +937,10 @@ mod tests {
         let mut vm = vm(RunStrategy::Manual);
         vm.status.as_mut().unwrap().state_change_requests =
             Some(vec![request(state_change::START, None, false)]);
-        vm.status
-            .as_mut()
-            .unwrap()
-            .extra
-            .insert("startFailure".into(), json!({"consecutiveFailCount": 2}));
+        vm.status.as_mut().unwrap().start_failure = Some(VirtualMachineStartFailure {
+            consecutive_fail_count: Some(2),
+            ..Default::default()
+        });
         let err = restart(&vm, Some(&running()), RestartRequest::default()).unwrap_err();
         assert_eq!(err, LifecycleError::Internal(REQUEST_UNDERWAY.into()));
         assert_eq!(err.code(), 500);
@@ -956,7 +957,7 @@ mod tests {
             requests(&after),
             vec![("Stop".into(), Some("uid-1".into()), false)]
         );
-        assert!(!after.status.unwrap().extra.contains_key("startFailure"));
+        assert!(after.status.unwrap().start_failure.is_none());
     }
 
     #[test]

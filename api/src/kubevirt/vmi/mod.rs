@@ -5,13 +5,17 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::{
+    Affinity, PodDNSConfig, PodResourceClaim, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{ConditionStatus, Extra};
+use crate::common::ConditionStatus;
 
+mod credentials;
 mod devices;
 mod devices_disks;
 mod devices_interfaces;
@@ -20,9 +24,13 @@ mod domain_clock;
 mod domain_cpu;
 mod domain_features;
 mod domain_firmware;
+mod migration_state;
 mod networks;
+mod probe;
+mod status;
 mod volumes;
 
+pub use credentials::*;
 pub use devices::*;
 pub use devices_disks::*;
 pub use devices_interfaces::*;
@@ -31,7 +39,10 @@ pub use domain_clock::*;
 pub use domain_cpu::*;
 pub use domain_features::*;
 pub use domain_firmware::*;
+pub use migration_state::*;
 pub use networks::*;
+pub use probe::*;
+pub use status::*;
 pub use volumes::*;
 
 /// The desired state of a VM instance.
@@ -99,10 +110,53 @@ pub struct VirtualMachineInstanceSpec {
     /// What happens to the VM when its node is drained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_strategy: Option<String>,
-    /// Fields this version does not model (affinity, tolerations, probes, DNS, …).
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// SSH keys and passwords put into the guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_credentials: Option<Vec<AccessCredential>>,
+    /// Scheduling constraints of the launcher pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// The guest's CPU architecture (`amd64`, `arm64`, `s390x`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    /// DNS settings of the launcher pod, merged with those `dnsPolicy` gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_config: Option<PodDNSConfig>,
+    /// The launcher pod's DNS policy: `ClusterFirst`, `ClusterFirstWithHostNet`, `Default`
+    /// or `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_policy: Option<String>,
+    /// When the guest counts as dead and is restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<Probe>,
+    /// The priority class of the launcher pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// When the guest counts as ready for traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Probe>,
+    /// Dynamic resource claims the launcher pod makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claims: Option<Vec<PodResourceClaim>>,
+    /// The scheduler that places the launcher pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+    /// `Paused`: the guest starts paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_strategy: Option<String>,
+    /// The subdomain of the guest's host name (`<hostname>.<subdomain>.<namespace>.svc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdomain: Option<String>,
+    /// Taints the launcher pod tolerates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// How launcher pods spread over topology domains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
 }
+
+/// The `startStrategy` that starts the guest paused.
+pub const START_STRATEGY_PAUSED: &str = "Paused";
 
 /// A VM instance spec together with the metadata of the instance, as embedded in a
 /// VirtualMachine.
@@ -116,51 +170,6 @@ pub struct VirtualMachineInstanceTemplateSpec {
     /// The instance spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<VirtualMachineInstanceSpec>,
-}
-
-/// The observed state of a VM instance.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineInstanceStatus {
-    /// The lifecycle phase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<VirtualMachineInstancePhase>,
-    /// The node running the VM.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
-    /// Why the VM is in this phase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Ready, Paused, LiveMigratable, AgentConnected, ….
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<VirtualMachineCondition>>,
-    /// The guest's interfaces and addresses.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interfaces: Option<Vec<VirtualMachineInstanceNetworkInterface>>,
-    /// Fields this version does not model (migration state, guest OS info, volume status, …).
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// The lifecycle phase of a VM instance.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-pub enum VirtualMachineInstancePhase {
-    /// Accepted, not yet scheduled.
-    Pending,
-    /// The launcher pod is being scheduled.
-    Scheduling,
-    /// The launcher pod runs and the VM is being started.
-    Scheduled,
-    /// The VM runs.
-    Running,
-    /// The VM stopped on its own.
-    Succeeded,
-    /// The VM failed.
-    Failed,
-    /// The target of a cross-cluster migration waits for its source.
-    WaitingForSync,
-    /// The state cannot be determined.
-    Unknown,
 }
 
 /// A condition of a VM or VM instance.
@@ -274,30 +283,6 @@ pub mod condition_types {
     pub const RESTART_REQUIRED: &str = "RestartRequired";
     /// The data volumes of the VM are ready.
     pub const DATA_VOLUMES_READY: &str = "DataVolumesReady";
-}
-
-/// A guest network interface and its addresses.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineInstanceNetworkInterface {
-    /// The interface name from the spec.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The primary IP address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_address: Option<String>,
-    /// All IP addresses.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_addresses: Option<Vec<String>>,
-    /// The MAC address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<String>,
-    /// The name inside the guest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interface_name: Option<String>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
 }
 
 impl VirtualMachineInstanceSpec {

@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
+use api::kubevirt::vm::VirtualMachineStartFailure;
 use api::kubevirt::{
     RunStrategy, VirtualMachineInstance, VirtualMachineInstancePhase, VirtualMachineStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The longest wait before an instance that keeps failing to start is tried again.
 pub const MAX_CRASH_LOOP_BACKOFF: Duration = Duration::from_secs(300);
@@ -40,25 +40,23 @@ fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
-/// The key of [`StartFailure`] in the VM's status.
-const START_FAILURE_KEY: &str = "startFailure";
-
-/// The crash-loop record of a VM, if any (an unreadable one counts as none).
+/// The crash-loop record of a VM, if any.
 pub fn start_failure(status: Option<&VirtualMachineStatus>) -> Option<StartFailure> {
-    status
-        .and_then(|s| s.extra.get(START_FAILURE_KEY))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
+    let record = status?.start_failure.as_ref()?;
+    Some(StartFailure {
+        consecutive_fail_count: i64::from(record.consecutive_fail_count.unwrap_or_default()),
+        last_failed_vmi_uid: record.last_failed_vmi_uid.clone(),
+        retry_after_timestamp: record.retry_after_timestamp.clone(),
+    })
 }
 
 pub(super) fn set_start_failure(status: &mut VirtualMachineStatus, record: Option<StartFailure>) {
-    match record.and_then(|r| serde_json::to_value(r).ok()) {
-        Some(value) => {
-            status.extra.insert(START_FAILURE_KEY.to_string(), value);
-        }
-        None => {
-            status.extra.remove(START_FAILURE_KEY);
-        }
-    }
+    status.start_failure = record.map(|r| VirtualMachineStartFailure {
+        consecutive_fail_count: (r.consecutive_fail_count != 0)
+            .then(|| i32::try_from(r.consecutive_fail_count).unwrap_or(i32::MAX)),
+        last_failed_vmi_uid: r.last_failed_vmi_uid,
+        retry_after_timestamp: r.retry_after_timestamp,
+    });
 }
 
 /// How long to wait before the next start after `fail_count` failures in a row: ten seconds
@@ -90,10 +88,11 @@ pub(super) fn ever_ran(vmi: &VirtualMachineInstance, now: &Time) -> bool {
     let timestamps = vmi
         .status
         .as_ref()
-        .and_then(|s| s.extra.get("phaseTransitionTimestamps"))
-        .and_then(Value::as_array);
+        .and_then(|s| s.phase_transition_timestamps.as_ref());
     match timestamps {
-        Some(list) => list.iter().any(|t| t["phase"] == "Running"),
+        Some(list) => list
+            .iter()
+            .any(|t| t.phase == Some(VirtualMachineInstancePhase::Running)),
         None => {
             vmi.metadata.creation_timestamp.as_ref().is_some_and(|c| {
                 now.0.as_second() - c.0.as_second() >= RAN_WITHOUT_TIMESTAMPS_AFTER

@@ -4,6 +4,7 @@
 
 use api::cdi::DataVolume;
 use api::kubevirt::keys;
+use api::kubevirt::vmi::START_STRATEGY_PAUSED;
 use api::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
@@ -52,9 +53,7 @@ pub fn data_volume_for(
             .template
             .as_ref()
             .and_then(|t| t.spec.as_ref())
-            .and_then(|s| s.extra.get("priorityClassName"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
+            .and_then(|s| s.priority_class_name.clone());
     }
     let mut dv = DataVolume::new(&name, spec);
     dv.metadata = ObjectMeta {
@@ -90,8 +89,7 @@ pub fn instance_for(vm: &VirtualMachine) -> Option<VirtualMachineInstance> {
         finalizers.push(keys::VM_CONTROLLER_FINALIZER.to_string());
     }
     if has_start_paused_request(vm) {
-        spec.extra
-            .insert("startStrategy".to_string(), Value::from("Paused"));
+        spec.start_strategy = Some(START_STRATEGY_PAUSED.to_string());
     }
     let mut vmi = VirtualMachineInstance::new(&vm.name_any(), spec);
     vmi.metadata = ObjectMeta {

@@ -11,14 +11,16 @@ use std::collections::BTreeMap;
 
 use api::cdi::DataVolumePhase;
 use api::kubevirt::keys;
-use api::kubevirt::vmi::{VirtualMachineCondition, condition_types, set_condition};
+use api::kubevirt::vmi::{
+    PersistentVolumeClaimInfo, VirtualMachineCondition,
+    VirtualMachineInstancePhaseTransitionTimestamp, VolumeStatus, condition_types, set_condition,
+};
 use api::kubevirt::{
     VirtualMachineInstance, VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use serde_json::{Value, json};
 
 use super::launcher_pod::{
     ClaimModes, LauncherPodSettings, NetworkResources, claim_of, launcher_pod,
@@ -156,9 +158,7 @@ pub fn plan(observed: &Observed, settings: &LauncherPodSettings) -> Vec<VmiActio
     conditions.set_live_migratable(observed);
     status.conditions = Some(conditions.into_list());
     record_transition(&mut status, &observed.now);
-    status
-        .extra
-        .insert("volumeStatus".into(), volume_status(observed));
+    status.volume_status = Some(volume_status(observed));
     if status.phase.is_none() {
         status.phase = Some(Phase::Pending);
     }
@@ -292,19 +292,17 @@ fn plan_with_pod(
 ) {
     let pod_status = pod.status.clone().unwrap_or_default();
     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    status.extra.insert(
-        "activePods".into(),
-        json!({pod.uid().unwrap_or_default(): node.clone().unwrap_or_default()}),
-    );
+    status.active_pods = Some(BTreeMap::from([(
+        pod.uid().unwrap_or_default(),
+        node.clone().unwrap_or_default(),
+    )]));
     if let Some(image) = pod
         .spec
         .as_ref()
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone())
     {
-        status
-            .extra
-            .insert("launcherContainerImageVersion".into(), json!(image));
+        status.launcher_container_image_version = Some(image);
     }
     match pod_status.phase.as_deref() {
         Some("Succeeded") | Some("Failed") => {
@@ -402,33 +400,38 @@ fn termination_message(pod: &Pod) -> String {
 /// Records when the VMI entered its phase (each phase once: a VMI never goes back).
 fn record_transition(status: &mut VirtualMachineInstanceStatus, now: &Time) {
     let Some(phase) = status.phase else { return };
-    let list = status
-        .extra
-        .entry("phaseTransitionTimestamps".to_owned())
-        .or_insert_with(|| json!([]));
-    let Some(entries) = list.as_array_mut() else {
-        return;
-    };
-    if !entries.iter().any(|e| e["phase"] == json!(phase)) {
-        entries.push(json!({"phase": phase, "phaseTransitionTimestamp": now}));
+    let entries = status
+        .phase_transition_timestamps
+        .get_or_insert_with(Vec::new);
+    if !entries.iter().any(|e| e.phase == Some(phase)) {
+        entries.push(VirtualMachineInstancePhaseTransitionTimestamp {
+            phase: Some(phase),
+            phase_transition_timestamp: Some(now.clone()),
+        });
     }
 }
 
 /// `status.volumeStatus`: each volume with its target and, for claims, the claim's facts.
-fn volume_status(observed: &Observed) -> Value {
+fn volume_status(observed: &Observed) -> Vec<VolumeStatus> {
     let volumes = observed.vmi.spec.volumes.iter().flatten().map(|volume| {
-        let mut entry = json!({"name": volume.name, "target": ""});
-        if let Some((claim, _)) = claim_of(volume) {
+        let claim_info = claim_of(volume).map(|(claim, _)| {
             let facts = observed.claims.get(claim).cloned().unwrap_or_default();
-            entry["persistentVolumeClaimInfo"] = json!({
-                "claimName": claim,
-                "volumeMode": if facts.block { "Block" } else { "Filesystem" },
-                "accessModes": facts.access_modes,
-            });
+            let mode = if facts.block { "Block" } else { "Filesystem" };
+            PersistentVolumeClaimInfo {
+                claim_name: Some(claim.to_owned()),
+                volume_mode: Some(mode.to_owned()),
+                access_modes: Some(facts.access_modes),
+                ..Default::default()
+            }
+        });
+        VolumeStatus {
+            name: volume.name.clone(),
+            target: String::new(),
+            persistent_volume_claim_info: claim_info,
+            ..Default::default()
         }
-        entry
     });
-    Value::Array(volumes.collect())
+    volumes.collect()
 }
 
 /// The VMI's conditions being rewritten: this controller's own are set, the others kept.

@@ -17,7 +17,9 @@ use api::common::ConditionStatus;
 use api::kubevirt::keys;
 use api::kubevirt::vm::{VirtualMachineStateChangeRequest, state_change};
 use api::kubevirt::vmi::{DataVolumeVolumeSource, Volume};
-use api::kubevirt::vmi::{VirtualMachineCondition, condition_types};
+use api::kubevirt::vmi::{
+    VirtualMachineCondition, VirtualMachineInstancePhaseTransitionTimestamp, condition_types,
+};
 use api::kubevirt::{
     DataVolumeTemplateSpec, VirtualMachineInstanceSpec, VirtualMachineInstanceStatus,
     VirtualMachineSpec,
@@ -29,7 +31,7 @@ use api::kubevirt::{
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const NOW: i64 = 1_700_000_000;
 
@@ -84,11 +86,14 @@ fn never_ran(vmi: VirtualMachineInstance) -> VirtualMachineInstance {
 
 /// A VMI whose phaseTransitionTimestamps list `phases`.
 fn with_phases(mut vmi: VirtualMachineInstance, phases: &[&str]) -> VirtualMachineInstance {
-    let transitions: Vec<Value> = phases.iter().map(|p| json!({"phase": p})).collect();
-    let status = vmi.status.as_mut().unwrap();
-    status
-        .extra
-        .insert("phaseTransitionTimestamps".into(), json!(transitions));
+    let transitions = phases
+        .iter()
+        .map(|p| VirtualMachineInstancePhaseTransitionTimestamp {
+            phase: Some(serde_json::from_value(json!(p)).expect("a phase")),
+            phase_transition_timestamp: None,
+        })
+        .collect();
+    vmi.status.as_mut().unwrap().phase_transition_timestamps = Some(transitions);
     vmi
 }
 
@@ -230,7 +235,7 @@ fn always_creates_the_instance_from_the_template() {
         vmi.metadata.finalizers,
         Some(vec![keys::VM_CONTROLLER_FINALIZER.to_string()])
     );
-    assert!(!vmi.spec.extra.contains_key("startStrategy"));
+    assert_eq!(vmi.spec.start_strategy, None);
     assert_eq!(events(&actions), vec![reasons::SUCCESSFUL_CREATE]);
     assert_eq!(printable(&actions), VirtualMachinePrintableStatus::Starting);
     let status = planned_status(&actions).unwrap();
@@ -406,8 +411,8 @@ fn paused_start_request_starts_paused() {
     });
     let actions = World::new(vm.clone(), None).plan();
     assert_eq!(
-        created(&actions).unwrap().spec.extra["startStrategy"],
-        json!("Paused")
+        created(&actions).unwrap().spec.start_strategy.as_deref(),
+        Some("Paused")
     );
     // Halted: the request switches the VM to Always.
     vm.spec.run_strategy = Some(RunStrategy::Halted);

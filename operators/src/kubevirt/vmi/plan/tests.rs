@@ -221,7 +221,10 @@ fn a_running_pod_schedules_the_vmi_on_its_node() {
         ConditionStatus::True
     );
     assert_eq!(condition(&status, "Ready").status, ConditionStatus::False);
-    assert_eq!(status.extra["activePods"], json!({"p-1": "node1"}));
+    assert_eq!(
+        status.active_pods,
+        Some(BTreeMap::from([("p-1".into(), "node1".into())]))
+    );
 }
 
 #[test]
