@@ -308,13 +308,17 @@ impl Controller for ControllerService {
                 minimum_volume_size: None,
             }));
         }
+        // A filesystem volume's image is longer than its size: the largest volume that fits
+        // is what the pool can give less that metadata (the smaller answer when unsaid).
+        let mode = volume_mode(&req.volume_capabilities).unwrap_or(VolumeMode::Filesystem);
         let pool = req.parameters.get(POOL_PARAMETER).cloned();
         let store = self.shared.store.clone();
         let available = blocking(move || store.available_bytes(pool.as_deref())).await?;
-        let available = i64::try_from(available).unwrap_or(i64::MAX);
+        let largest = mode.largest_size_within(available);
+        let to_i64 = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
         Ok(Response::new(GetCapacityResponse {
-            available_capacity: available,
-            maximum_volume_size: Some(available),
+            available_capacity: to_i64(available),
+            maximum_volume_size: Some(to_i64(largest)),
             minimum_volume_size: None,
         }))
     }

@@ -18,10 +18,9 @@ pub enum Error {
     /// The requested size cannot be satisfied within the given limits.
     #[error("{0}")]
     OutOfRange(String),
-    /// The pool does not have the space.
-    #[error(
-        "storage pool {pool:?} has {available} bytes available, {requested} bytes were requested"
-    )]
+    /// The pool does not have the space: `requested` is what the volume's image needs (for a
+    /// filesystem volume, more than its size), `available` what the pool can still give.
+    #[error("storage pool {pool:?} has {available} bytes free; the image needs {requested} bytes")]
     ResourceExhausted {
         pool: String,
         requested: u64,

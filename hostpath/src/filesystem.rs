@@ -56,7 +56,29 @@ fn journal_mib(bytes: u64) -> u64 {
 /// directory), so the journal, inode tables and bitmaps come on top (1% plus 4 MiB covers
 /// them with the options `ensure_ext4` formats with, with room for the files' extent trees).
 pub fn image_len(capacity: u64) -> u64 {
-    capacity + journal_mib(capacity) * MIB + capacity / 100 + 4 * MIB
+    capacity
+        .saturating_add(journal_mib(capacity) * MIB)
+        .saturating_add(capacity / 100)
+        .saturating_add(4 * MIB)
+}
+
+/// The largest capacity whose image (see [`image_len`]) is at most `len` bytes; 0 when not
+/// even an empty filesystem's image fits.
+pub fn capacity_within(len: u64) -> u64 {
+    if image_len(0) > len {
+        return 0;
+    }
+    // image_len grows with the capacity and is never below it: search [0, len].
+    let (mut fits, mut too_big) = (0u64, len.saturating_add(1));
+    while too_big - fits > 1 {
+        let mid = fits + (too_big - fits) / 2;
+        if image_len(mid) <= len {
+            fits = mid;
+        } else {
+            too_big = mid;
+        }
+    }
+    fits
 }
 
 /// Formats `path` as ext4 unless it already is one. No reserved blocks (the volume's owner gets
@@ -107,4 +129,19 @@ pub fn grow_ext4_offline(path: &Path) -> Result<()> {
         &[0, 1, 2],
     )?;
     run("resize2fs", &[path.as_os_str()], &[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_within_is_the_largest_whose_image_fits() {
+        assert_eq!(capacity_within(image_len(0) - 1), 0);
+        for len in [image_len(0), 9 * MIB, 72 * MIB + 123, 3 << 30, 70 << 30] {
+            let capacity = capacity_within(len);
+            assert!(image_len(capacity) <= len, "{len}: {capacity}");
+            assert!(image_len(capacity + 1) > len, "{len}: {capacity}");
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::images::occupied_bytes;
+use super::images::{image_len, occupied_bytes};
 use super::{HostPathStore, IMAGE_NAME, Inner};
 use crate::error::{Error, IoContext, Result};
 use crate::pool::Pool;
@@ -12,11 +12,11 @@ use crate::pool::Pool;
 /// totals so a create does not stat every volume.
 #[derive(Default)]
 pub(super) struct Promises {
-    /// Per volume: its size less what its image occupied when last counted.
+    /// Per volume: its image's length less what the image occupied when last counted.
     pub(super) by_volume: HashMap<String, u64>,
     /// Per pool: the sum of its volumes' promises.
     pub(super) by_pool: HashMap<String, u64>,
-    /// Per pool: the sizes of volumes being created or grown right now.
+    /// Per pool: the image bytes of volumes being created or grown right now.
     pub(super) reserved: HashMap<String, u64>,
 }
 
@@ -52,9 +52,10 @@ impl Promises {
 }
 
 impl HostPathStore {
-    /// Bytes a pool can still give to new volumes: what its filesystem has free, less what
-    /// existing volumes may still grow into (their size minus what they already occupy,
-    /// counted afresh here).
+    /// Bytes a pool can still give to new images: what its filesystem has free, less what
+    /// existing volumes may still grow into (their image's length minus what it already
+    /// occupies, counted afresh here). A filesystem volume's image is longer than the volume's
+    /// size (see [`crate::VolumeMode::largest_size_within`]).
     pub fn available_bytes(&self, pool: Option<&str>) -> Result<u64> {
         let pool = self.pool(pool)?;
         if self.pool_set().find(&pool.name).is_some_and(|e| e.retired) {
@@ -74,19 +75,21 @@ impl HostPathStore {
         Ok(free.saturating_sub(inner.promises.promised(&pool.name)))
     }
 
-    /// Counts again what each volume of `pool` occupies, and so what it may still take.
+    /// Counts again what each volume of `pool` occupies, and so what it may still take: up to
+    /// its image's full length.
     pub(super) fn count_occupancy(&self, inner: &mut Inner, pool: &Pool) {
         let Inner { records, promises } = inner;
         for volume in records.volumes.values().filter(|v| v.pool == pool.name) {
             let image = Self::volume_dir(pool, &volume.id).join(IMAGE_NAME);
             let occupied = occupied_bytes(&image);
-            let promise = volume.size.saturating_sub(occupied);
+            let promise = image_len(volume.mode, volume.size).saturating_sub(occupied);
             promises.set(&pool.name, &volume.id, Some(promise));
         }
     }
 
-    /// Sets `bytes` of `pool` aside for a volume being made or grown, or refuses when they are
-    /// not there (after counting occupancy afresh, so a stale total never refuses wrongly).
+    /// Sets `bytes` of `pool` aside for the image of a volume being made or grown, or refuses
+    /// when they are not there (after counting occupancy afresh, so a stale total never
+    /// refuses wrongly).
     pub(super) fn reserve(&self, inner: &mut Inner, pool: &Pool, bytes: u64) -> Result<()> {
         let mut available = self.available_locked(inner, pool)?;
         if bytes > available {

@@ -5,7 +5,7 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{HostPathStore, IMAGE_NAME, SnapshotRecord, VolumeMode, VolumeRecord};
+use super::{HostPathStore, IMAGE_NAME, MIB, SnapshotRecord, VolumeMode, VolumeRecord};
 use crate::error::{Error, IoContext, Result};
 use crate::filesystem;
 use crate::pool::Pool;
@@ -70,5 +70,17 @@ pub(super) fn image_len(mode: VolumeMode, size: u64) -> u64 {
     match mode {
         VolumeMode::Filesystem => filesystem::image_len(size),
         VolumeMode::Block => size,
+    }
+}
+
+impl VolumeMode {
+    /// The largest size, in whole MiB, of a volume of this mode whose image takes at most
+    /// `image_bytes`: what a pool that can give `image_bytes` can still make.
+    pub fn largest_size_within(self, image_bytes: u64) -> u64 {
+        let size = match self {
+            VolumeMode::Filesystem => filesystem::capacity_within(image_bytes),
+            VolumeMode::Block => image_bytes,
+        };
+        size / MIB * MIB
     }
 }

@@ -79,16 +79,14 @@ impl HostPathStore {
                 source_size,
             } => (source_image, size, source_size),
         };
-        let made = self.make_image(
-            &pool,
-            &id,
-            image_len(req.mode, size),
-            source_image.as_deref(),
-        );
+        // What was set aside in the pool: the whole image, which a filesystem volume's
+        // metadata makes longer than its size.
+        let len = image_len(req.mode, size);
+        let made = self.make_image(&pool, &id, len, source_image.as_deref());
         let occupied = match made {
             Ok(occupied) => occupied,
             Err(err) => {
-                self.lock().promises.unreserve(&pool.name, size);
+                self.lock().promises.unreserve(&pool.name, len);
                 return Err(err);
             }
         };
@@ -106,15 +104,15 @@ impl HostPathStore {
             grow_fs: size > source_size && source_size > 0,
         };
         let recorded = self.record(Change::PutVolume(record.clone()), |inner| {
-            inner.promises.unreserve(&pool.name, size);
-            let promise = size.saturating_sub(occupied);
+            inner.promises.unreserve(&pool.name, len);
+            let promise = len.saturating_sub(occupied);
             inner.promises.set(&pool.name, &id, Some(promise));
         });
         if let Err(err) = recorded {
             // Not logged (a full or failing state disk): the image is an orphan.
             let mut inner = self.lock();
             if !inner.records.volumes.contains_key(&id) {
-                inner.promises.unreserve(&pool.name, size);
+                inner.promises.unreserve(&pool.name, len);
                 let _ = fs::remove_dir_all(Self::volume_dir(&pool, &id));
             }
             return Err(err);
@@ -123,7 +121,8 @@ impl HostPathStore {
     }
 
     /// Decides what a create makes: nothing (a compatible volume of that name exists), or a
-    /// volume of a size, filled from a source image, whose size is set aside in the pool.
+    /// volume of a size, filled from a source image, whose image's length is set aside in the
+    /// pool.
     pub(super) fn plan_volume(
         &self,
         inner: &mut Inner,
@@ -171,7 +170,7 @@ impl HostPathStore {
             )));
         }
         let size = choose_size(req.required_bytes, req.limit_bytes, source_size)?;
-        self.reserve(inner, pool, size)?;
+        self.reserve(inner, pool, image_len(req.mode, size))?;
         Ok(PlannedVolume::New {
             source_image: source_image.map(|(image, _)| image),
             size,
@@ -283,7 +282,9 @@ impl HostPathStore {
         }
         let size = choose_size(required, limit, 0)?;
         let pool = self.pool(Some(&record.pool))?;
-        let growth = size - record.size;
+        // The image grows by more than the size where a filesystem's metadata grows with it.
+        let growth =
+            image_len(record.mode, size).saturating_sub(image_len(record.mode, record.size));
         self.reserve(&mut self.lock(), &pool, growth)?;
         let image = self.volume_image(&record)?;
         let grown = OpenOptions::new()
