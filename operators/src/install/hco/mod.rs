@@ -58,8 +58,10 @@ fn network_addons_resource() -> ApiResource {
     )
 }
 
+/// SSP at v1beta3, its storage version, as upstream HCO writes it
+/// (`controllers/handlers/ssp.go`, `NewSSP`).
 fn ssp_resource() -> ApiResource {
-    resource("ssp.kubevirt.io/v1beta2", "SSP", "ssps")
+    resource("ssp.kubevirt.io/v1beta3", "SSP", "ssps")
 }
 
 /// Where HCO runs and what differs between one machine and a cluster.
