@@ -6,3 +6,4 @@ mod crds_current;
 mod examples;
 mod structural;
 mod upstream;
+mod versions;

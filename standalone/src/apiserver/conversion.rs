@@ -7,23 +7,37 @@
 //! webhook service: a component that converts registers an in-process [`super::converter::Converter`] for its
 //! kind, as it registers its validating webhooks, and a CRD asking for a webhook without one
 //! fails the request as kube-apiserver fails it when the webhook cannot be reached.
+//!
+//! Either way the result is pruned by the schema of the version it is now at, as
+//! kube-apiserver prunes what a conversion gives: a field only one version declares does
+//! not cross to the other (upstream's SSP v1beta2 and v1beta3, strategy `None`).
 
 use serde_json::{Value, json};
 
 use super::converter::Strategy;
+use super::crd_schema::Input;
 use super::errors::ApiError;
 use super::resources::ResourceType;
 
-/// `object` at `version` of `rt`.
+/// `object` at `version` of `rt`, pruned by that version's schema.
 pub fn to_version(rt: &ResourceType, object: Value, version: &str) -> Result<Value, ApiError> {
     let api_version = rt.api_version(version);
     if !object.is_object() || object["apiVersion"] == api_version.as_str() {
         return Ok(object);
     }
+    let mut converted = converted(rt, object, &api_version)?;
+    if let Some(schemas) = &rt.schemas {
+        schemas.prune(version, &mut converted, Input::Object);
+    }
+    Ok(converted)
+}
+
+/// `object` converted to `api_version` as `rt`'s strategy says.
+fn converted(rt: &ResourceType, object: Value, api_version: &str) -> Result<Value, ApiError> {
     match &rt.conversion {
-        Strategy::None => Ok(relabelled(object, &api_version)),
+        Strategy::None => Ok(relabelled(object, api_version)),
         Strategy::Webhook(_) if object["apiVersion"].is_null() => {
-            Ok(relabelled(object, &api_version))
+            Ok(relabelled(object, api_version))
         }
         Strategy::Webhook(converter) => {
             let failed = |reason: String| {
@@ -38,8 +52,8 @@ pub fn to_version(rt: &ResourceType, object: Value, version: &str) -> Result<Val
                     "no converter is registered for this kind (this API server calls no conversion webhook service)".into(),
                 ));
             };
-            let converted = (converter.convert)(&object, &api_version).map_err(failed)?;
-            if converted["apiVersion"] != api_version.as_str() {
+            let converted = (converter.convert)(&object, api_version).map_err(failed)?;
+            if converted["apiVersion"] != api_version {
                 return Err(failed(format!(
                     "the webhook returned {} instead of {api_version}",
                     converted["apiVersion"]
@@ -120,6 +134,37 @@ mod tests {
                 "conversion webhook for example.com/v1, Kind=Widget failed: v1 object without size"
             ),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_conversion_keeps_only_what_the_target_version_declares() {
+        let object = |props: Value| json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}});
+        let rt = from_crd(&json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "conversion": {"strategy": "None"},
+            "versions": [
+                {"name": "v2", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": object(json!({"size": {"type": "integer"}, "color": {"type": "string"}}))}},
+                {"name": "v1", "served": true, "storage": false,
+                 "schema": {"openAPIV3Schema": object(json!({"size": {"type": "integer"}, "legacy": {"type": "boolean"}}))}}]}}))
+        .expect("a CRD");
+        let v1 = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                        "spec": {"size": 3, "legacy": true}});
+        let v2 = to_version(&rt, v1, "v2").unwrap();
+        assert_eq!(
+            v2["spec"],
+            json!({"size": 3}),
+            "v1's legacy does not reach v2"
+        );
+        let mut v2 = v2;
+        v2["spec"]["color"] = json!("red");
+        let v1 = to_version(&rt, v2, "v1").unwrap();
+        assert_eq!(v1["apiVersion"], "example.com/v1");
+        assert_eq!(
+            v1["spec"],
+            json!({"size": 3}),
+            "v2's color does not reach v1"
         );
     }
 

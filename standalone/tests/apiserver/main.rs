@@ -8,3 +8,4 @@ mod kube_client;
 mod kubectl;
 mod python;
 mod restart;
+mod versions;
