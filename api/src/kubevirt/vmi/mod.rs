@@ -1,7 +1,6 @@
 //! The VirtualMachineInstance (kubevirt.io/v1): one running VM. The spec types here are also
-//! the template of a VirtualMachine. The domain is typed where controllers and the launcher
-//! read it (resources, CPU, memory, firmware, disks, interfaces) and every other field is kept
-//! as it came, so a read-modify-write loses nothing.
+//! the template of a VirtualMachine. The top level of the spec is typed as upstream's; the
+//! domain, devices, volumes and networks in their own modules, the status in `status`.
 
 use std::collections::BTreeMap;
 
