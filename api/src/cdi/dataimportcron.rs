@@ -69,6 +69,12 @@ impl DataImportCronSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataVolumeTemplate {
+    /// The DataVolume's API version, if the template names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// The DataVolume's kind, if the template names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// Labels, annotations and name of the DataVolume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]

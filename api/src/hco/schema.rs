@@ -14,16 +14,15 @@ pub fn crd() -> CustomResourceDefinition {
     let v1 = with_rules(super::v1::HyperConverged::crd(), |spec| {
         let properties = &mut spec["properties"];
         let virtualization = &mut properties["virtualization"];
-        virtualization["properties"]["vmiCPUAllocationRatio"] = allocation_ratio();
+        with_allocation_ratio(virtualization);
         virtualization["properties"]["obsoleteCPUModels"] = cpu_model_set();
         virtualization["properties"]["permittedHostDevices"] = permitted_host_devices();
-        virtualization["x-kubernetes-validations"] = json!([allocation_ratio_rule()]);
         properties["networking"]["properties"]["kubeMacPoolConfiguration"] = kube_mac_pool();
         with_defaults(spec, V1_DEFAULTS);
     });
     let v1beta1 = with_rules(HyperConverged::crd(), |spec| {
+        with_allocation_ratio(&mut spec["properties"]["resourceRequirements"]);
         if let Some(properties) = spec["properties"].as_object_mut() {
-            properties.insert("resourceRequirements".into(), resource_requirements());
             properties.insert("kubeMacPoolConfiguration".into(), kube_mac_pool());
             properties.insert("mediatedDevicesConfiguration".into(), mediated_devices());
             properties.insert("obsoleteCPUs".into(), obsolete_cpus());
@@ -69,7 +68,12 @@ fn with_rules(
 ) -> CustomResourceDefinition {
     let mut crd = serde_json::to_value(crd).expect("a CRD serializes");
     for version in crd["spec"]["versions"].as_array_mut().into_iter().flatten() {
-        rules(&mut version["schema"]["openAPIV3Schema"]["properties"]["spec"]);
+        let root = &mut version["schema"]["openAPIV3Schema"];
+        // Upstream's root requires nothing, `spec` included.
+        if let Some(root) = root.as_object_mut() {
+            root.remove("required");
+        }
+        rules(&mut root["properties"]["spec"]);
     }
     serde_json::from_value(crd).expect("the CRD with upstream's constraints deserializes")
 }
@@ -323,16 +327,11 @@ fn rule(rule: &str, message: &str) -> Value {
     json!({"rule": rule, "message": message})
 }
 
-/// `spec.resourceRequirements`: the allocation ratio at least 1; the other fields (the
-/// storage workloads' resources, the automatic CPU limit selector) kept as they come.
-fn resource_requirements() -> Value {
-    json!({
-        "description": "ResourceRequirements describes the resource requirements for the operand workloads.",
-        "type": "object",
-        "properties": {"vmiCPUAllocationRatio": allocation_ratio()},
-        "x-kubernetes-preserve-unknown-fields": true,
-        "x-kubernetes-validations": [allocation_ratio_rule()],
-    })
+/// The object holding `vmiCPUAllocationRatio` (v1beta1's `spec.resourceRequirements`, v1's
+/// `spec.virtualization`) with upstream's bound on the ratio and its rule.
+fn with_allocation_ratio(holder: &mut Value) {
+    holder["properties"]["vmiCPUAllocationRatio"] = allocation_ratio();
+    holder["x-kubernetes-validations"] = json!([allocation_ratio_rule()]);
 }
 
 fn allocation_ratio() -> Value {
@@ -568,7 +567,11 @@ mod tests {
         assert_eq!(ratio["default"], 10);
         assert_eq!(ratio["minimum"].as_f64(), Some(1.0));
         let migration = &v1["properties"]["virtualization"]["properties"]["liveMigrationConfig"];
-        assert_eq!(migration["x-kubernetes-preserve-unknown-fields"], true);
+        assert!(
+            migration
+                .get("x-kubernetes-preserve-unknown-fields")
+                .is_none()
+        );
         assert_eq!(
             migration["properties"]["completionTimeoutPerGiB"]["type"],
             "integer"

@@ -1,7 +1,11 @@
 //! hco.kubevirt.io/v1 HyperConverged, the storage version: v1beta1's spec grouped into
-//! sections, and feature gates as a list of `{name, state}`. The sections are kept as they
-//! come (their contents are the same types as v1beta1's, see [`super::conversion`]); the
-//! CRD constrains the fields upstream's does with rules (see [`super::schema`]).
+//! sections, and feature gates as a list of `{name, state}`. The sections' contents are
+//! mostly v1beta1's types ([`super::sections`]); the CRD constrains the fields upstream's
+//! does with rules (see [`super::schema`]).
+
+mod groups;
+
+pub use groups::*;
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -29,32 +33,25 @@ pub struct HyperConvergedSpec {
     pub feature_gates: Option<Vec<FeatureGate>>,
     /// KubeVirt's settings: live migration, host devices, CPU models, VM options, ratios.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub virtualization: Option<serde_json::Value>,
+    pub virtualization: Option<Virtualization>,
     /// Storage classes, import settings, filesystem overhead, storage workloads' resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub storage: Option<serde_json::Value>,
+    pub storage: Option<Storage>,
     /// Secondary DNS, the MAC pool range, network binding plugins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub networking: Option<serde_json::Value>,
+    pub networking: Option<Networking>,
     /// Common templates and boot sources, instance types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub workload_sources: Option<serde_json::Value>,
+    pub workload_sources: Option<WorkloadSources>,
     /// Certificate rotation and the TLS profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub security: Option<serde_json::Value>,
+    pub security: Option<Security>,
     /// Node placement, uninstall strategy, log verbosity, optional components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub deployment: Option<serde_json::Value>,
+    pub deployment: Option<Deployment>,
     /// The metrics, alerts and recording rules to keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub observability: Option<serde_json::Value>,
+    pub observability: Option<Observability>,
 }
 
 /// One feature gate of the list.

@@ -349,8 +349,8 @@ fn host_path_provisioner_mutations_fail() {
 #[test]
 fn hyper_converged_round_trips_keeping_untyped_fields() {
     let hco: HyperConverged = round_trip("hco.yaml");
-    assert!(hco.spec.extra.contains_key("liveMigrationConfig"));
-    assert!(hco.spec.extra.contains_key("certConfig"));
+    assert!(hco.spec.live_migration_config.is_some());
+    assert!(hco.spec.cert_config.is_some());
     let infra = hco
         .spec
         .infra

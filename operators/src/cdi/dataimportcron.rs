@@ -728,6 +728,8 @@ mod tests {
             "fedora-cron",
             DataImportCronSpec {
                 template: DataVolumeTemplate {
+                    api_version: None,
+                    kind: None,
                     metadata: None,
                     spec: DataVolumeSpec {
                         source: Some(DataVolumeSource {
