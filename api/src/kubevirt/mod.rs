@@ -7,12 +7,16 @@ pub mod feature_gates;
 pub mod gated_features;
 #[allow(clippy::module_inception)]
 pub mod kubevirt;
+pub mod kubevirt_config;
+pub mod kubevirt_config_components;
+pub mod kubevirt_config_devices;
 pub mod pod_contract;
 pub mod vm;
 mod vm_status;
 pub mod vmi;
 
 pub use kubevirt::{KubeVirt, KubeVirtCondition, KubeVirtSpec, KubeVirtStatus};
+pub use kubevirt_config::KubeVirtConfiguration;
 pub use vm::{
     DataVolumeTemplateSpec, RunStrategy, VirtualMachine, VirtualMachinePrintableStatus,
     VirtualMachineSpec, VirtualMachineStatus,
