@@ -389,3 +389,6 @@ pub struct VirtualMachineOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_serial_console_log: Option<bool>,
 }
+
+#[cfg(test)]
+mod tests;

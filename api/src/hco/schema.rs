@@ -19,6 +19,7 @@ pub fn crd() -> CustomResourceDefinition {
         virtualization["properties"]["permittedHostDevices"] = permitted_host_devices();
         properties["networking"]["properties"]["kubeMacPoolConfiguration"] = kube_mac_pool();
         with_defaults(spec, V1_DEFAULTS);
+        with_enums(spec, ENUMS, |(_, v1, _)| v1);
     });
     let v1beta1 = with_rules(HyperConverged::crd(), |spec| {
         with_allocation_ratio(&mut spec["properties"]["resourceRequirements"]);
@@ -29,6 +30,7 @@ pub fn crd() -> CustomResourceDefinition {
             properties.insert("permittedHostDevices".into(), permitted_host_devices());
         }
         with_defaults(spec, V1BETA1_DEFAULTS);
+        with_enums(spec, ENUMS, |(v1beta1, _, _)| v1beta1);
     });
     let mut crd = kube::core::crd::merge_crds(vec![v1, v1beta1], "v1")
         .expect("the versions of one kind merge");
@@ -74,6 +76,11 @@ fn with_rules(
             root.remove("required");
         }
         rules(&mut root["properties"]["spec"]);
+        with_enums(
+            &mut root["properties"]["status"],
+            STATUS_ENUMS,
+            |(path, _, _)| path,
+        );
     }
     serde_json::from_value(crd).expect("the CRD with upstream's constraints deserializes")
 }
@@ -103,6 +110,101 @@ fn with_defaults(spec: &mut Value, defaults: &[(&str, &str)]) {
                 .or_insert(declared);
         }
         node["default"] = default;
+    }
+}
+
+/// A string field upstream limits to a list: (v1beta1 path, v1 path, the values); paths
+/// under `spec` (or `status`), dotted, `[]` stepping into a list's items.
+type Enum = (&'static str, &'static str, &'static [&'static str]);
+
+/// The string fields of the spec upstream limits to a list.
+const ENUMS: &[Enum] = &[
+    (
+        "applicationAwareConfig.vmiCalcConfigName",
+        "deployment.applicationAwareConfig.vmiCalcConfigName",
+        &[
+            "VmiPodUsage",
+            "VirtualResources",
+            "DedicatedVirtualResources",
+            "IgnoreVmiCalculator",
+            "GuestEffectiveResources",
+        ],
+    ),
+    (
+        "uninstallStrategy",
+        "deployment.uninstallStrategy",
+        &["RemoveWorkloads", "BlockUninstallIfWorkloadsExist"],
+    ),
+    (
+        "tlsSecurityProfile.custom.minTLSVersion",
+        "security.tlsSecurityProfile.custom.minTLSVersion",
+        &[
+            "VersionTLS10",
+            "VersionTLS11",
+            "VersionTLS12",
+            "VersionTLS13",
+        ],
+    ),
+    (
+        "tlsSecurityProfile.type",
+        "security.tlsSecurityProfile.type",
+        &["Old", "Intermediate", "Modern", "Custom"],
+    ),
+    (
+        "evictionStrategy",
+        "virtualization.evictionStrategy",
+        &["None", "LiveMigrate", "LiveMigrateIfPossible", "External"],
+    ),
+    (
+        "hypervisors[].name",
+        "virtualization.hypervisors[].name",
+        &["kvm", "hyperv-direct"],
+    ),
+    (
+        "roleAggregationStrategy",
+        "virtualization.roleAggregationStrategy",
+        &["AggregateToDefault", "Manual"],
+    ),
+    (
+        "tuningPolicy",
+        "virtualization.tuningPolicy",
+        &["annotation", "highBurst"],
+    ),
+    (
+        "instancetypeConfig.referencePolicy",
+        "workloadSources.instancetypeConfig.referencePolicy",
+        &["reference", "expand", "expandAll"],
+    ),
+];
+
+/// The same for the status, alike at both versions.
+const STATUS_ENUMS: &[Enum] = &[
+    ("conditions[].status", "", &["True", "False", "Unknown"]),
+    (
+        "dataImportCronTemplates[].status.conditions[].status",
+        "",
+        &["True", "False", "Unknown"],
+    ),
+];
+
+/// `schema` with each of `enums` (its path as `path_of` picks it) limited to its values.
+fn with_enums(schema: &mut Value, enums: &[Enum], path_of: fn(&Enum) -> &'static str) {
+    for field in enums {
+        let path = path_of(field);
+        let node = path.split('.').try_fold(&mut *schema, |node, step| {
+            let (name, items) = match step.strip_suffix("[]") {
+                Some(name) => (name, true),
+                None => (step, false),
+            };
+            let child = node.get_mut("properties")?.get_mut(name)?;
+            if items {
+                child.get_mut("items")
+            } else {
+                Some(child)
+            }
+        });
+        let node = node.unwrap_or_else(|| panic!("{path}: an enum's field is declared"));
+        node["enum"] = json!(field.2);
     }
 }
 
@@ -551,6 +653,33 @@ mod tests {
             assert_eq!(
                 mdev["x-kubernetes-list-map-keys"],
                 json!(["mdevNameSelector"])
+            );
+        }
+    }
+
+    #[test]
+    fn upstream_enums_limit_their_fields_at_both_versions() {
+        let crd = serde_json::to_value(crd()).unwrap();
+        let root = |i: usize| crd["spec"]["versions"][i]["schema"]["openAPIV3Schema"].clone();
+        let (v1, beta) = (root(0), root(1));
+        let strategy = |root: &Value, path: &[&str]| {
+            let mut node = &root["properties"]["spec"];
+            for field in path {
+                node = &node["properties"][*field];
+            }
+            node["enum"].clone()
+        };
+        let values = json!(["RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]);
+        assert_eq!(strategy(&beta, &["uninstallStrategy"]), values);
+        assert_eq!(strategy(&v1, &["deployment", "uninstallStrategy"]), values);
+        let name = &v1["properties"]["spec"]["properties"]["virtualization"]["properties"]["hypervisors"]
+            ["items"]["properties"]["name"];
+        assert_eq!(name["enum"], json!(["kvm", "hyperv-direct"]));
+        for root in [&v1, &beta] {
+            let condition = &root["properties"]["status"]["properties"]["conditions"]["items"];
+            assert_eq!(
+                condition["properties"]["status"]["enum"],
+                json!(["True", "False", "Unknown"])
             );
         }
     }
