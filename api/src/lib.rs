@@ -10,6 +10,7 @@
 pub mod cdi;
 pub mod cnao;
 pub mod common;
+pub mod crd_versions;
 pub mod crds;
 pub mod go_duration;
 pub mod hco;

@@ -97,8 +97,8 @@ pub const V1BETA2_DEPRECATION_WARNING: &str = "SSP v1beta2 is deprecated and wil
 pub fn crd() -> CustomResourceDefinition {
     let crd = kube::core::crd::merge_crds(vec![SSP::crd(), v1beta2::SSP::crd()], "v1beta3")
         .expect("the versions of one kind merge");
-    let crd = crate::crds::deprecated(crd, "v1beta2", V1BETA2_DEPRECATION_WARNING);
-    crate::crds::spec_optional(crate::crds::conversion_none(crd))
+    let crd = crate::crd_versions::deprecated(crd, "v1beta2", V1BETA2_DEPRECATION_WARNING);
+    crate::crd_versions::spec_optional(crate::crd_versions::conversion_none(crd))
 }
 
 /// Where common templates are created.

@@ -243,7 +243,11 @@ fn concurrent_creates_and_deletes_of_different_volumes_all_land() {
     assert_eq!(s.volumes().len(), 80);
     let promised = s.lock().promises.promised("default");
     let image = image_len(VolumeMode::Filesystem, MIB);
-    assert_eq!(promised, 80 * image, "the running total matches the volumes");
+    assert_eq!(
+        promised,
+        80 * image,
+        "the running total matches the volumes"
+    );
     drop(s);
     assert_eq!(store(tmp.path()).volumes().len(), 80);
 }

@@ -741,8 +741,10 @@ mod tests {
 
         // A template that starts paused anyway only needs the switch.
         let mut paused_template = vm(RunStrategy::Halted);
-        let mut spec = VirtualMachineInstanceSpec::default();
-        spec.start_strategy = Some(START_STRATEGY_PAUSED.into());
+        let spec = VirtualMachineInstanceSpec {
+            start_strategy: Some(START_STRATEGY_PAUSED.into()),
+            ..Default::default()
+        };
         paused_template.spec.template.as_mut().unwrap().spec = Some(spec);
         let change = start(&paused_template, None, req).unwrap();
         assert_eq!(change.vm.unwrap().target, VmPatchTarget::Object);
