@@ -48,8 +48,19 @@ const MODELLED: &[(&str, Accept)] = &[
     ("hostname", Field),
     ("startStrategy", If(|v| v == "Paused")),
     ("architecture", If(|v| v == "amd64")),
-    // Without live migration a drained node's VMs stop: what `None` asks for.
-    ("evictionStrategy", If(|v| v == "None")),
+    // What a node drain does to the VM: the drain's business, not the domain's. KubeVirt runs a
+    // VMI that asks to be live-migrated but cannot be (LiveMigratable=False), as here.
+    (
+        "evictionStrategy",
+        If(|v| {
+            v.as_str().is_some_and(|s| {
+                matches!(
+                    s,
+                    "None" | "LiveMigrate" | "LiveMigrateIfPossible" | "External"
+                )
+            })
+        }),
+    ),
     // The machine.
     ("domain.resources.requests", Subtree),
     ("domain.resources.limits", Subtree),
@@ -573,7 +584,7 @@ mod tests {
                 "spec.domain.clock.utc.offsetSeconds",
             ),
             (
-                json!({"domain": {"devices": {}}, "evictionStrategy": "LiveMigrate"}),
+                json!({"domain": {"devices": {}}, "evictionStrategy": "Sideways"}),
                 "spec.evictionStrategy",
             ),
             (
@@ -642,7 +653,7 @@ mod tests {
             "dnsConfig": {"nameservers": ["192.0.2.1"]}, "subdomain": "sub",
             "readinessProbe": probe, "livenessProbe": probe,
             "nodeSelector": {"a": "b"}, "terminationGracePeriodSeconds": 5, "hostname": "h",
-            "startStrategy": "Paused", "architecture": "amd64", "evictionStrategy": "None",
+            "startStrategy": "Paused", "architecture": "amd64", "evictionStrategy": "LiveMigrate",
             "networks": [
                 {"name": "i1", "pod": {"vmNetworkCIDR": "10.0.2.0/24",
                                        "vmIPv6NetworkCIDR": "fd10:0:2::/120"}},
