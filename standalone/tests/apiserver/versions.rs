@@ -90,7 +90,13 @@ fn upstreams_older_versions_read_back_at_the_storage_version_and_back() {
         let mut changed = at_new.clone();
         changed["metadata"] = json!({"name": at_old["metadata"]["name"],
                                      "namespace": at_old["metadata"]["namespace"]});
-        changed["spec"]["imagePullPolicy"] = json!("Always");
+        // A change the kind's spec has: the pull policy, or a VM's run strategy; a VMI's
+        // spec is read back unchanged.
+        if changed["spec"].get("imagePullPolicy").is_some() {
+            changed["spec"]["imagePullPolicy"] = json!("Always");
+        } else if changed["spec"].get("runStrategy").is_some() {
+            changed["spec"]["runStrategy"] = json!("Manual");
+        }
         if changed["metadata"]["namespace"].is_null() {
             changed["metadata"]
                 .as_object_mut()
