@@ -117,3 +117,47 @@ pub fn random_name_suffix() -> String {
         .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
         .collect()
 }
+
+/// The TLS profile an operator's servers use (OpenShift's `TLSSecurityProfile`, which HCO,
+/// CDI and SSP embed): a named Mozilla profile or custom ciphers.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSecurityProfile {
+    /// The ciphers and least version of a `Custom` profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<CustomTlsProfile>,
+    /// Mozilla's intermediate profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intermediate: Option<EmptyProfile>,
+    /// Mozilla's modern profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modern: Option<EmptyProfile>,
+    /// Mozilla's old profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<EmptyProfile>,
+    /// Which profile applies.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Old", "Intermediate", "Modern", "Custom"]))]
+    pub type_: Option<String>,
+}
+
+/// A named TLS profile, which has no settings of its own.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct EmptyProfile {}
+
+/// The ciphers and least TLS version of a custom profile.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomTlsProfile {
+    /// The cipher suites, in OpenSSL's names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ciphers: Option<Vec<String>>,
+    /// The least TLS version accepted.
+    #[serde(
+        default,
+        rename = "minTLSVersion",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(extend("enum" = ["VersionTLS10", "VersionTLS11", "VersionTLS12", "VersionTLS13"]))]
+    pub min_tls_version: Option<String>,
+}

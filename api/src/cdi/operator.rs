@@ -152,8 +152,7 @@ pub struct CdiConfigSpec {
     pub data_volume_ttl_seconds: Option<i32>,
     /// The cluster TLS profile applied to CDI's servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub tls_security_profile: Option<serde_json::Value>,
+    pub tls_security_profile: Option<crate::common::TlsSecurityProfile>,
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_secrets: Option<Vec<PullSecretReference>>,

@@ -136,21 +136,6 @@ const ENUMS: &[Enum] = &[
         &["RemoveWorkloads", "BlockUninstallIfWorkloadsExist"],
     ),
     (
-        "tlsSecurityProfile.custom.minTLSVersion",
-        "security.tlsSecurityProfile.custom.minTLSVersion",
-        &[
-            "VersionTLS10",
-            "VersionTLS11",
-            "VersionTLS12",
-            "VersionTLS13",
-        ],
-    ),
-    (
-        "tlsSecurityProfile.type",
-        "security.tlsSecurityProfile.type",
-        &["Old", "Intermediate", "Modern", "Custom"],
-    ),
-    (
         "evictionStrategy",
         "virtualization.evictionStrategy",
         &["None", "LiveMigrate", "LiveMigrateIfPossible", "External"],

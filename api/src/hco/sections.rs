@@ -4,21 +4,22 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cdi::DataImportCronSpec;
-
-/// Whether the common instance types and preferences are deployed.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CommonInstancetypesDeployment {
-    /// Deploy them (the default) or not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
-}
+// HCO embeds these from KubeVirt, CDI and OpenShift unchanged: one definition each.
+pub use crate::cdi::operator::FilesystemOverhead;
+pub use crate::common::{CustomTlsProfile, EmptyProfile, TlsSecurityProfile};
+pub use crate::kubevirt::kubevirt_config::{
+    CommonInstancetypesDeployment, KsmConfiguration, LiveUpdateConfiguration,
+};
+pub use crate::kubevirt::kubevirt_config_components::LogVerbosity;
+pub use crate::kubevirt::kubevirt_config_devices::{
+    InterfaceBindingMigration, InterfaceBindingPlugin, ResourceRequirementsWithoutClaims,
+    UsbSelector,
+};
 
 /// Rotation of the CA and server certificates HCO's components serve with.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -69,18 +70,6 @@ pub struct DataImportCronTemplate {
     pub spec: Option<DataImportCronSpec>,
 }
 
-/// The share of a volume kept free for filesystem metadata, as decimal strings.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FilesystemOverhead {
-    /// The share for every storage class not listed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global: Option<String>,
-    /// The share by storage class name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_class: Option<BTreeMap<String, String>>,
-}
-
 /// Memory overcommit for a denser placement of VMs.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -106,15 +95,6 @@ pub struct InstancetypeConfig {
     /// `reference`, `expand` or `expandAll`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_policy: Option<String>,
-}
-
-/// Kernel samepage merging, on the nodes a selector picks.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KsmConfiguration {
-    /// The nodes KSM is turned on at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_label_selector: Option<LabelSelector>,
 }
 
 /// The MAC address range kubemacpool allocates from.
@@ -166,21 +146,6 @@ pub struct LiveMigrationConfig {
     pub progress_timeout: Option<i64>,
 }
 
-/// Bounds of CPU and memory hotplug.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LiveUpdateConfiguration {
-    /// The most CPU sockets a VM may grow to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cpu_sockets: Option<i32>,
-    /// The most guest memory a VM may grow to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_guest: Option<Quantity>,
-    /// The most a VM may grow by, as a multiple of its start size.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_hotplug_ratio: Option<i32>,
-}
-
 /// Log verbosity of the components.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -190,83 +155,7 @@ pub struct LogVerbosityConfig {
     pub cdi: Option<i32>,
     /// KubeVirt's verbosity, by component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubevirt: Option<KubevirtLogVerbosity>,
-}
-
-/// KubeVirt's log verbosity, by component and by node.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KubevirtLogVerbosity {
-    /// virt-handler's verbosity by node name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_verbosity: Option<BTreeMap<String, i64>>,
-    /// virt-api's verbosity.
-    #[serde(default, rename = "virtAPI", skip_serializing_if = "Option::is_none")]
-    pub virt_api: Option<i64>,
-    /// virt-controller's verbosity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virt_controller: Option<i64>,
-    /// virt-handler's verbosity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virt_handler: Option<i64>,
-    /// virt-launcher's verbosity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virt_launcher: Option<i64>,
-    /// virt-operator's verbosity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virt_operator: Option<i64>,
-    /// virt-synchronization-controller's verbosity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virt_synchronization_controller: Option<i64>,
-}
-
-/// A network binding plugin KubeVirt may bind interfaces with.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InterfaceBindingPlugin {
-    /// Resources added to the VM's pod for the plugin.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_resource_overhead: Option<ResourceRequirementsWithoutClaims>,
-    /// How the interface is attached to the domain (`tap`, `managedTap`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain_attachment_type: Option<String>,
-    /// The downward API the plugin reads (`device-info`).
-    #[serde(
-        default,
-        rename = "downwardAPI",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub downward_api: Option<String>,
-    /// How interfaces of this binding migrate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub migration: Option<InterfaceBindingMigration>,
-    /// The network attachment definition the plugin needs, `namespace/name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_attachment_definition: Option<String>,
-    /// The sidecar image that configures the domain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sidecar_image: Option<String>,
-}
-
-/// Resource limits and requests, without claims.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceRequirementsWithoutClaims {
-    /// The most of each resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Quantity>>,
-    /// The least of each resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Quantity>>,
-}
-
-/// How interfaces of a binding plugin migrate.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InterfaceBindingMigration {
-    /// The migration method (`link-refresh`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
+    pub kubevirt: Option<LogVerbosity>,
 }
 
 /// Mediated device types for the nodes a selector picks.
@@ -344,16 +233,6 @@ pub struct UsbHostDevice {
     pub selectors: Option<Vec<UsbSelector>>,
 }
 
-/// A USB vendor and product ID.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UsbSelector {
-    /// The product ID.
-    pub product: String,
-    /// The vendor ID.
-    pub vendor: String,
-}
-
 /// Import settings passed to CDI.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -361,47 +240,6 @@ pub struct StorageImportConfig {
     /// Registries reached without TLS verification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub insecure_registries: Option<Vec<String>>,
-}
-
-/// The TLS profile HCO's components serve with, as OpenShift's API server names them.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TlsSecurityProfile {
-    /// The ciphers and least version of a `Custom` profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom: Option<CustomTlsProfile>,
-    /// Mozilla's intermediate profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intermediate: Option<EmptyProfile>,
-    /// Mozilla's modern profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub modern: Option<EmptyProfile>,
-    /// Mozilla's old profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old: Option<EmptyProfile>,
-    /// `Old`, `Intermediate`, `Modern` or `Custom`.
-    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
-}
-
-/// A named TLS profile, which has no settings of its own.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct EmptyProfile {}
-
-/// The ciphers and least TLS version of a custom profile.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CustomTlsProfile {
-    /// The cipher suites, in OpenSSL's names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ciphers: Option<Vec<String>>,
-    /// `VersionTLS10` to `VersionTLS13`.
-    #[serde(
-        default,
-        rename = "minTLSVersion",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub min_tls_version: Option<String>,
 }
 
 /// How running VMs are moved onto a new KubeVirt.

@@ -55,8 +55,7 @@ pub struct SspSpec {
     pub template_validator: Option<serde_json::Value>,
     /// The TLS settings of the operands' servers (OpenShift's `TLSSecurityProfile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub tls_security_profile: Option<serde_json::Value>,
+    pub tls_security_profile: Option<crate::common::TlsSecurityProfile>,
     /// The service that issues VNC tokens for VMs (vm-console-proxy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_generation_service: Option<TokenGenerationService>,

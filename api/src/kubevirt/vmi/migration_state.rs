@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::kubevirt::kubevirt_config::MigrationConfiguration;
 
 /// The last or current migration of an instance.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -109,63 +110,6 @@ pub struct VirtualMachineInstanceMigrationState {
     /// The target side, for a migration between clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_state: Option<VirtualMachineInstanceMigrationTargetState>,
-}
-
-/// Settings of live migrations (also the KubeVirt CR's `configuration.migrations`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MigrationConfiguration {
-    /// Whether the guest's vCPUs may be throttled so the migration converges.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_auto_converge: Option<bool>,
-    /// Whether the migration may switch to post-copy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_post_copy: Option<bool>,
-    /// Whether the guest may be paused to finish the migration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_workload_disruption: Option<bool>,
-    /// The bandwidth one migration may use, per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bandwidth_per_migration: Option<Quantity>,
-    /// Seconds per GiB of guest memory before the migration is given up.
-    #[serde(
-        default,
-        rename = "completionTimeoutPerGiB",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub completion_timeout_per_gib: Option<i64>,
-    /// Whether migration traffic goes without TLS.
-    #[serde(
-        default,
-        rename = "disableTLS",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub disable_tls: Option<bool>,
-    /// Whether the target keeps the source's SELinux level.
-    #[serde(
-        default,
-        rename = "matchSELinuxLevelOnMigration",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub match_selinux_level_on_migration: Option<bool>,
-    /// The NetworkAttachmentDefinition migrations go over.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
-    /// The taint that marks a node to be drained of VMs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_drain_taint_key: Option<String>,
-    /// Migrations at once in the cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parallel_migrations_per_cluster: Option<i64>,
-    /// Migrations at once leaving one node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parallel_outbound_migrations_per_node: Option<i64>,
-    /// Seconds without progress before the migration is given up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress_timeout: Option<i64>,
-    /// Whether migrations the safety checks would refuse are allowed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unsafe_migration_override: Option<bool>,
 }
 
 /// The source side of a migration between clusters.
