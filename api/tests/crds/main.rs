@@ -7,3 +7,4 @@ mod examples;
 mod structural;
 mod upstream;
 mod versions;
+mod vm_vmi_top_level;

@@ -14,6 +14,9 @@ mod manifests;
 mod sources;
 
 use std::path::PathBuf;
+use std::sync::LazyLock;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use api::kubevirt::cluster_config::{ClusterConfig, DefaultBinding};
 use serde_json::{Map, Value, json};
@@ -40,10 +43,11 @@ fn read_kept(source: &Source) -> Flat {
 }
 
 /// Ours: the flattened schema of `version` of the CRD of `kind`, if we serve it.
+/// Our CRDs, generated once for every test here.
+static CRDS: LazyLock<Vec<CustomResourceDefinition>> = LazyLock::new(api::crds::all);
+
 fn ours(kind: &str, version: &str) -> Option<Flat> {
-    let crd = api::crds::all()
-        .into_iter()
-        .find(|crd| crd.spec.names.kind == kind)?;
+    let crd = CRDS.iter().find(|crd| crd.spec.names.kind == kind)?;
     let served = crd
         .spec
         .versions
@@ -56,8 +60,7 @@ fn ours(kind: &str, version: &str) -> Option<Flat> {
 
 /// Every (kind, version) our CRDs serve.
 fn served() -> Vec<(String, String)> {
-    api::crds::all()
-        .iter()
+    CRDS.iter()
         .flat_map(|crd| {
             crd.spec
                 .versions
