@@ -161,3 +161,14 @@ pub struct CustomTlsProfile {
     #[schemars(extend("enum" = ["VersionTLS10", "VersionTLS11", "VersionTLS12", "VersionTLS13"]))]
     pub min_tls_version: Option<String>,
 }
+
+/// A pull secret in the object's namespace, by name: core's `LocalObjectReference` as CDI
+/// and KubeVirt embed it, whose name upstream leaves optional (empty when left out).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct PullSecretReference {
+    /// The Secret's name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(extend("default" = ""))]
+    pub name: String,
+}

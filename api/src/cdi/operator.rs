@@ -155,7 +155,7 @@ pub struct CdiConfigSpec {
     pub tls_security_profile: Option<crate::common::TlsSecurityProfile>,
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_secrets: Option<Vec<PullSecretReference>>,
+    pub image_pull_secrets: Option<Vec<crate::common::PullSecretReference>>,
     /// Log verbosity of CDI's components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_verbosity: Option<i32>,
@@ -238,19 +238,10 @@ pub struct CdiConfigStatus {
     pub preallocation: Option<bool>,
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_secrets: Option<Vec<PullSecretReference>>,
+    pub image_pull_secrets: Option<Vec<crate::common::PullSecretReference>>,
     /// Fields this version does not model.
     #[serde(flatten)]
     pub extra: Extra,
-}
-
-/// A pull secret in the same namespace, by name (empty when left out, as upstream allows).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
-pub struct PullSecretReference {
-    /// The secret's name.
-    #[serde(default)]
-    pub name: String,
 }
 
 /// Default filesystem overhead when none is configured.

@@ -49,7 +49,7 @@ pub struct KubeVirtSpec {
     pub image_pull_policy: Option<String>,
     /// Secrets the component pods pull their images with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_secrets: Option<Vec<PullSecretReference>>,
+    pub image_pull_secrets: Option<Vec<crate::common::PullSecretReference>>,
     /// The registry component images come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_registry: Option<String>,
@@ -90,16 +90,6 @@ pub struct KubeVirtSpec {
     /// Placement of virt-handler and VM pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workloads: Option<ComponentConfig>,
-}
-
-/// A Secret in the CR's namespace, by name (core's `LocalObjectReference`, whose name
-/// upstream's schema leaves optional).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PullSecretReference {
-    /// The Secret's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
 }
 
 /// How KubeVirt's certificates are issued and rotated.

@@ -116,54 +116,21 @@ pub struct VirtualMachineInstanceMigrationState {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineInstanceMigrationSourceState {
-    /// The libvirt domain's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain_name: Option<String>,
-    /// The libvirt domain's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain_namespace: Option<String>,
-    /// The UID of the migration object on this side.
-    #[serde(
-        default,
-        rename = "migrationUID",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub migration_uid: Option<String>,
-    /// The node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    /// What both sides record.
+    #[serde(flatten)]
+    pub common: MigrationSideState,
     /// Node selectors the target must honour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selectors: Option<BTreeMap<String, String>>,
-    /// The claim holding persistent state.
-    #[serde(
-        default,
-        rename = "persistentStatePVCName",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub persistent_state_pvc_name: Option<String>,
-    /// The launcher pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
-    /// The launcher's SELinux context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selinux_context: Option<String>,
-    /// The address the other side synchronises with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sync_address: Option<String>,
-    /// The UID of the instance on this side.
-    #[serde(
-        default,
-        rename = "virtualMachineInstanceUID",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub virtual_machine_instance_uid: Option<String>,
 }
 
 /// The target side of a migration between clusters.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineInstanceMigrationTargetState {
+    /// What both sides record.
+    #[serde(flatten)]
+    pub common: MigrationSideState,
     /// The UID of the target's attachment pod.
     #[serde(
         default,
@@ -180,15 +147,28 @@ pub struct VirtualMachineInstanceMigrationTargetState {
     /// Whether the target saw the domain arrive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain_detected: Option<bool>,
+    /// When the domain was ready on the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain_ready_timestamp: Option<Time>,
+    /// The node's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_address: Option<String>,
+    /// The node's CPU topology, as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_topology: Option<String>,
+}
+
+/// What each side of a migration between clusters records (upstream's common migration
+/// state, embedded in both).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationSideState {
     /// The libvirt domain's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain_name: Option<String>,
     /// The libvirt domain's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain_namespace: Option<String>,
-    /// When the domain was ready on the target.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain_ready_timestamp: Option<Time>,
     /// The UID of the migration object on this side.
     #[serde(
         default,
@@ -199,12 +179,6 @@ pub struct VirtualMachineInstanceMigrationTargetState {
     /// The node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// The node's address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_address: Option<String>,
-    /// The node's CPU topology, as JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_topology: Option<String>,
     /// The claim holding persistent state.
     #[serde(
         default,
