@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::converter::{Converter, Strategy};
 use super::crd_schema::CrdSchemas;
+use super::discovery::version_priority;
 
 /// A printed column of `kubectl get`: a header and a simple JSONPath into the object.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +49,9 @@ pub struct ResourceType {
     pub storage_version: String,
     /// How objects move between the served versions.
     pub conversion: Strategy,
+    /// The served versions a CRD marks deprecated, each with the warning every request to
+    /// it is answered with.
+    pub deprecations: BTreeMap<String, String>,
 }
 
 impl ResourceType {
@@ -237,7 +241,44 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         schemas: CrdSchemas::compile(crd).ok().map(Arc::new),
         storage_version: storage.get("name")?.as_str()?.to_string(),
         conversion: Strategy::of_crd(crd),
+        deprecations: crd_deprecations(spec, &served),
     })
+}
+
+/// The deprecated ones among a CRD's `served` versions, with their warnings: the CRD's
+/// `deprecationWarning`, or kube-apiserver's default, which names the newest served version
+/// that is not deprecated ("g/v1alpha1 K is deprecated; use g/v1 K").
+fn crd_deprecations(spec: &Value, served: &[&Value]) -> BTreeMap<String, String> {
+    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
+    let is_deprecated = |v: &Value| v.get("deprecated").and_then(Value::as_bool) == Some(true);
+    let group = spec.get("group").and_then(Value::as_str).unwrap_or("");
+    let kind = spec
+        .pointer("/names/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let newest_current = served
+        .iter()
+        .filter(|v| !is_deprecated(v))
+        .filter_map(|v| name(v))
+        .max_by_key(|v| version_priority(v));
+    served
+        .iter()
+        .filter(|v| is_deprecated(v))
+        .filter_map(|v| {
+            let version = name(v)?;
+            let warning = match v.get("deprecationWarning").and_then(Value::as_str) {
+                Some(warning) => warning.to_owned(),
+                None => {
+                    let mut text = format!("{group}/{version} {kind} is deprecated");
+                    if let Some(current) = &newest_current {
+                        text.push_str(&format!("; use {group}/{current} {kind}"));
+                    }
+                    text
+                }
+            };
+            Some((version, warning))
+        })
+        .collect()
 }
 
 fn crd_columns(version: &Value) -> Vec<Column> {
@@ -342,6 +383,7 @@ impl Builtin {
             schemas: None,
             storage_version: self.version.into(),
             conversion: Strategy::None,
+            deprecations: BTreeMap::new(),
         }
     }
 }
@@ -445,6 +487,7 @@ fn builtin_types() -> Vec<ResourceType> {
             schemas: None,
             storage_version: "v1".into(),
             conversion: Strategy::None,
+            deprecations: BTreeMap::new(),
         });
     }
     types
@@ -471,6 +514,39 @@ mod tests {
         assert_eq!(resource.short_names, vec!["dv", "dvs"]);
         assert_eq!(resource.columns[0].json_path, ".status.phase");
         assert_eq!(resource.storage_key(), "cdi.kubevirt.io/datavolumes");
+        assert!(resource.deprecations.is_empty());
+    }
+
+    #[test]
+    fn deprecated_versions_warn_with_the_crds_text_or_kube_apiservers_default() {
+        let crd = |warning: Option<&str>| {
+            let mut old = json!({"name": "v1alpha1", "served": true, "deprecated": true});
+            if let Some(warning) = warning {
+                old["deprecationWarning"] = json!(warning);
+            }
+            json!({"spec": {
+            "group": "ssp.kubevirt.io", "scope": "Namespaced",
+            "names": {"kind": "SSP", "plural": "ssps"},
+            "versions": [
+                old,
+                {"name": "v1beta2", "served": true, "deprecated": true},
+                {"name": "v1beta1", "served": true},
+                {"name": "v1", "served": true, "storage": true},
+                {"name": "v2", "served": false}
+            ]}})
+        };
+        let resource = from_crd(&crd(Some("going away"))).unwrap();
+        assert_eq!(resource.deprecations["v1alpha1"], "going away");
+        assert_eq!(
+            resource.deprecations["v1beta2"],
+            "ssp.kubevirt.io/v1beta2 SSP is deprecated; use ssp.kubevirt.io/v1 SSP"
+        );
+        assert!(!resource.deprecations.contains_key("v1"));
+        let resource = from_crd(&crd(None)).unwrap();
+        assert_eq!(
+            resource.deprecations["v1alpha1"],
+            "ssp.kubevirt.io/v1alpha1 SSP is deprecated; use ssp.kubevirt.io/v1 SSP"
+        );
     }
 
     #[test]

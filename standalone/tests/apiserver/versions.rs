@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Cluster, crds};
+use crate::common::{Cluster, crds, run};
 
 /// `resource` (`plural.version.group`) named `name`, read with kubectl.
 fn read(c: &Cluster, resource: &str, namespace: Option<&str>, name: &str) -> Value {
@@ -177,4 +177,30 @@ fn ssp_moves_between_v1beta2_and_v1beta3_keeping_what_each_declares() {
     // kubectl's own choice is the storage version.
     let preferred = read(&c, "ssp", Some("kubevirt-hyperconverged"), "ssp");
     assert_eq!(preferred["apiVersion"], "ssp.kubevirt.io/v1beta3");
+}
+
+#[test]
+fn a_deprecated_version_warns_on_every_request_and_the_current_one_does_not() {
+    let c = Cluster::start(crds());
+    let vm = json!({"apiVersion": "kubevirt.io/v1alpha3", "kind": "VirtualMachine",
+                    "metadata": {"name": "old", "namespace": "default"},
+                    "spec": {"runStrategy": "Halted",
+                             "template": {"spec": {"domain": {"devices": {}}}}}});
+    let warning = "Warning: kubevirt.io/v1alpha3 is now deprecated and will be removed";
+    let stderr = |args: &[&str], input: Option<&str>| {
+        let out = run(c.kubectl_command(args), input);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stderr)
+    };
+    let (applied, said) = stderr(&["apply", "-f", "-"], Some(&vm.to_string()));
+    assert!(applied && said.contains(warning), "{said}");
+    for args in [
+        ["get", "virtualmachines.v1alpha3.kubevirt.io", "old"],
+        ["get", "virtualmachines.v1alpha3.kubevirt.io", "missing"],
+    ] {
+        let (_, said) = stderr(&args, None);
+        assert!(said.contains(warning), "{args:?}: {said}");
+    }
+    let (found, said) = stderr(&["get", "virtualmachines.v1.kubevirt.io", "old"], None);
+    assert!(found && !said.contains("Warning"), "{said}");
 }

@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode, header};
 use serde_json::Value;
 
-use super::http::{error_response, json_response, unsync};
+use super::http::{add_warning_first, error_response, json_response, unsync};
 use super::{Body, Call, Handler};
 use crate::apiserver::aggregated::{self, AggregatedBody, AggregatedService};
 use crate::apiserver::authz::Authorizer;
@@ -134,6 +134,12 @@ impl Handler {
                     .map_err(|e| ApiError::Internal(e.to_string()))?)
             }
             Route::Resource(path) => {
+                // kube-apiserver warns of a deprecated version on every answer, errors too.
+                let deprecation = self
+                    .objects
+                    .registry
+                    .find(&path.group, &path.version, &path.plural)
+                    .and_then(|rt| rt.deprecations.get(&path.version).cloned());
                 let header = |name: header::HeaderName| {
                     request
                         .headers()
@@ -151,16 +157,23 @@ impl Handler {
                     .await
                     .map_err(|e| ApiError::BadRequest(format!("reading the request body: {e}")))?
                     .to_bytes();
-                self.resource(Call {
-                    method,
-                    path,
-                    query,
-                    accept,
-                    content_type,
-                    body,
-                    user,
-                })
-                .await
+                let answer = self
+                    .resource(Call {
+                        method,
+                        path,
+                        query,
+                        accept,
+                        content_type,
+                        body,
+                        user,
+                    })
+                    .await;
+                let Some(warning) = deprecation else {
+                    return answer;
+                };
+                let mut response = answer.unwrap_or_else(|err| error_response(&err));
+                add_warning_first(&mut response, warning);
+                Ok(response)
             }
         }
     }

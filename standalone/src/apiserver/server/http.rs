@@ -25,6 +25,22 @@ pub(super) fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
     }
 }
 
+/// `warning` before the warnings `response` already carries, as kube-apiserver orders a
+/// deprecated version's warning (recorded before the request is served) and admission's.
+pub(super) fn add_warning_first(response: &mut Response<Body>, warning: String) {
+    let later: Vec<header::HeaderValue> = response
+        .headers()
+        .get_all(header::WARNING)
+        .iter()
+        .cloned()
+        .collect();
+    response.headers_mut().remove(header::WARNING);
+    add_warnings(response, &[warning]);
+    for value in later {
+        response.headers_mut().append(header::WARNING, value);
+    }
+}
+
 pub(super) fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
     Response::builder()
         .status(status)
