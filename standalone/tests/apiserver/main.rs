@@ -4,6 +4,7 @@
 
 mod aggregated;
 mod common;
+mod examples;
 mod kube_client;
 mod kubectl;
 mod python;
