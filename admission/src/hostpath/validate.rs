@@ -137,6 +137,30 @@ fn validate_host_path(path: &str, field: &FieldPath) -> ValidationResult {
     Ok(())
 }
 
+/// Warnings for the storage pool fields upstream's HPP acts on and this one keeps without
+/// acting on, each naming its field: `overlayClassName` (no overlay storage class is made)
+/// and `snapshotProvider` (volumes are not snapshotted by reflink yet).
+pub fn unacted_fields(hpp: &HostPathProvisioner) -> Vec<String> {
+    let pools = hpp.spec.storage_pools.as_deref().unwrap_or_default();
+    let mut warnings = Vec::new();
+    for (i, pool) in pools.iter().enumerate() {
+        let field = FieldPath::new("spec").child("storagePools").index(i);
+        if pool.overlay_class_name.is_some() {
+            warnings.push(format!(
+                "{}: kept, but no overlay storage class is made for the pool",
+                field.child("overlayClassName")
+            ));
+        }
+        if pool.snapshot_provider.is_some() {
+            warnings.push(format!(
+                "{}: kept, but the pool's volumes are not snapshotted by reflink yet",
+                field.child("snapshotProvider")
+            ));
+        }
+    }
+    warnings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +289,18 @@ mod tests {
         let mut hpp = with_pools(vec![pool("a", "/a")]);
         hpp.spec.image_pull_policy = Some("Sometimes".into());
         assert_eq!(field(&hpp), "spec.imagePullPolicy");
+    }
+
+    #[test]
+    fn pool_fields_kept_without_effect_are_warned_of_by_name() {
+        let mut quiet = pool("local", "/var/hpp");
+        assert!(unacted_fields(&with_pools(vec![quiet.clone()])).is_empty());
+        quiet.snapshot_provider = Some("reflink".into());
+        let mut overlay = pool("fast", "/mnt/nvme");
+        overlay.overlay_class_name = Some("fast-overlay".into());
+        let warnings = unacted_fields(&with_pools(vec![quiet, overlay]));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("spec.storagePools[0].snapshotProvider: "));
+        assert!(warnings[1].starts_with("spec.storagePools[1].overlayClassName: "));
     }
 }

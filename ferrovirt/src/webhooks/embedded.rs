@@ -18,6 +18,8 @@ use crate::webhooks::hco_operands::HcoOperator;
 
 const VM_WEBHOOK: &str = "virtualmachine-validator.kubevirt.io";
 const VMI_WEBHOOK: &str = "virtualmachineinstances-create-validator.kubevirt.io";
+/// The warnings for HostPathProvisioner fields kept without effect.
+const HPP_FIELDS: &str = "hostpathprovisioner-fields.ferrovirt.io";
 /// The defaulting and validation of the platform's kinds, in one plugin: virt-api's and
 /// CDI's mutating and validating webhooks of their objects' own fields.
 const DEFAULTING: &str = "defaulting-and-validation.ferrovirt.io";
@@ -105,6 +107,14 @@ pub fn defaulting_and_validation(
     AdmissionPlugin::mutating(DEFAULTING, Resources::All, Wording::InvalidObject, mutate)
 }
 
+/// [`admission::hostpath::validate::unacted_fields`] of an HPP (none of one that does not
+/// parse, which the defaulting and validation plugin has refused already).
+fn hpp_unacted_fields(hpp: &Value) -> Vec<String> {
+    serde_json::from_value(hpp.clone())
+        .map(|hpp| admission::hostpath::validate::unacted_fields(&hpp))
+        .unwrap_or_default()
+}
+
 fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
     result.map(|()| Vec::new())
 }
@@ -182,6 +192,13 @@ pub fn register(server: &ApiServer) {
                     hc,
                 )))
             },
+        ),
+        validation(
+            HPP_FIELDS,
+            api::hostpath::GROUP,
+            "hostpathprovisioners",
+            &[Create, Update],
+            |_, hpp| Ok(hpp_unacted_fields(hpp)),
         ),
         validation(
             VM_WEBHOOK,

@@ -248,6 +248,18 @@ fn bad_crs_are_refused_with_upstream_messages_and_pvc_templates_degrade() {
             .json(&["get", "hostpathprovisioner"])
             .is_some_and(|l| l["items"].as_array().is_some_and(Vec::is_empty))
     );
+    // Upstream fields kept without effect are taken with a warning naming each.
+    let unacted = format!(
+        "{}    snapshotProvider: reflink\n",
+        hpp_yaml(&[("a", &pools.join("a"))])
+    );
+    let out = platform.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&unacted));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("Warning: spec.storagePools[0].snapshotProvider: kept, but"),
+        "{said}"
+    );
 
     // A pvcTemplate pool whose claim cannot bind (no such StorageClass) keeps the CR Degraded
     // with upstream's reason and message; the path pool next to it is served.

@@ -11,6 +11,7 @@ mod hpp;
 mod macpool;
 #[path = "../platform/mod.rs"]
 mod platform;
+mod pvc_rendering;
 mod soak;
 mod ssp;
 mod templates;

@@ -6,4 +6,5 @@ pub mod config;
 pub mod dataimportcron;
 pub mod datasource;
 pub mod datavolume;
+pub mod pvc_rendering;
 pub mod storageprofile;
