@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Extra, OperatorCondition};
+use crate::common::{NodePlacement, OperatorCondition, TlsSecurityProfile};
 use crate::validation::{FieldPath, Problem, ValidationError, ValidationResult};
 
 /// The API group.
@@ -18,7 +18,8 @@ pub const GROUP: &str = "networkaddonsoperator.network.kubevirt.io";
 /// The one NetworkAddonsConfig the operator acts on; others are ignored, as CNAO does.
 pub const CLUSTER: &str = "cluster";
 
-/// The desired network add-ons.
+/// The desired network add-ons: each add-on field present (even empty, `multus: {}`) means
+/// the add-on is deployed, absent means it is not.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "networkaddonsoperator.network.kubevirt.io",
@@ -30,16 +31,62 @@ pub const CLUSTER: &str = "cluster";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkAddonsConfigSpec {
+    /// Multus, the meta CNI plugin giving pods more than one network interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multus: Option<Enabled>,
+    /// Multus' dynamic networks controller, which adds and removes interfaces of running pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multus_dynamic_networks: Option<MultusDynamicNetworks>,
+    /// The Linux bridge CNI plugin, connecting pods to a bridge on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linux_bridge: Option<Enabled>,
+    /// The Open vSwitch CNI plugin, connecting pods to OVS bridges present on the nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ovs: Option<Enabled>,
     /// The MAC address pool; present means enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube_mac_pool: Option<KubeMacPool>,
     /// When to pull add-on images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<String>,
-    /// Fields this version does not model (multus, linuxBridge, ovs, macvtap, …; present
-    /// means enabled).
-    #[serde(flatten)]
-    pub extra: Extra,
+    /// The DNS server answering for virtual machines' secondary interfaces by name.
+    #[serde(
+        default,
+        rename = "kubeSecondaryDNS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kube_secondary_dns: Option<KubeSecondaryDns>,
+    /// The macvtap CNI plugin and its device plugin, attaching pods to a host interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macvtap: Option<Macvtap>,
+    /// The controller managing IP addresses of virtual machines on secondary networks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubevirt_ipam_controller: Option<KubevirtIpamController>,
+    /// How long the add-ons' self-signed CA and serving certificates live and overlap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_sign_configuration: Option<SelfSignConfiguration>,
+    /// The nodes the add-ons' control-plane and per-node pods are scheduled to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_configuration: Option<PlacementConfiguration>,
+    /// The TLS settings of the add-ons' servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_security_profile: Option<TlsSecurityProfile>,
+}
+
+/// An add-on without settings of its own.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Enabled {}
+
+/// Settings of Multus' dynamic networks controller.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct MultusDynamicNetworks {
+    /// Where the container runtime's socket is on the nodes.
+    #[serde(
+        default,
+        rename = "hostCRISocketPath",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub host_cri_socket_path: Option<String>,
 }
 
 /// The range MAC addresses are allocated from.
@@ -52,6 +99,77 @@ pub struct KubeMacPool {
     /// The last address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range_end: Option<String>,
+}
+
+/// Settings of the secondary-network DNS server.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeSecondaryDns {
+    /// The domain the names it answers for end in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// The address of the name server the domain is delegated to.
+    #[serde(
+        default,
+        rename = "nameServerIP",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub name_server_ip: Option<String>,
+}
+
+/// Settings of the macvtap add-on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Macvtap {
+    /// The name of the ConfigMap holding the device plugin's configuration, in place of the
+    /// default one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_plugin_config: Option<String>,
+}
+
+/// Settings of the secondary-network IPAM controller.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct KubevirtIpamController {
+    /// The namespace of the NetworkAttachmentDefinition standing for the cluster's default
+    /// network, which the controller uses for pods of virtual machines with persistent
+    /// addresses on user-defined networks.
+    #[serde(
+        default,
+        rename = "defaultNetworkNADNamespace",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub default_network_nad_namespace: Option<String>,
+}
+
+/// Lifetimes of the self-signed certificates, as Go durations (`168h`, `90m`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelfSignConfiguration {
+    /// How long a CA certificate is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_rotate_interval: Option<String>,
+    /// How long an expired CA certificate stays trusted next to its successor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_overlap_interval: Option<String>,
+    /// How long a serving certificate is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_rotate_interval: Option<String>,
+    /// How long an expired serving certificate stays in use next to its successor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_overlap_interval: Option<String>,
+}
+
+/// Where the add-ons' pods run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementConfiguration {
+    /// Placement of the control-plane components (controllers, webhooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra: Option<NodePlacement>,
+    /// Placement of the components running on every workload node (CNI plugins, device
+    /// plugins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<NodePlacement>,
 }
 
 /// The deployed network add-ons.
@@ -73,9 +191,6 @@ pub struct NetworkAddonsConfigStatus {
     /// The containers of the deployed components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containers: Option<Vec<Container>>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
 }
 
 /// A container of a deployed component.
@@ -393,6 +508,102 @@ mod tests {
                 .to_string()
                 .contains("Range end is lesser than or equal to its start")
         );
+    }
+
+    /// `api/tests/examples/nac.yaml`: a NetworkAddonsConfig as a cluster holds it, every
+    /// field of its spec and status set.
+    const FULL_EXAMPLE: &str = include_str!("../tests/examples/nac.yaml");
+
+    /// The names of the properties of `schema`, sorted.
+    fn property_names(schema: &serde_json::Value) -> Vec<String> {
+        let mut names: Vec<String> = schema["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_full_upstream_shaped_config_round_trips_unchanged() {
+        let written: serde_json::Value =
+            serde_saphyr::from_str(FULL_EXAMPLE).expect("the example is YAML");
+        let typed: NetworkAddonsConfig =
+            serde_json::from_value(written.clone()).expect("the example reads typed");
+        assert_eq!(serde_json::to_value(&typed).unwrap(), written);
+
+        // Every field the schema declares is set, so the round trip above covers them all.
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(NetworkAddonsConfig::crd()).unwrap();
+        let root = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        for part in ["spec", "status"] {
+            let mut set: Vec<String> = written[part].as_object().unwrap().keys().cloned().collect();
+            set.sort();
+            assert_eq!(set, property_names(&root["properties"][part]), "{part}");
+        }
+
+        // The add-ons without settings are objects that are present, and stay so.
+        let spec = &typed.spec;
+        assert_eq!(spec.multus, Some(Enabled {}));
+        assert_eq!(spec.linux_bridge, Some(Enabled {}));
+        assert_eq!(spec.ovs, Some(Enabled {}));
+        assert_eq!(
+            spec.kube_secondary_dns
+                .as_ref()
+                .and_then(|d| d.name_server_ip.as_deref()),
+            Some("192.0.2.53")
+        );
+        let infra = spec
+            .placement_configuration
+            .as_ref()
+            .and_then(|p| p.infra.as_ref())
+            .expect("infra placement");
+        assert!(
+            infra
+                .affinity
+                .as_ref()
+                .is_some_and(|a| a.node_affinity.is_some())
+        );
+        let status = typed.status.as_ref().expect("status");
+        assert_eq!(status.containers.as_ref().map(Vec::len), Some(2));
+        assert_eq!(validate_network_addons_config(&typed), Ok(()));
+    }
+
+    #[test]
+    fn every_object_of_the_schema_declares_its_fields() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(NetworkAddonsConfig::crd()).unwrap();
+        let root = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut keeping = Vec::new();
+        find_preserved("", root, &mut keeping);
+        assert!(
+            keeping.is_empty(),
+            "objects keeping unknown fields: {keeping:?}"
+        );
+        let multus = &root["properties"]["spec"]["properties"]["multus"];
+        assert_eq!(multus["type"], "object");
+        assert!(multus["properties"].is_null() && multus["additionalProperties"].is_null());
+    }
+
+    fn find_preserved(path: &str, schema: &serde_json::Value, found: &mut Vec<String>) {
+        if schema["x-kubernetes-preserve-unknown-fields"] == true {
+            found.push(path.to_owned());
+        }
+        for (name, child) in schema["properties"].as_object().into_iter().flatten() {
+            find_preserved(&format!("{path}.{name}"), child, found);
+        }
+        if schema["items"].is_object() {
+            find_preserved(&format!("{path}[]"), &schema["items"], found);
+        }
+        if schema["additionalProperties"].is_object() {
+            find_preserved(
+                &format!("{path}{{}}"),
+                &schema["additionalProperties"],
+                found,
+            );
+        }
     }
 
     #[test]

@@ -297,3 +297,34 @@ fn upstream_examples_set_only_declared_fields_where_a_typo_is_refused() {
     eprintln!("kinds not served: {}", unserved.join("; "));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// NetworkAddonsConfig is typed to its leaves: a misspelt field is not declared wherever it
+/// sits, top level, inside an add-on without settings, in the placement or in the status.
+#[test]
+fn a_typo_in_a_network_addons_config_is_refused() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/examples");
+    let (_, example) = manifests::documents(&dir)
+        .into_iter()
+        .find(|(file, _)| file == "nac.yaml")
+        .expect("the NetworkAddonsConfig example");
+    assert_eq!(manifests::check(&example), Vec::<String>::new());
+    let mut typos = example.clone();
+    typos["spec"]["multsu"] = json!({});
+    typos["spec"]["linuxBridge"]["enabled"] = json!(true);
+    typos["spec"]["placementConfiguration"]["infra"]["nodeSelecter"] = json!({});
+    typos["spec"]["selfSignConfiguration"]["caRotateIntreval"] = json!("1h");
+    typos["status"]["containers"][0]["namespace"] = json!("cluster-network-addons");
+    let mut problems = manifests::check(&typos);
+    problems.sort();
+    let prefix = "NetworkAddonsConfig v1";
+    assert_eq!(
+        problems,
+        [
+            format!("{prefix} spec.linuxBridge.enabled: not declared"),
+            format!("{prefix} spec.multsu: not declared"),
+            format!("{prefix} spec.placementConfiguration.infra.nodeSelecter: not declared"),
+            format!("{prefix} spec.selfSignConfiguration.caRotateIntreval: not declared"),
+            format!("{prefix} status.containers[].namespace: not declared"),
+        ]
+    );
+}

@@ -470,4 +470,24 @@ mod tests {
         );
         assert!(nac["spec"]["linuxBridge"].is_object());
     }
+
+    /// What HCO builds is CNAO's typed spec exactly: every field it sets is one the
+    /// NetworkAddonsConfig declares, and reads back unchanged.
+    #[test]
+    fn the_network_addons_spec_is_the_typed_one() {
+        for hc_spec in [
+            json!({}),
+            json!({"kubeMacPoolConfiguration": {
+                "rangeStart": "02:00:00:00:00:00", "rangeEnd": "02:00:00:00:ff:ff",
+            }}),
+        ] {
+            let spec = network_addons(&hc(hc_spec))["spec"].clone();
+            let typed: api::cnao::NetworkAddonsConfigSpec =
+                serde_json::from_value(spec.clone()).expect("HCO's spec reads typed");
+            assert_eq!(serde_json::to_value(&typed).unwrap(), spec);
+            assert_eq!(typed.multus, Some(api::cnao::Enabled {}));
+            assert_eq!(typed.linux_bridge, Some(api::cnao::Enabled {}));
+            assert!(typed.kube_mac_pool.is_some());
+        }
+    }
 }
