@@ -49,7 +49,7 @@ fn a_labeled_claim_is_completed_from_its_storage_profile() {
     assert_eq!(bare["spec"]["volumeMode"], set["volumeMode"], "{bare}");
     // 64 MiB over (1 - 0.06), rounded up: what a DataVolume asking for 64Mi gets.
     assert_eq!(
-        bare["spec"]["resources"]["requests"]["storage"], "71392410",
+        bare["spec"]["resources"]["requests"]["storage"], "71392409",
         "{bare}"
     );
 
