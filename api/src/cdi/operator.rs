@@ -9,7 +9,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::storageprofile::CdiCloneStrategy;
-use crate::common::{Extra, NodePlacement, OperatorCondition};
+use crate::common::{NodePlacement, OperatorCondition};
+// The same shapes as KubeVirt's: a certificate's lifetime and renewal, and a patch of a
+// deployed object (the operator SDK's, which both embed).
+pub use crate::kubevirt::kubevirt::{CertConfig, CustomizeComponentsPatch};
 
 /// The desired state of the CDI installation.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -34,9 +37,12 @@ use crate::common::{Extra, NodePlacement, OperatorCondition};
 pub struct CdiSpec {
     /// When to pull component images: `Always`, `IfNotPresent` or `Never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Always", "IfNotPresent", "Never"]))]
     pub image_pull_policy: Option<String>,
-    /// What uninstalling does: `RemoveWorkloads` or `BlockUninstallIfWorkloadsExist`.
+    /// What deleting the CR does while DataVolumes exist: `RemoveWorkloads` or
+    /// `BlockUninstallIfWorkloadsExist` (the deletion is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]))]
     pub uninstall_strategy: Option<String>,
     /// Placement and replicas of the control plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,20 +50,18 @@ pub struct CdiSpec {
     /// Placement of importer, upload and clone pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<NodePlacement>,
-    /// Patches and flags applied to the deployed components.
+    /// Patches and extra flags applied to the components the operator deploys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub customize_components: Option<serde_json::Value>,
+    pub customize_components: Option<CustomizeComponents>,
     /// Force a clone method regardless of StorageProfiles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone_strategy_override: Option<CdiCloneStrategy>,
     /// Initial CDIConfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<CdiConfigSpec>,
-    /// Certificate lifetimes (`ca`, `server`, `client` with `duration`, `renewBefore`).
+    /// Lifetimes and renewal of the certificates CDI issues for itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub cert_config: Option<serde_json::Value>,
+    pub cert_config: Option<CdiCertConfig>,
     /// Priority class of the control plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
@@ -79,6 +83,51 @@ pub struct ComponentConfig {
     /// Replicas of cdi-uploadproxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload_proxy_replicas: Option<i32>,
+}
+
+/// Lifetimes of the certificates CDI's operator issues: its CA, the serving certificates it
+/// signs and the client certificates its components present to each other.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CdiCertConfig {
+    /// The CA; a certificate it replaces stays in the trust bundle until it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<CertConfig>,
+    /// The serving certificates, replaced when renewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<CertConfig>,
+    /// The client certificates, replaced when renewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<CertConfig>,
+}
+
+/// Changes to the objects CDI's operator deploys: patches of them and extra command line
+/// flags of its components.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomizeComponents {
+    /// Patches of deployed objects, applied in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub patches: Option<Vec<CustomizeComponentsPatch>>,
+    /// Extra command line flags, by component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags: Option<ComponentFlags>,
+}
+
+/// Extra command line flags of CDI's components (flag name to value).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentFlags {
+    /// cdi-apiserver's flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<BTreeMap<String, String>>,
+    /// cdi-deployment's (the controller's) flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<BTreeMap<String, String>>,
+    /// cdi-uploadproxy's flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_proxy: Option<BTreeMap<String, String>>,
 }
 
 /// The status of an operator-managed installation (controller-lifecycle-operator-sdk).
@@ -239,10 +288,130 @@ pub struct CdiConfigStatus {
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_secrets: Option<Vec<crate::common::PullSecretReference>>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
 }
 
 /// Default filesystem overhead when none is configured.
 pub const DEFAULT_FILESYSTEM_OVERHEAD: &str = "0.06";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn round_trip<T: serde::de::DeserializeOwned + Serialize>(value: &Value) -> Value {
+        let typed: T = serde_json::from_value(value.clone()).expect("reads as the type");
+        serde_json::to_value(&typed).expect("serializes")
+    }
+
+    /// A CDI CR setting every field upstream's schema has, in upstream's shape.
+    fn full_cdi() -> Value {
+        let rotation =
+            |duration: &str, renew: &str| json!({"duration": duration, "renewBefore": renew});
+        json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "CDI",
+            "metadata": {"name": "cdi"},
+            "spec": {
+                "imagePullPolicy": "IfNotPresent",
+                "uninstallStrategy": "BlockUninstallIfWorkloadsExist",
+                "infra": {
+                    "nodeSelector": {"node-role.kubernetes.io/infra": ""},
+                    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                        ]}],
+                    }}},
+                    "deploymentReplicas": 1,
+                    "apiServerReplicas": 2,
+                    "uploadProxyReplicas": 1,
+                },
+                "workload": {"nodeSelector": {"kubernetes.io/os": "linux"}},
+                "customizeComponents": {
+                    "patches": [{
+                        "resourceType": "Deployment",
+                        "resourceName": "cdi-deployment",
+                        "patch": r#"{"metadata":{"annotations":{"patched":"yes"}}}"#,
+                        "type": "strategic",
+                    }],
+                    "flags": {
+                        "api": {"v": "4"},
+                        "controller": {"v": "3"},
+                        "uploadProxy": {"v": "2"},
+                    },
+                },
+                "cloneStrategyOverride": "snapshot",
+                "config": {"featureGates": ["HonorWaitForFirstConsumer"]},
+                "certConfig": {
+                    "ca": rotation("48h0m0s", "24h0m0s"),
+                    "server": rotation("24h0m0s", "12h0m0s"),
+                    "client": rotation("24h0m0s", "12h0m0s"),
+                },
+                "priorityClass": "kubevirt-cluster-critical",
+            },
+            "status": {
+                "phase": "Deployed",
+                "conditions": [{
+                    "type": "Available",
+                    "status": "True",
+                    "reason": "Completed",
+                    "message": "Deployment Completed",
+                    "lastHeartbeatTime": "2024-05-01T10:00:00Z",
+                    "lastTransitionTime": "2024-05-01T09:00:00Z",
+                }],
+                "operatorVersion": "v1.66.0",
+                "targetVersion": "v1.66.0",
+                "observedVersion": "v1.66.0",
+            },
+        })
+    }
+
+    #[test]
+    fn an_upstream_shaped_cdi_round_trips_unchanged() {
+        let cdi = full_cdi();
+        assert_eq!(round_trip::<CDI>(&cdi), cdi);
+        let typed: CDI = serde_json::from_value(cdi).expect("a CDI");
+        let certs = typed.spec.cert_config.expect("certConfig");
+        let client = certs.client.expect("client");
+        assert_eq!(client.renew_before.as_deref(), Some("12h0m0s"));
+        let customize = typed
+            .spec
+            .customize_components
+            .expect("customizeComponents");
+        let flags = customize.flags.expect("flags");
+        assert_eq!(flags.upload_proxy.expect("uploadProxy")["v"], "2");
+        assert_eq!(customize.patches.expect("patches")[0].type_, "strategic");
+    }
+
+    #[test]
+    fn an_upstream_shaped_cdi_config_status_round_trips_unchanged() {
+        let config = json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "CDIConfig",
+            "metadata": {"name": "config"},
+            "spec": {"uploadProxyURLOverride": "https://upload.example.com"},
+            "status": {
+                "uploadProxyURL": "https://upload.example.com",
+                "uploadProxyCA": "-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n",
+                "importProxy": {
+                    "HTTPProxy": "http://proxy.local:3128",
+                    "HTTPSProxy": "",
+                    "noProxy": ".cluster.local",
+                    "trustedCAProxy": "",
+                },
+                "scratchSpaceStorageClass": "hostpath-csi",
+                "defaultPodResourceRequirements": {
+                    "limits": {"cpu": "750m", "memory": "600M"},
+                    "requests": {"cpu": "100m", "memory": "60M"},
+                },
+                "filesystemOverhead": {
+                    "global": "0.06",
+                    "storageClass": {"hostpath-csi": "0.1"},
+                },
+                "preallocation": false,
+                "imagePullSecrets": [{"name": "registry-pull"}],
+            },
+        });
+        assert_eq!(round_trip::<CDIConfig>(&config), config);
+    }
+}

@@ -143,6 +143,7 @@ pub struct CustomizeComponents {
     pub flags: Option<ComponentFlags>,
     /// Patches of deployed objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub patches: Option<Vec<CustomizeComponentsPatch>>,
 }
 
@@ -161,15 +162,17 @@ pub struct ComponentFlags {
     pub handler: Option<BTreeMap<String, String>>,
 }
 
-/// A patch of one deployed object.
+/// A patch of one deployed object (the operator SDK's shape, which KubeVirt and CDI share).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomizeComponentsPatch {
     /// The patch document.
     pub patch: String,
     /// The object's name (`*` for all of its kind).
+    #[schemars(length(min = 1))]
     pub resource_name: String,
     /// The object's kind, such as `Deployment`.
+    #[schemars(length(min = 1))]
     pub resource_type: String,
     /// The patch type: `json`, `merge` or `strategic`.
     #[serde(rename = "type")]

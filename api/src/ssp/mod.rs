@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cdi::DataImportCronSpec;
-use crate::common::{Extra, OperatorCondition};
+use crate::common::{NodePlacement, OperatorCondition};
 
 /// The API group.
 pub const GROUP: &str = "ssp.kubevirt.io";
@@ -51,8 +51,7 @@ pub struct SspSpec {
     pub common_templates: Option<CommonTemplates>,
     /// Replicas and placement of the template validator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub template_validator: Option<serde_json::Value>,
+    pub template_validator: Option<TemplateValidator>,
     /// The TLS settings of the operands' servers (OpenShift's `TLSSecurityProfile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_security_profile: Option<crate::common::TlsSecurityProfile>,
@@ -65,6 +64,19 @@ pub struct SspSpec {
     /// Whether templates, DataSources and DataImportCrons are deployed per architecture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_multiple_architectures: Option<bool>,
+}
+
+/// How many template validator pods run, and where.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateValidator {
+    /// How many validator pods run (two when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("default" = 2))]
+    pub replicas: Option<i32>,
+    /// The nodes the validator pods may run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<NodePlacement>,
 }
 
 /// The VNC token service's switch.
@@ -149,9 +161,6 @@ pub struct SspStatus {
     /// The latest generation observed by the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Fields this version does not model.
-    #[serde(flatten)]
-    pub extra: Extra,
 }
 
 /// Why an SSP is refused, in ssp-operator's webhook words.
@@ -258,6 +267,78 @@ mod tests {
             validate_spec(&spec).unwrap_err().to_string(),
             "spec.commonTemplates.namespace: Required value"
         );
+    }
+
+    /// Every field upstream's SSP schema has beside the boot sources, in upstream's shape.
+    fn full_ssp(api_version: &str) -> serde_json::Value {
+        let mut ssp = json!({
+            "apiVersion": api_version,
+            "kind": "SSP",
+            "metadata": {"name": "ssp-kubevirt-hyperconverged", "namespace": "kubevirt-hyperconverged"},
+            "spec": {
+                "commonTemplates": {"namespace": "openshift"},
+                "templateValidator": {
+                    "replicas": 2,
+                    "placement": {
+                        "nodeSelector": {"node-role.kubernetes.io/infra": ""},
+                        "tolerations": [{"key": "infra", "operator": "Equal", "value": "reserved",
+                                         "effect": "NoSchedule"}],
+                        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 50,
+                            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                "labelSelector": {"matchLabels": {"kubevirt.io": "virt-template-validator"}}},
+                        }]}},
+                    },
+                },
+                "tlsSecurityProfile": {"type": "Intermediate", "intermediate": {}},
+                "tokenGenerationService": {"enabled": true},
+            },
+            "status": {
+                "phase": "Deployed",
+                "conditions": [{
+                    "type": "Available",
+                    "status": "True",
+                    "reason": "Available",
+                    "message": "All SSP resources are available",
+                    "lastHeartbeatTime": "2024-05-01T10:00:00Z",
+                    "lastTransitionTime": "2024-05-01T09:00:00Z",
+                }],
+                "operatorVersion": "v0.24.0",
+                "targetVersion": "v0.24.0",
+                "observedVersion": "v0.24.0",
+                "paused": true,
+                "observedGeneration": 3,
+            },
+        });
+        if api_version.ends_with("v1beta3") {
+            ssp["spec"]["cluster"] = json!({"workloadArchitectures": ["amd64", "arm64"],
+                                            "controlPlaneArchitectures": ["amd64"]});
+            ssp["spec"]["enableMultipleArchitectures"] = json!(true);
+        }
+        ssp
+    }
+
+    #[test]
+    fn an_upstream_shaped_ssp_round_trips_unchanged_at_both_versions() {
+        let v1beta3 = full_ssp("ssp.kubevirt.io/v1beta3");
+        let typed: SSP = serde_json::from_value(v1beta3.clone()).expect("a v1beta3 SSP");
+        assert_eq!(serde_json::to_value(&typed).expect("serializes"), v1beta3);
+        let validator = typed.spec.template_validator.expect("templateValidator");
+        assert_eq!(validator.replicas, Some(2));
+        let placement = validator.placement.expect("placement");
+        assert_eq!(
+            placement.tolerations.expect("tolerations")[0]
+                .key
+                .as_deref(),
+            Some("infra")
+        );
+        let status = typed.status.expect("status");
+        assert!(status.paused);
+        assert_eq!(status.observed_generation, Some(3));
+
+        let v1beta2 = full_ssp("ssp.kubevirt.io/v1beta2");
+        let typed: v1beta2::SSP = serde_json::from_value(v1beta2.clone()).expect("a v1beta2 SSP");
+        assert_eq!(serde_json::to_value(&typed).expect("serializes"), v1beta2);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CommonTemplates, SspStatus, TokenGenerationService};
+use super::{CommonTemplates, SspStatus, TemplateValidator, TokenGenerationService};
 
 /// The desired state of the SSP add-ons, as v1beta2 says it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -29,8 +29,7 @@ pub struct SspSpec {
     pub common_templates: Option<CommonTemplates>,
     /// Replicas and placement of the template validator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub template_validator: Option<serde_json::Value>,
+    pub template_validator: Option<TemplateValidator>,
     /// The TLS settings of the operands' servers (OpenShift's `TLSSecurityProfile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_security_profile: Option<crate::common::TlsSecurityProfile>,

@@ -18,6 +18,7 @@ use api::hostpath::HostPathProvisioner;
 use api::hostpath::default::default_host_path_provisioner;
 use api::kubevirt::default::default_virtual_machine;
 use api::kubevirt::{RunStrategy, VirtualMachine, VirtualMachineInstance};
+use api::ssp::SSP;
 use api::{Problem, ValidationError, ValidationResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -370,6 +371,27 @@ fn cdi_round_trips() {
     let infra = cdi.spec.infra.unwrap_or_default();
     assert_eq!(infra.api_server_replicas, Some(2));
     assert!(infra.placement.node_selector.is_some());
+    let ca = cdi.spec.cert_config.and_then(|c| c.ca).unwrap_or_default();
+    assert_eq!(ca.duration.as_deref(), Some("48h0m0s"));
+    let patches = cdi
+        .spec
+        .customize_components
+        .and_then(|c| c.patches)
+        .unwrap_or_default();
+    assert_eq!(patches[0].resource_name, "cdi-uploadproxy");
+}
+
+#[test]
+fn ssp_round_trips() {
+    let ssp: SSP = round_trip("ssp.yaml");
+    let validator = ssp.spec.template_validator.unwrap_or_default();
+    assert_eq!(validator.replicas, Some(2));
+    let placement = validator.placement.unwrap_or_default();
+    assert_eq!(placement.tolerations.unwrap_or_default().len(), 1);
+    assert_eq!(
+        ssp.spec.common_templates.map(|c| c.namespace).as_deref(),
+        Some("openshift")
+    );
 }
 
 #[test]

@@ -275,6 +275,64 @@ fn our_examples_set_only_declared_fields_where_a_typo_is_refused() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// CDI's certificate and customization settings, CDIConfig's status and SSP's template
+/// validator and status were kept as given until typed: now a misspelt field there is
+/// refused by name, and CDI's pull and uninstall policies by value, as upstream's CRDs do.
+#[test]
+fn a_typo_in_the_cdi_cdiconfig_and_ssp_fields_once_kept_as_given_is_refused() {
+    let cdi = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI", "spec": {
+        "certConfig": {"ca": {"duration": "48h", "renewbefore": "24h"}, "clients": {}},
+        "customizeComponents": {"flags": {"uploadproxy": {"v": "2"}},
+                                "patches": [{"patch": "{}", "resourceName": "a",
+                                             "resourceType": "Deployment", "typ": "json"}]},
+    }});
+    let config = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDIConfig",
+        "spec": {}, "status": {"uploadProxyUrl": "https://upload.example.com"}});
+    let ssp = |version: &str| {
+        json!({"apiVersion": format!("ssp.kubevirt.io/{version}"), "kind": "SSP",
+        "spec": {"commonTemplates": {"namespace": "openshift"},
+                 "templateValidator": {"replica": 2, "placement": {"nodeSelectors": {}}}},
+        "status": {"observedGenerations": 1}})
+    };
+    let mut problems = manifests::check(&cdi);
+    problems.extend(manifests::check(&config));
+    problems.extend(manifests::check(&ssp("v1beta3")));
+    problems.extend(manifests::check(&ssp("v1beta2")));
+    let mut expected = vec![
+        "CDI v1beta1 spec.certConfig.ca.renewbefore: not declared".to_owned(),
+        "CDI v1beta1 spec.certConfig.clients: not declared".to_owned(),
+        "CDI v1beta1 spec.customizeComponents.flags.uploadproxy: not declared".to_owned(),
+        "CDI v1beta1 spec.customizeComponents.patches[].typ: not declared".to_owned(),
+        "CDIConfig v1beta1 status.uploadProxyUrl: not declared".to_owned(),
+    ];
+    for version in ["v1beta3", "v1beta2"] {
+        expected.extend([
+            format!("SSP {version} spec.templateValidator.replica: not declared"),
+            format!("SSP {version} spec.templateValidator.placement.nodeSelectors: not declared"),
+            format!("SSP {version} status.observedGenerations: not declared"),
+        ]);
+    }
+    problems.sort();
+    expected.sort();
+    assert_eq!(problems, expected);
+
+    for version in ["v1beta1", "v1alpha1"] {
+        let mine = ours("CDI", version).expect("CDI is served");
+        assert_eq!(
+            mine["spec.imagePullPolicy"].enumeration,
+            ["Always", "IfNotPresent", "Never"]
+        );
+        assert_eq!(
+            mine["spec.uninstallStrategy"].enumeration,
+            ["BlockUninstallIfWorkloadsExist", "RemoveWorkloads"]
+        );
+        assert_eq!(
+            mine["spec.customizeComponents.patches[]"].required,
+            ["patch", "resourceName", "resourceType", "type"]
+        );
+    }
+}
+
 /// The same for upstream's own examples (KubeVirt's `examples/`, CDI's
 /// `manifests/example/`, ...), which are not in this repository: name a directory holding
 /// them in `FERROVIRT_UPSTREAM_EXAMPLES` and run the ignored tests. Kinds we do not serve
