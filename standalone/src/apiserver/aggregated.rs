@@ -21,9 +21,9 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response};
 use serde_json::{Value, json};
 
-use super::discovery;
 use super::errors::ApiError;
 use super::identity::{ResourceAttributes, UserInfo};
+use super::resources;
 
 /// An error of a response body, as hyper takes it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -218,7 +218,7 @@ impl AggregatedApis {
         versions.sort_by_key(|v| {
             (
                 std::cmp::Reverse(v.version_priority),
-                std::cmp::Reverse(discovery::version_priority(&v.version)),
+                std::cmp::Reverse(resources::version_priority(&v.version)),
             )
         });
         versions

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceType;
+use super::resources::{ResourceType, version_priority};
 
 pub const KUBERNETES_VERSION: (&str, &str) = ("1", "33");
 
@@ -47,22 +47,6 @@ pub(super) fn groups(types: &[ResourceType]) -> BTreeMap<String, Vec<String>> {
         versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     groups
-}
-
-/// Kubernetes version ordering: GA over beta over alpha, higher numbers first.
-pub(super) fn version_priority(version: &str) -> (u8, u32, u32) {
-    let rest = version.trim_start_matches('v');
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let major = digits.parse().unwrap_or(0);
-    let tail = &rest[digits.len()..];
-    let (stability, minor) = if let Some(n) = tail.strip_prefix("beta") {
-        (1, n.parse().unwrap_or(0))
-    } else if let Some(n) = tail.strip_prefix("alpha") {
-        (0, n.parse().unwrap_or(0))
-    } else {
-        (2, 0)
-    };
-    (stability, major, minor)
 }
 
 /// `/apis`.

@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use super::converter::{Converter, Strategy};
 use super::crd_schema::CrdSchemas;
-use super::discovery::version_priority;
 
 /// A printed column of `kubectl get`: a header and a simple JSONPath into the object.
 #[derive(Clone, Debug, PartialEq)]
@@ -243,6 +242,22 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         conversion: Strategy::of_crd(crd),
         deprecations: crd_deprecations(spec, &served),
     })
+}
+
+/// Kubernetes version ordering: GA over beta over alpha, higher numbers first.
+pub(super) fn version_priority(version: &str) -> (u8, u32, u32) {
+    let rest = version.trim_start_matches('v');
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (stability, minor) = if let Some(n) = tail.strip_prefix("beta") {
+        (1, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (0, n.parse().unwrap_or(0))
+    } else {
+        (2, 0)
+    };
+    (stability, major, minor)
 }
 
 /// The deprecated ones among a CRD's `served` versions, with their warnings: the CRD's
