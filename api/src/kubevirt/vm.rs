@@ -196,8 +196,12 @@ pub struct DataVolumeTemplateSpec {
     pub metadata: Option<ObjectMeta>,
     /// The DataVolume spec.
     pub spec: DataVolumeSpec,
-    /// Placeholder status, kept as written.
+    /// A placeholder upstream keeps so that objects of an older API still read: always empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::common::nullable_preserve_unknown_object")]
-    pub status: Option<serde_json::Value>,
+    pub status: Option<DataVolumeTemplateStatus>,
 }
+
+/// The status a DataVolume template may carry: an object with no fields (KubeVirt's
+/// `DataVolumeTemplateDummyStatus`), so anything written inside it is refused.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct DataVolumeTemplateStatus {}
