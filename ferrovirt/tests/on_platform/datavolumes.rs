@@ -228,10 +228,7 @@ fn worker_pods_take_their_resources_from_cdiconfigs_status() {
             .is_some_and(|ca| ca.starts_with("-----BEGIN CERTIFICATE-----")),
         "and its CA: {defaults:#}"
     );
-    patch_cdi_config(
-        &platform,
-        r#"{"spec":{"podResourceRequirements":{"limits":{"cpu":"1"}}}}"#,
-    );
+    platform.patch_cdi_config(r#"{"spec":{"podResourceRequirements":{"limits":{"cpu":"1"}}}}"#);
     status_of(&|s| s["defaultPodResourceRequirements"]["limits"]["cpu"] == "1");
     // An importer that keeps failing stays for us to read.
     platform.apply(&http_datavolume(
@@ -382,25 +379,11 @@ fn push_disk(registry: &ferrovirt_tests::registry::RegistryServer, image: &str, 
     registry.push(&OciLayout::image(&spec), repo_tag);
 }
 
-/// Merge-patches CDIConfig `config` with `patch`, as a user edits it.
-fn patch_cdi_config(platform: &Platform, patch: &str) {
-    platform.ok(&[
-        "patch",
-        "cdiconfig",
-        "config",
-        "--type",
-        "merge",
-        "-p",
-        patch,
-    ]);
-}
-
 /// Lets the platform pull from a plain-HTTP registry: CDIConfig must list it, as in CDI.
 fn allow_insecure_registry(platform: &Platform, host: &str) {
-    patch_cdi_config(
-        platform,
-        &format!(r#"{{"spec":{{"insecureRegistries":["{host}"]}}}}"#),
-    );
+    platform.patch_cdi_config(&format!(
+        r#"{{"spec":{{"insecureRegistries":["{host}"]}}}}"#
+    ));
 }
 
 #[test]

@@ -67,15 +67,7 @@ fn a_labeled_claim_is_completed_from_its_storage_profile() {
         "{said}"
     );
 
-    platform.ok(&[
-        "patch",
-        "cdiconfig",
-        "config",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"webhookPvcRendering":"Disabled"}}"#,
-    ]);
+    platform.patch_cdi_config(r#"{"spec":{"webhookPvcRendering":"Disabled"}}"#);
     let spec = json!({"accessModes": ["ReadWriteOnce"], "resources": size});
     platform.ok_stdin(
         &["create", "-f", "-"],

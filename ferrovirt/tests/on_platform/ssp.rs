@@ -304,18 +304,10 @@ fn boot_sources_import_from_a_local_registry_and_a_vm_clones_from_them() {
     );
     registry.push(&OciLayout::image(&spec), "containerdisks/fedora:latest");
     let platform = Platform::start("ssp-boot-sources");
-    platform.ok(&[
-        "patch",
-        "cdiconfig",
-        "config",
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"spec":{{"insecureRegistries":["{}"]}}}}"#,
-            registry.host()
-        ),
-    ]);
+    platform.patch_cdi_config(&format!(
+        r#"{{"spec":{{"insecureRegistries":["{}"]}}}}"#,
+        registry.host()
+    ));
     namespaces(&platform);
     let crons = format!(
         r#"

@@ -165,6 +165,19 @@ impl Platform {
         self.ok_stdin(&["apply", "-f", "-"], Some(yaml));
     }
 
+    /// Merge-patches CDIConfig `config` with `patch`, as a user edits it.
+    pub fn patch_cdi_config(&self, patch: &str) {
+        self.ok(&[
+            "patch",
+            "cdiconfig",
+            "config",
+            "--type",
+            "merge",
+            "-p",
+            patch,
+        ]);
+    }
+
     pub fn json(&self, args: &[&str]) -> Option<Value> {
         self.kubectl_client().json(args)
     }
