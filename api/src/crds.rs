@@ -6,7 +6,7 @@ use kube::CustomResourceExt;
 
 use crate::crd_versions::{also_served, spec_optional};
 
-use crate::{cdi, cnao, hco, hostpath, kubevirt, network_attachment, ssp, upload};
+use crate::{cdi, cnao, hco, hostpath, instancetype, kubevirt, network_attachment, ssp, upload};
 
 /// Every CRD the embedded API server serves, in a stable order.
 ///
@@ -26,6 +26,10 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         kubevirt_v1alpha3(kubevirt::VirtualMachine::crd()),
         kubevirt_v1alpha3(kubevirt::VirtualMachineInstance::crd()),
         kubevirt_v1alpha3(kubevirt::KubeVirt::crd()),
+        instancetype::VirtualMachineInstancetype::crd(),
+        instancetype::VirtualMachineClusterInstancetype::crd(),
+        instancetype::VirtualMachinePreference::crd(),
+        instancetype::VirtualMachineClusterPreference::crd(),
         hco::schema::crd(),
         ssp::crd(),
         also_served(

@@ -15,6 +15,7 @@ pub mod crds;
 pub mod go_duration;
 pub mod hco;
 pub mod hostpath;
+pub mod instancetype;
 pub mod kubevirt;
 pub mod label_selector;
 pub mod network_attachment;

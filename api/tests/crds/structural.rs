@@ -125,6 +125,31 @@ fn scopes_and_short_names_follow_upstream() {
         ("HyperConverged", "Namespaced", vec!["hco", "hcos"]),
         ("SSP", "Namespaced", vec![]),
         ("NetworkAddonsConfig", "Cluster", vec![]),
+        (
+            "VirtualMachineInstancetype",
+            "Namespaced",
+            vec!["vminstancetype", "vminstancetypes", "vmf", "vmfs"],
+        ),
+        (
+            "VirtualMachineClusterInstancetype",
+            "Cluster",
+            vec![
+                "vmclusterinstancetype",
+                "vmclusterinstancetypes",
+                "vmcf",
+                "vmcfs",
+            ],
+        ),
+        (
+            "VirtualMachinePreference",
+            "Namespaced",
+            vec!["vmpref", "vmprefs", "vmp", "vmps"],
+        ),
+        (
+            "VirtualMachineClusterPreference",
+            "Cluster",
+            vec!["vmcp", "vmcps"],
+        ),
     ];
     // And the Network Plumbing Working Group's NetworkAttachmentDefinition and OpenShift's
     // Template, checked below.
@@ -135,13 +160,16 @@ fn scopes_and_short_names_follow_upstream() {
         let got = crd.spec.names.short_names.clone().unwrap_or_default();
         assert_eq!(got, short, "{kind}");
         let version = &crd.spec.versions[0];
-        assert!(
+        // Upstream's instancetypes and preferences have no status.
+        let has_status = !kind.contains("Instancetype") && !kind.contains("Preference");
+        assert_eq!(
             version
                 .subresources
                 .as_ref()
                 .and_then(|s| s.status.as_ref())
                 .is_some(),
-            "{kind} has no status subresource"
+            has_status,
+            "{kind}: status subresource"
         );
     }
     assert_eq!(find("CDIConfig").spec.names.plural, "cdiconfigs");
