@@ -14,6 +14,7 @@ pub mod conversion_review;
 pub mod hco;
 pub mod hostpath;
 pub mod install_guards;
+pub mod instancetype;
 pub mod kinds;
 pub mod kubevirt;
 pub mod refusal;

@@ -4,6 +4,8 @@
 //! of the `ferrovirt` binary (start, stop, restart, pause, console) against the
 //! subresource API the embedded server aggregates.
 
+#[path = "vms/instancetypes.rs"]
+mod instancetypes;
 mod platform;
 
 use std::io::{Read, Write};

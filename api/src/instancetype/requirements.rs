@@ -34,18 +34,16 @@ pub fn check(
     if let Some(memory) = &required.memory {
         let needed = quantity_bytes(&memory.guest).unwrap_or(0);
         let from_vm = spec.domain.memory.as_ref().and_then(|m| m.guest.as_ref());
-        let provided = from_vm
-            .or(instancetype.map(|it| &it.memory.guest))
-            .and_then(quantity_bytes)
-            .unwrap_or(0);
-        if provided < needed {
-            let shown = from_vm
-                .or(instancetype.map(|it| &it.memory.guest))
-                .map_or_else(|| "0Mi".to_string(), |q| q.0.clone());
-            let (who, field) = match (instancetype, from_vm) {
-                (Some(_), None) => ("instance type", "spec.instancetype"),
-                _ => ("VirtualMachine", "spec.template.spec.domain.memory"),
-            };
+        let (provided, who, field) = match instancetype {
+            Some(it) => (Some(&it.memory.guest), "instance type", "spec.instancetype"),
+            None => (
+                from_vm,
+                "VirtualMachine",
+                "spec.template.spec.domain.memory",
+            ),
+        };
+        if provided.and_then(quantity_bytes).unwrap_or(0) < needed {
+            let shown = provided.map_or_else(|| "0Mi".to_string(), |q| q.0.clone());
             return Err(Unmet {
                 field: field.into(),
                 message: format!(

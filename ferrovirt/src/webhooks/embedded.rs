@@ -115,6 +115,24 @@ fn hpp_unacted_fields(hpp: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// virt-api's VM mutator, for instancetypes: matchers checked, inferred and defaulted.
+fn instancetype_mutator() -> AdmissionPlugin {
+    let mutate = Box::new(|request: &AdmissionRequest, vm: &mut Value| {
+        in_process(admission::instancetype::mutate_vm(request, vm, request.old))
+            .map(|()| Vec::new())
+    });
+    let resources = Resources::One {
+        group: "kubevirt.io".into(),
+        plural: "virtualmachines".into(),
+    };
+    AdmissionPlugin::mutating(
+        admission::instancetype::VM_MUTATOR,
+        resources,
+        Wording::Webhook,
+        mutate,
+    )
+}
+
 fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
     result.map(|()| Vec::new())
 }
@@ -205,7 +223,10 @@ pub fn register(server: &ApiServer) {
             "kubevirt.io",
             "virtualmachines",
             &[Create, Update],
-            |r, vm| no_warnings(feature_gates(r, vm)),
+            |r, vm| {
+                feature_gates(r, vm)?;
+                no_warnings(in_process(admission::instancetype::validate_vm(r, vm)))
+            },
         ),
         validation(
             VMI_WEBHOOK,
@@ -231,5 +252,30 @@ pub fn register(server: &ApiServer) {
     ];
     for webhook in all {
         server.register_admission(webhook);
+    }
+    server.register_admission(instancetype_mutator());
+    for plural in [
+        "virtualmachineinstancetypes",
+        "virtualmachineclusterinstancetypes",
+    ] {
+        server.register_admission(validation(
+            &admission::instancetype::kinds::webhook_name(plural),
+            api::instancetype::GROUP,
+            plural,
+            &[Create, Update],
+            |_, it| admission::instancetype::kinds::validate_instancetype(it),
+        ));
+    }
+    for plural in [
+        "virtualmachinepreferences",
+        "virtualmachineclusterpreferences",
+    ] {
+        server.register_admission(validation(
+            &admission::instancetype::kinds::webhook_name(plural),
+            api::instancetype::GROUP,
+            plural,
+            &[Create, Update],
+            |_, pref| admission::instancetype::kinds::validate_preference(pref),
+        ));
     }
 }

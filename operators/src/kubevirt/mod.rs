@@ -2,5 +2,6 @@
 //! DataVolumes, printable status) and the VirtualMachineInstance controller (launcher pods,
 //! phases and conditions).
 
+pub mod instancetype;
 pub mod vm;
 pub mod vmi;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use api::cdi::DataVolume;
 use api::kubevirt::{VirtualMachineInstance, VirtualMachineStatus};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::Value;
 
 /// An event to publish on the VM.
@@ -30,6 +31,8 @@ pub enum VmAction {
     CreateDataVolume(Box<DataVolume>),
     /// Create this instance.
     CreateVmi(Box<VirtualMachineInstance>),
+    /// Create this revision (keeping the VM's instancetype or preference).
+    CreateControllerRevision(Box<ControllerRevision>),
     /// Delete the instance of that name, only if it still has that UID.
     DeleteVmi {
         /// Its name.

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 
 use super::actions::{VmAction, event};
 use super::backoff::{StartFailure, backoff_left};
-use super::objects::{decision_orphans, instance_for, switch_to_always_patch};
+use super::objects::{decision_orphans, switch_to_always_patch};
 use super::observed::is_deleting;
 use super::reasons;
 use super::requests::{has_start_request, has_stop_request_for, rerun_should_start};
@@ -111,12 +111,13 @@ pub(super) fn start(
     None
 }
 
-/// The actions of a decision: the switch to `Always`, the instance's creation, its
-/// deletion, each with its event.
+/// The actions of a decision: the switch to `Always`, the creation of `instance` (the
+/// expanded template), the instance's deletion, each with its event.
 pub(super) fn actions(
     vm: &VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
     decision: Decision,
+    instance: Option<VirtualMachineInstance>,
 ) -> Vec<VmAction> {
     let name = vm.name_any();
     let mut actions = Vec::new();
@@ -124,7 +125,7 @@ pub(super) fn actions(
         actions.push(VmAction::PatchVm(switch_to_always_patch(vm)));
     }
     if decision.create
-        && let Some(instance) = instance_for(vm)
+        && let Some(instance) = instance
     {
         let message = format!(
             "Started the virtual machine by creating the new virtual machine instance {name}"

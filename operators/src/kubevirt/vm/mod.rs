@@ -16,6 +16,7 @@
 
 pub mod actions;
 pub mod backoff;
+pub mod expansion;
 pub mod instance;
 pub mod objects;
 pub mod observed;
@@ -51,6 +52,8 @@ pub use status::with_failure;
 pub use volumes::{IMMEDIATE_DATA_VOLUME_CREATION_ANNOTATION, data_volume_names, template_claims};
 
 use crate::kit::{events, is_status};
+use crate::kubevirt::instancetype;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// How often any VM is looked at again without a change.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -189,6 +192,20 @@ async fn apply(
                 message: format!("Error creating virtual machine instance: {e}"),
             }),
         },
+        VmAction::CreateControllerRevision(revision) => {
+            let api = Api::<ControllerRevision>::namespaced(ctx.client.clone(), namespace);
+            match api.create(&PostParams::default(), revision).await {
+                Ok(_) => Ok(true),
+                // Named after the object's UID and generation: the same content.
+                Err(e) if is_status(&e, 409) => Ok(false),
+                Err(e) => Err(Error::Action {
+                    reason: reasons::FAILED_CREATE,
+                    message: format!(
+                        "error encountered while storing instancetype.kubevirt.io controllerRevisions: {e}"
+                    ),
+                }),
+            }
+        }
         VmAction::DeleteVmi { name, uid } => {
             let params = DeleteParams {
                 preconditions: uid.clone().map(|uid| Preconditions {
@@ -262,6 +279,7 @@ async fn reconcile(object: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     };
     let (vmi, data_volumes, claims) = observe(&ctx.client, &namespace, &vm).await?;
+    let instancetypes = instancetype::resolve(&ctx.client, &vm).await;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let before = vm.status.clone();
     let actions = plan(&Observed {
@@ -269,6 +287,7 @@ async fn reconcile(object: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Act
         vmi: vmi.as_ref(),
         data_volumes: &data_volumes,
         claims: &claims,
+        instancetypes: &instancetypes,
         now: now.clone(),
     });
     let mut requeue = RESYNC;

@@ -10,6 +10,8 @@ use api::kubevirt::{VirtualMachine, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::kubevirt::instancetype::{Failure, Resolved};
+
 /// Everything [`plan`](super::plan::plan) looks at.
 #[derive(Clone, Debug)]
 pub struct Observed<'a> {
@@ -22,6 +24,8 @@ pub struct Observed<'a> {
     pub data_volumes: &'a BTreeMap<String, DataVolume>,
     /// The claims named by the template's volumes that exist, by name.
     pub claims: &'a BTreeMap<String, PersistentVolumeClaim>,
+    /// The instancetype and preference the VM names, or why they cannot be had.
+    pub instancetypes: &'a Result<Resolved, Failure>,
     /// The current time.
     pub now: Time,
 }

@@ -11,6 +11,7 @@ use kube::ResourceExt;
 
 pub use super::actions::{VmAction, VmEvent};
 use super::backoff::start_failure;
+use super::expansion;
 use super::instance;
 use super::objects::{decision_orphans, is_ours};
 pub use super::observed::Observed;
@@ -18,6 +19,7 @@ use super::observed::is_deleting;
 use super::reasons;
 use super::status::{StatusInputs, next_status};
 use super::volumes::{self, VolumeReport};
+use crate::kubevirt::instancetype::Resolved;
 
 /// How often a VM waiting on volumes is looked at again (claims are not watched).
 const VOLUME_RECHECK: Duration = Duration::from_secs(10);
@@ -40,7 +42,23 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
         .iter()
         .flatten()
         .any(|f| f == keys::VM_CONTROLLER_FINALIZER);
-    let template_ok = spec_is_usable(vm, strategy, &mut failures);
+    let mut template_ok = spec_is_usable(vm, strategy, &mut failures);
+    let resolved = match observed.instancetypes {
+        Ok(resolved) => resolved.clone(),
+        Err(failure) => {
+            failures.push((failure.reason, failure.message.clone()));
+            template_ok = false;
+            Resolved::default()
+        }
+    };
+    let instance = match expansion::expanded_instance(vm, &resolved) {
+        Ok(instance) => instance,
+        Err(message) => {
+            failures.push((reasons::FAILED_CREATE, message));
+            template_ok = false;
+            None
+        }
+    };
 
     let current_failure = start_failure(vm.status.as_ref());
     let (decision, requeue, dv_actions) = if deleting {
@@ -66,10 +84,13 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
         (decision, requeue, template_volumes.actions(want_start))
     };
     actions.extend(dv_actions);
-    actions.extend(instance::actions(vm, vmi, decision));
+    if !deleting {
+        actions.extend(expansion::revision_actions(&resolved));
+    }
+    actions.extend(instance::actions(vm, vmi, decision, instance));
 
     let volumes = volumes::volume_report(observed, deleting);
-    let status = next_status(StatusInputs {
+    let mut status = next_status(StatusInputs {
         vm,
         vmi,
         strategy,
@@ -79,6 +100,7 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
         volumes: &volumes,
         now,
     });
+    expansion::with_refs(&mut status, &resolved);
     if vm.status.as_ref() != Some(&status) {
         actions.push(VmAction::PatchVmStatus(Box::new(status)));
     }

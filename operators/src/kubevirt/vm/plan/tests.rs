@@ -33,6 +33,8 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaimStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_json::json;
 
+use crate::kubevirt::instancetype::{Chosen, Failure, Resolved};
+
 const NOW: i64 = 1_700_000_000;
 
 fn at(second: i64) -> Time {
@@ -128,6 +130,7 @@ struct World {
     vmi: Option<VirtualMachineInstance>,
     dvs: BTreeMap<String, DataVolume>,
     claims: BTreeMap<String, PersistentVolumeClaim>,
+    instancetypes: Result<Resolved, Failure>,
     now: i64,
 }
 
@@ -138,6 +141,7 @@ impl World {
             vmi,
             dvs: BTreeMap::new(),
             claims: BTreeMap::new(),
+            instancetypes: Ok(Resolved::default()),
             now: NOW,
         }
     }
@@ -148,6 +152,7 @@ impl World {
             vmi: self.vmi.as_ref(),
             data_volumes: &self.dvs,
             claims: &self.claims,
+            instancetypes: &self.instancetypes,
             now: at(self.now),
         })
     }
@@ -939,4 +944,98 @@ fn failure_condition_keeps_its_time() {
     let once = with_failure(&status, reasons::FAILED_CREATE, "x".into(), &at(NOW));
     let twice = with_failure(&once, reasons::FAILED_CREATE, "x".into(), &at(NOW + 50));
     assert_eq!(once, twice);
+}
+
+mod instancetypes {
+    use super::*;
+    use api::instancetype::matcher::Scope;
+    use api::kubevirt::vm::{ControllerRevisionRef, InstancetypeStatusRef};
+
+    fn u1_small() -> Chosen<api::instancetype::VirtualMachineInstancetypeSpec> {
+        let spec = serde_json::from_value(json!({"cpu": {"guest": 2}, "memory": {"guest": "2Gi"}}))
+            .expect("a spec");
+        Chosen {
+            spec,
+            status_ref: InstancetypeStatusRef {
+                name: Some("u1.small".into()),
+                kind: Some("virtualmachineclusterinstancetype".into()),
+                controller_revision_ref: Some(ControllerRevisionRef {
+                    name: Some("vm1-u1.small-v1beta1-uid-1".into()),
+                }),
+                ..Default::default()
+            },
+            new_revision: Some(Default::default()),
+            scope: Scope::Cluster,
+            name: "u1.small".into(),
+        }
+    }
+
+    fn with_instancetype(resolved: Result<Resolved, Failure>) -> World {
+        let mut world = World::new(vm(RunStrategy::Always), None);
+        world.instancetypes = resolved;
+        world
+    }
+
+    #[test]
+    fn the_instance_gets_the_instancetypes_cpus_and_memory_and_the_vm_its_revision() {
+        let world = with_instancetype(Ok(Resolved {
+            instancetype: Some(u1_small()),
+            preference: None,
+        }));
+        let actions = world.plan();
+        let vmi = created(&actions).expect("an instance");
+        let spec = serde_json::to_value(&vmi.spec).unwrap();
+        assert_eq!(
+            spec["domain"]["cpu"],
+            json!({"sockets": 2, "cores": 1, "threads": 1})
+        );
+        assert_eq!(spec["domain"]["memory"], json!({"guest": "2Gi"}));
+        assert_eq!(
+            vmi.metadata.annotations.as_ref().unwrap()["kubevirt.io/cluster-instancetype-name"],
+            "u1.small"
+        );
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, VmAction::CreateControllerRevision(_)))
+        );
+        let status = planned_status(&actions).expect("a status");
+        assert_eq!(status.instancetype_ref, Some(u1_small().status_ref));
+    }
+
+    #[test]
+    fn a_missing_instancetype_is_a_failure_and_no_instance() {
+        let world = with_instancetype(Err(Failure {
+            reason: "FailedFindInstancetype",
+            message:
+                "virtualmachineclusterinstancetypes.instancetype.kubevirt.io \"nope\" not found"
+                    .into(),
+        }));
+        let actions = world.plan();
+        assert!(created(&actions).is_none());
+        let failure = find_condition(&actions, condition_types::FAILURE).expect("a Failure");
+        assert_eq!(failure.reason.as_deref(), Some("FailedFindInstancetype"));
+    }
+
+    #[test]
+    fn a_template_that_sets_what_the_instancetype_does_makes_no_instance() {
+        let mut world = with_instancetype(Ok(Resolved {
+            instancetype: Some(u1_small()),
+            preference: None,
+        }));
+        let template = world.vm.spec.template.as_mut().unwrap();
+        template.spec.as_mut().unwrap().domain.cpu = Some(api::kubevirt::vmi::Cpu {
+            sockets: Some(4),
+            ..Default::default()
+        });
+        let actions = world.plan();
+        assert!(created(&actions).is_none());
+        let failure = find_condition(&actions, condition_types::FAILURE).expect("a Failure");
+        assert_eq!(
+            failure.message.as_deref(),
+            Some(
+                "Error creating virtual machine instance: Failed to apply instancetype: VMI conflicts with instancetype spec in fields: [spec.domain.cpu.sockets]"
+            )
+        );
+    }
 }
