@@ -1,9 +1,11 @@
 //! VM start on the platform, side by side with the same guest's QEMU started by hand, in
 //! one run: a VirtualMachine created (its disk already imported: a CSI clone of one import,
 //! made before the clock starts) to its VMI Running and to the guest's first serial byte,
-//! one VM at a time and N at once; and each launcher's resident memory beside its QEMU's.
+//! one VM at a time and N at once; the same VM sized by a cluster instancetype and shaped by
+//! a preference instead of written out, one at a time, beside it; and each launcher's
+//! resident memory beside its QEMU's.
 //!
-//! `FV_BENCH_VMS=20 FV_BENCH_CONCURRENT=10 cargo bench -p ferrovirt --bench vm_start`
+//! `FV_BENCH_VMS=20 FV_BENCH_CONCURRENT=10 FV_BENCH_SIZED=20 cargo bench -p ferrovirt --bench vm_start`
 
 #[allow(dead_code)]
 mod common;
@@ -54,6 +56,47 @@ spec:
     )
 }
 
+/// The instancetype and preference that make [`vm_sized`] the VM [`vm`] writes out.
+const SIZES: &str = "apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata:
+  name: bench.small
+spec:
+  cpu: {guest: 1}
+  memory: {guest: 256Mi}
+---
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata:
+  name: bench.linux
+spec:
+  devices: {preferredDiskBus: virtio}
+  preferredTerminationGracePeriodSeconds: 5
+";
+
+/// [`vm`] with its size and disk bus from an instancetype and a preference.
+fn vm_sized(name: &str) -> String {
+    format!(
+        "apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+spec:
+  runStrategy: Always
+  instancetype: {{name: bench.small}}
+  preference: {{name: bench.linux}}
+  template:
+    spec:
+      domain:
+        devices: {{}}
+      volumes:
+      - name: root
+        persistentVolumeClaim:
+          claimName: {name}
+"
+    )
+}
+
 /// When a VM's milestones were seen, from its creation.
 #[derive(Default, Clone, Copy, Debug)]
 struct Start {
@@ -63,8 +106,12 @@ struct Start {
 
 /// Creates the VMs named, all at once, and times each to Running and to its first serial
 /// byte (the launcher's serial log growing); then measures RSS and deletes them.
-fn start_vms(platform: &Platform, names: &[String]) -> (Vec<Start>, Vec<(u64, u64)>) {
-    let manifests: Vec<String> = names.iter().map(|n| vm(n)).collect();
+fn start_vms(
+    platform: &Platform,
+    names: &[String],
+    manifest: fn(&str) -> String,
+) -> (Vec<Start>, Vec<(u64, u64)>) {
+    let manifests: Vec<String> = names.iter().map(|n| manifest(n)).collect();
     let created = Instant::now();
     platform.apply(&manifests.join("---\n"));
     let mut starts = vec![Start::default(); names.len()];
@@ -240,6 +287,7 @@ fn main() {
     let root = workspace_root();
     let sequential = env_count("FV_BENCH_VMS", 20);
     let concurrent = env_count("FV_BENCH_CONCURRENT", 10);
+    let sized = env_count("FV_BENCH_SIZED", 20);
     let status = Command::new("bash")
         .arg(root.join("fixtures/guests.sh"))
         .arg(root.join("target/guests"))
@@ -277,9 +325,12 @@ spec:
     }
     let sequential_names: Vec<String> = (0..sequential).map(|i| format!("seq{i}")).collect();
     let concurrent_names: Vec<String> = (0..concurrent).map(|i| format!("par{i}")).collect();
+    let sized_names: Vec<String> = (0..sized).map(|i| format!("sized{i}")).collect();
+    platform.apply(SIZES);
     let clones: Vec<String> = sequential_names
         .iter()
         .chain(&concurrent_names)
+        .chain(&sized_names)
         .map(|name| {
             format!(
                 "apiVersion: cdi.kubevirt.io/v1beta1
@@ -319,12 +370,20 @@ spec:
         .collect();
     let mut one_at_a_time = Vec::new();
     let mut rss = Vec::new();
-    for name in &sequential_names {
-        let (starts, sizes) = start_vms(&platform, std::slice::from_ref(name));
-        one_at_a_time.extend(starts);
-        rss.extend(sizes);
+    let mut by_instancetype = Vec::new();
+    // Written out and sized alternate, so that load drifts alike on both.
+    for i in 0..sequential.max(sized) {
+        if let Some(name) = sequential_names.get(i) {
+            let (starts, sizes) = start_vms(&platform, std::slice::from_ref(name), vm);
+            one_at_a_time.extend(starts);
+            rss.extend(sizes);
+        }
+        if let Some(name) = sized_names.get(i) {
+            let (starts, _) = start_vms(&platform, std::slice::from_ref(name), vm_sized);
+            by_instancetype.extend(starts);
+        }
     }
-    let (at_once, sizes) = start_vms(&platform, &concurrent_names);
+    let (at_once, sizes) = start_vms(&platform, &concurrent_names, vm);
     rss.extend(sizes);
     println!(
         "VM create to VMI Running and first serial byte, fast guest under TCG (load {load_before} -> {})",
@@ -336,6 +395,25 @@ spec:
         &hand,
     );
     report(&format!("{concurrent} VMs at once"), &at_once, &hand);
+    report(
+        &format!("{sized} VMs by instancetype"),
+        &by_instancetype,
+        &hand,
+    );
+    let running = |starts: &[Start]| {
+        let values: Vec<f64> = starts
+            .iter()
+            .filter_map(|s| s.running)
+            .map(|d| d.as_secs_f64())
+            .collect();
+        percentile(&values, 50.0)
+    };
+    println!(
+        "instancetype and preference vs written out: VMI Running p50 {:.3} s vs {:.3} s, ratio {:.2}x",
+        running(&by_instancetype),
+        running(&one_at_a_time),
+        running(&by_instancetype) / running(&one_at_a_time)
+    );
     let launcher: Vec<f64> = rss.iter().map(|(l, _)| *l as f64 / 1024.0).collect();
     let qemu: Vec<f64> = rss.iter().map(|(_, q)| *q as f64 / 1024.0).collect();
     println!(

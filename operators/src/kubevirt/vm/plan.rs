@@ -21,7 +21,8 @@ use super::status::{StatusInputs, next_status};
 use super::volumes::{self, VolumeReport};
 use crate::kubevirt::instancetype::Resolved;
 
-/// How often a VM waiting on volumes is looked at again (claims are not watched).
+/// How often a VM waiting on volumes, or on its instancetype or preference, is looked at
+/// again (neither is watched).
 const VOLUME_RECHECK: Duration = Duration::from_secs(10);
 
 /// Decides what to do about a VM: the one function of this controller with its logic.
@@ -104,6 +105,12 @@ pub fn plan(observed: &Observed) -> Vec<VmAction> {
     if vm.status.as_ref() != Some(&status) {
         actions.push(VmAction::PatchVmStatus(Box::new(status)));
     }
+    // An instancetype or preference not there yet is looked for again soon (they are not
+    // watched).
+    let requeue = match observed.instancetypes {
+        Err(_) => Some(requeue.map_or(VOLUME_RECHECK, |r| r.min(VOLUME_RECHECK))),
+        Ok(_) => requeue,
+    };
     actions.extend(release_and_requeue(
         vm,
         vmi,
