@@ -6,7 +6,7 @@ use kube::CustomResourceExt;
 
 use crate::crd_versions::{also_served, spec_optional};
 
-use crate::{cdi, cnao, hco, hostpath, kubevirt, network_attachment, ssp, upload};
+use crate::{cdi, cnao, hco, hostpath, kubevirt, network_attachment, pool, ssp, upload};
 
 /// Every CRD the embedded API server serves, in a stable order.
 ///
@@ -26,6 +26,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         kubevirt_v1alpha3(kubevirt::VirtualMachine::crd()),
         kubevirt_v1alpha3(kubevirt::VirtualMachineInstance::crd()),
         kubevirt_v1alpha3(kubevirt::KubeVirt::crd()),
+        kubevirt_v1alpha3(kubevirt::VirtualMachineInstanceReplicaSet::crd()),
+        pool::VirtualMachinePool::crd(),
         hco::schema::crd(),
         ssp::crd(),
         also_served(
