@@ -98,6 +98,14 @@ pub fn admit_in(object: &mut Value, cluster: &ClusterConfig) -> Result<(), Admis
                 })?;
             Ok(cnao::validate_network_addons_config(&config)?)
         }
+        (kubevirt::GROUP, "VirtualMachineInstanceReplicaSet") => {
+            let rs = parse(object, kind)?;
+            Ok(crate::kubevirt::replicas::validate_replica_set(&rs)?)
+        }
+        (api::pool::GROUP, "VirtualMachinePool") => {
+            let pool = parse(object, kind)?;
+            Ok(crate::kubevirt::replicas::validate_pool(&pool, None)?)
+        }
         (kubevirt::GROUP, "VirtualMachineInstance") => {
             rewrite(object, kind, |vmi: &mut VirtualMachineInstance| {
                 kubevirt::default::default_instance_spec(&mut vmi.spec, cluster);
@@ -106,6 +114,14 @@ pub fn admit_in(object: &mut Value, cluster: &ClusterConfig) -> Result<(), Admis
         }
         _ => Ok(()),
     }
+}
+
+/// `object` as a `T`, for validation only (the object is stored as sent).
+fn parse<T: DeserializeOwned>(object: &Value, kind: &str) -> Result<T, AdmissionError> {
+    serde_json::from_value(object.clone()).map_err(|source| AdmissionError::Malformed {
+        kind: kind.to_owned(),
+        source,
+    })
 }
 
 /// Parses `object` as `T`, runs `apply` (defaulting, then validation), and writes the

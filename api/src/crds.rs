@@ -6,7 +6,9 @@ use kube::CustomResourceExt;
 
 use crate::crd_versions::{also_served, spec_optional};
 
-use crate::{cdi, cnao, hco, hostpath, instancetype, kubevirt, network_attachment, ssp, upload};
+use crate::{
+    cdi, cnao, hco, hostpath, instancetype, kubevirt, network_attachment, pool, ssp, upload,
+};
 
 /// Every CRD the embedded API server serves, in a stable order.
 ///
@@ -30,6 +32,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         instancetype::VirtualMachineClusterInstancetype::crd(),
         instancetype::VirtualMachinePreference::crd(),
         instancetype::VirtualMachineClusterPreference::crd(),
+        kubevirt_v1alpha3(kubevirt::VirtualMachineInstanceReplicaSet::crd()),
+        pool::VirtualMachinePool::crd(),
         hco::schema::crd(),
         ssp::crd(),
         also_served(

@@ -43,6 +43,35 @@ fn holds(requirement: &LabelSelectorRequirement, labels: &BTreeMap<String, Strin
     }
 }
 
+/// The selector in apimachinery's canonical text form (`LabelSelectorAsSelector(s).String()`),
+/// as a scale subresource's `status.selector` carries it to a HorizontalPodAutoscaler:
+/// requirements sorted by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by
+/// commas; the empty selector is the empty string.
+pub fn canonical(selector: &LabelSelector) -> String {
+    let mut requirements: Vec<(String, String)> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| (key.clone(), format!("{key}={value}")))
+        .collect();
+    for r in selector.match_expressions.iter().flatten() {
+        let mut values: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
+        values.sort_unstable();
+        let key = &r.key;
+        let text = match r.operator.as_str() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other} ({})", values.join(",")),
+        };
+        requirements.push((key.clone(), text));
+    }
+    requirements.sort_by(|a, b| a.0.cmp(&b.0));
+    let texts: Vec<String> = requirements.into_iter().map(|(_, text)| text).collect();
+    texts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +86,15 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn canonical_form_is_apimachinerys() {
+        assert_eq!(canonical(&selector(json!({}))), "");
+        let s = selector(json!({"matchLabels": {"b": "2", "a": "1"},
+            "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]},
+                                 {"key": "aa", "operator": "DoesNotExist"}]}));
+        assert_eq!(canonical(&s), "a=1,!aa,b=2,c in (x,y)");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod label_selector;
 pub mod network_attachment;
 pub mod node_selector;
 pub mod pod_contract;
+pub mod pool;
 pub mod quantity;
 pub mod ssp;
 pub mod strategic_merge;

@@ -51,14 +51,17 @@ pub async fn run(client: Client, config: ControllerConfig) -> Result<(), Error> 
     }
 }
 
-/// Runs virt-controller's controllers (VirtualMachine, VirtualMachineInstance) against
+/// Runs virt-controller's controllers (VirtualMachine, VirtualMachineInstance, replica sets,
+/// pools) against
 /// `client` until one of them stops: `ferrovirt virt-controller` on a cluster.
 pub async fn run_virt(client: Client, config: ControllerConfig) -> Result<(), Error> {
     let config = Arc::new(config);
     tracing::info!(image = %config.image, "starting the VirtualMachine controllers");
     tokio::select! {
         () = kubevirt::vmi::run(client.clone(), config.clone()) => Err(Error::Stopped("VirtualMachineInstance")),
-        () = kubevirt::vm::run(client, config) => Err(Error::Stopped("VirtualMachine")),
+        () = kubevirt::vm::run(client.clone(), config.clone()) => Err(Error::Stopped("VirtualMachine")),
+        () = kubevirt::replicaset::run(client.clone(), config.clone()) => Err(Error::Stopped("VirtualMachineInstanceReplicaSet")),
+        () = kubevirt::pool::run(client, config) => Err(Error::Stopped("VirtualMachinePool")),
     }
 }
 

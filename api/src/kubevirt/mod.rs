@@ -11,12 +11,17 @@ pub mod kubevirt_config;
 pub mod kubevirt_config_components;
 pub mod kubevirt_config_devices;
 pub mod pod_contract;
+pub mod replicaset;
 pub mod vm;
 mod vm_status;
 pub mod vmi;
 
 pub use kubevirt::{KubeVirt, KubeVirtCondition, KubeVirtSpec, KubeVirtStatus};
 pub use kubevirt_config::KubeVirtConfiguration;
+pub use replicaset::{
+    VirtualMachineInstanceReplicaSet, VirtualMachineInstanceReplicaSetSpec,
+    VirtualMachineInstanceReplicaSetStatus,
+};
 pub use vm::{
     DataVolumeTemplateSpec, RunStrategy, VirtualMachine, VirtualMachinePrintableStatus,
     VirtualMachineSpec, VirtualMachineStatus,

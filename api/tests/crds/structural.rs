@@ -122,6 +122,16 @@ fn scopes_and_short_names_follow_upstream() {
         ("VirtualMachine", "Namespaced", vec!["vm", "vms"]),
         ("VirtualMachineInstance", "Namespaced", vec!["vmi", "vmis"]),
         ("KubeVirt", "Namespaced", vec!["kv", "kvs"]),
+        (
+            "VirtualMachineInstanceReplicaSet",
+            "Namespaced",
+            vec!["vmirs", "vmirss"],
+        ),
+        (
+            "VirtualMachinePool",
+            "Namespaced",
+            vec!["vmpool", "vmpools"],
+        ),
         ("HyperConverged", "Namespaced", vec!["hco", "hcos"]),
         ("SSP", "Namespaced", vec![]),
         ("NetworkAddonsConfig", "Cluster", vec![]),

@@ -103,6 +103,17 @@ pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Opti
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if rt.scale.is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     if resources.is_empty() {
         return None;

@@ -28,6 +28,7 @@ mod pod_placement;
 mod query;
 mod resources;
 mod route;
+mod scale;
 mod selector;
 mod server;
 mod service_account_token;

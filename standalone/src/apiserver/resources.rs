@@ -38,6 +38,8 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// The status subresource: status is written only through `/status`.
     pub status_subresource: bool,
+    /// The scale subresource, where a CRD declares one.
+    pub scale: Option<super::scale::ScalePaths>,
     pub columns: Vec<Column>,
     /// Served by a handler rather than stored (UploadTokenRequest, access reviews).
     pub create_only: bool,
@@ -233,6 +235,10 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
             .get("subresources")
             .and_then(|s| s.get("status"))
             .is_some(),
+        scale: storage
+            .get("subresources")
+            .and_then(|s| s.get("scale"))
+            .and_then(super::scale::ScalePaths::of_crd),
         columns: crd_columns(storage),
         create_only: false,
         // A stored CRD's schemas compiled when it was written; `Objects` refuses one
@@ -396,6 +402,7 @@ impl Builtin {
             categories: vec![],
             namespaced: self.namespaced,
             status_subresource: self.status,
+            scale: None,
             columns,
             create_only: false,
             schemas: None,
@@ -504,6 +511,7 @@ fn builtin_types() -> Vec<ResourceType> {
             categories: vec![],
             namespaced: false,
             status_subresource: false,
+            scale: None,
             columns: vec![],
             create_only: true,
             schemas: None,

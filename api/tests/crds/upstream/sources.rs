@@ -134,6 +134,27 @@ pub const SOURCES: &[Source] = &[
         KUBEVIRT,
         "v1.VirtualMachineInstance",
     ),
+    swagger(
+        "kubevirt.io",
+        "VirtualMachineInstanceReplicaSet",
+        "v1",
+        KUBEVIRT,
+        "v1.VirtualMachineInstanceReplicaSet",
+    ),
+    swagger(
+        "kubevirt.io",
+        "VirtualMachineInstanceReplicaSet",
+        "v1alpha3",
+        KUBEVIRT,
+        "v1.VirtualMachineInstanceReplicaSet",
+    ),
+    swagger(
+        "pool.kubevirt.io",
+        "VirtualMachinePool",
+        "v1alpha1",
+        KUBEVIRT,
+        "v1alpha1.VirtualMachinePool",
+    ),
     swagger("kubevirt.io", "KubeVirt", "v1", KUBEVIRT, "v1.KubeVirt"),
     swagger(
         "instancetype.kubevirt.io",

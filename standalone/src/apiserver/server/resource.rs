@@ -62,6 +62,7 @@ impl Handler {
             && call.method == Method::POST;
         match path.subresource.as_deref() {
             None | Some("status") => {}
+            Some("scale") if rt.scale.is_some() && path.name.is_some() => {}
             Some("log") if pod_log => {}
             Some("token") if token_request => {
                 // Refused rather than ignored: ignoring it would make a dry run issue a token.
@@ -135,6 +136,9 @@ impl Handler {
             Method::GET => Persist::Commit,
             _ => persist_of(&call.query)?,
         };
+        if call.path.subresource.as_deref() == Some("scale") {
+            return self.scale(rt, call, persist);
+        }
         match (&call.method, call.path.name.as_deref()) {
             (&Method::GET, None) => self.list(rt, call),
             (&Method::GET, Some(name)) => self.get(rt, call, name),

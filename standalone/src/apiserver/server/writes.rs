@@ -17,6 +17,7 @@ use crate::apiserver::objects::Propagation;
 use crate::apiserver::patch::{self, PatchType};
 use crate::apiserver::query::{dry_run, persist_of};
 use crate::apiserver::resources::ResourceType;
+use crate::apiserver::scale;
 use crate::apiserver::store::Persist;
 
 impl Handler {
@@ -236,5 +237,62 @@ fn update_target(call: &Call) -> UpdateTarget {
         UpdateTarget::Status
     } else {
         UpdateTarget::Main
+    }
+}
+
+impl Handler {
+    /// The scale subresource: GET reads the object's Scale; PUT and PATCH write the Scale's
+    /// `spec.replicas` to the object (through admission, as an update of the object), refused
+    /// with a conflict when the Scale names another resourceVersion.
+    pub(super) fn scale(
+        &self,
+        rt: &ResourceType,
+        call: &Call,
+        persist: Persist,
+    ) -> Result<Response<Body>, ApiError> {
+        let paths = rt.scale.as_ref().ok_or(ApiError::NoSuchResource)?;
+        let name = call
+            .path
+            .name
+            .as_deref()
+            .ok_or(ApiError::MethodNotAllowed)?;
+        let (version, ns) = version_and_namespace(call);
+        let current = self.objects.get_at(rt, version, ns, name)?;
+        let current_scale = scale::scale_of(&current, paths);
+        let wanted = match call.method {
+            hyper::Method::GET => return Ok(json_response(StatusCode::OK, &current_scale)),
+            hyper::Method::PUT => parse_json(&call.body)?,
+            hyper::Method::PATCH => {
+                let kind = PatchType::from_content_type(&call.content_type)?;
+                let body = patch::parse_body(kind, &call.body)?;
+                let kind = if kind == PatchType::Json {
+                    kind
+                } else {
+                    PatchType::Merge
+                };
+                patch::apply(kind, &current_scale, &body)?
+            }
+            _ => return Err(ApiError::MethodNotAllowed),
+        };
+        let asked_version = &wanted["metadata"]["resourceVersion"];
+        let current_version = &current["metadata"]["resourceVersion"];
+        if !asked_version.is_null() && asked_version.as_str() != current_version.as_str() {
+            return Err(ApiError::Conflict {
+                resource: format!("{}.{}", rt.plural, rt.group),
+                name: name.to_string(),
+            });
+        }
+        let replicas = scale::wanted_replicas(&wanted, name)?;
+        let patch = patch::Patch {
+            kind: PatchType::Json,
+            body: scale::replicas_patch(paths, current_version, replicas),
+            manager: call.query.get("fieldManager").cloned(),
+        };
+        let write = Write::by(&call.user, persist);
+        let patched =
+            (self.objects).patch_as(write, rt, version, ns, name, &patch, UpdateTarget::Main)?;
+        let mut response = json_response(StatusCode::OK, &scale::scale_of(&patched.object, paths));
+        super::http::add_warnings(&mut response, &patched.warnings);
+        Ok(response)
     }
 }
