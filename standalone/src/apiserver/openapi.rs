@@ -221,6 +221,7 @@ fn generate_builtin(group: &str, kind: &str) -> Option<BuiltinSchema> {
         }
         ("apps", "Deployment") => root_schema::<apps::v1::Deployment>(),
         ("apps", "DaemonSet") => root_schema::<apps::v1::DaemonSet>(),
+        ("apps", "ControllerRevision") => root_schema::<apps::v1::ControllerRevision>(),
         ("batch", "Job") => root_schema::<batch::v1::Job>(),
         ("coordination.k8s.io", "Lease") => root_schema::<coordination::v1::Lease>(),
         ("rbac.authorization.k8s.io", "Role") => root_schema::<rbac::v1::Role>(),

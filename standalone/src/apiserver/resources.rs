@@ -328,6 +328,9 @@ pub const ACCESS_MODES: &str = "accessModes";
 pub const POD_READY: &str = "podReady";
 pub const POD_STATUS: &str = "podStatus";
 pub const POD_RESTARTS: &str = "podRestarts";
+/// The column kind of an object's controller, from its `ownerReferences`, as kubectl
+/// prints a ControllerRevision's (`virtualmachine.kubevirt.io/vm1`, `<none>` without one).
+pub const CONTROLLER_REFERENCE: &str = "controllerReference";
 
 fn column(name: &str, json_path: &str) -> Column {
     Column {
@@ -466,6 +469,10 @@ fn builtin_types() -> Vec<ResourceType> {
         b("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", &["crd", "crds"], false, true, vec![]),
         b("apps", "v1", "Deployment", "deployments", &["deploy"], true, true, vec![]),
         b("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true, vec![]),
+        b("apps", "v1", "ControllerRevision", "controllerrevisions", &[], true, false, vec![
+            typed("Controller", CONTROLLER_REFERENCE, ".metadata.ownerReferences"),
+            typed("Revision", "integer", ".revision"),
+        ]),
         // Stored for the operators that make them (HPP's cleanup Jobs); nothing here runs them.
         b("batch", "v1", "Job", "jobs", &[], true, true, vec![]),
         b("coordination.k8s.io", "v1", "Lease", "leases", &[], true, false, vec![]),
@@ -511,6 +518,7 @@ fn builtin_types() -> Vec<ResourceType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apiserver::crd_schema::Input;
     use serde_json::json;
 
     #[test]
@@ -573,5 +581,25 @@ mod tests {
             .find_kind("storage.k8s.io/v1", "StorageClass")
             .unwrap();
         assert!(!sc.namespaced);
+    }
+
+    #[test]
+    fn controller_revisions_are_namespaced_and_keep_their_data_as_given() {
+        let registry = Registry::with_builtins();
+        let rt = registry
+            .find_kind("apps/v1", "ControllerRevision")
+            .expect("built in");
+        assert!(rt.namespaced);
+        let mut revision = json!({
+            "apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": "vm1-instancetype-1"}, "revision": 1,
+            "data": {"apiVersion": "instancetype.kubevirt.io/v1beta1",
+                     "spec": {"cpu": {"guest": 2}}},
+            "unknown": true,
+        });
+        let pruned = super::super::openapi::prune_builtin(&rt, "v1", &mut revision, Input::Object);
+        assert!(pruned.is_ok(), "{pruned:?}");
+        assert_eq!(revision["data"]["spec"]["cpu"]["guest"], 2);
+        assert!(revision.get("unknown").is_none(), "{revision}");
     }
 }

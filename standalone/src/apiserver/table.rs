@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::resources::{
-    ACCESS_MODES, CLAIM_REFERENCE, Column, POD_READY, POD_RESTARTS, POD_STATUS, ResourceType,
-    SERVICE_REFERENCE,
+    ACCESS_MODES, CLAIM_REFERENCE, CONTROLLER_REFERENCE, Column, POD_READY, POD_RESTARTS,
+    POD_STATUS, ResourceType, SERVICE_REFERENCE,
 };
 
 /// Whether an Accept header asks for a Table.
@@ -23,8 +23,8 @@ pub fn render(rt: &ResourceType, objects: Vec<Value>, list_meta: Value) -> Value
     definitions.extend(rt.columns.iter().map(|c| {
         let openapi_type = match c.kind.as_str() {
             POD_RESTARTS => "integer",
-            "date" | SERVICE_REFERENCE | CLAIM_REFERENCE | ACCESS_MODES | POD_READY
-            | POD_STATUS => "string",
+            "date" | SERVICE_REFERENCE | CLAIM_REFERENCE | CONTROLLER_REFERENCE | ACCESS_MODES
+            | POD_READY | POD_STATUS => "string",
             other => other,
         };
         json!({"name": c.name, "type": openapi_type,
@@ -52,6 +52,7 @@ fn cell(object: &Value, column: &Column) -> Value {
         POD_READY => return pod_ready(object),
         POD_STATUS => return json!(pod_status(object)),
         POD_RESTARTS => return json!(pod_restarts(object)),
+        CONTROLLER_REFERENCE => return json!(controller_reference(object)),
         _ => {}
     }
     let value = evaluate(object, &column.json_path);
@@ -89,6 +90,27 @@ fn cell(object: &Value, column: &Column) -> Value {
         ),
         _ => value,
     }
+}
+
+/// The owner reference marked `controller`, as kubectl prints it: the lower-cased
+/// `Kind.group` (the kind alone in the core group), a slash, the name.
+fn controller_reference(object: &Value) -> String {
+    let owners = object["metadata"]["ownerReferences"].as_array();
+    let controller = owners
+        .into_iter()
+        .flatten()
+        .find(|owner| owner["controller"] == true);
+    let Some(controller) = controller else {
+        return "<none>".to_owned();
+    };
+    let kind = controller["kind"].as_str().unwrap_or_default();
+    let api_version = controller["apiVersion"].as_str().unwrap_or_default();
+    let kind_and_group = match api_version.split_once('/') {
+        Some((group, _version)) => format!("{kind}.{group}"),
+        None => kind.to_owned(),
+    };
+    let name = controller["name"].as_str().unwrap_or_default();
+    format!("{}/{name}", kind_and_group.to_lowercase())
 }
 
 /// kubectl's abbreviation of an access mode.
@@ -333,6 +355,27 @@ mod tests {
             json!({"metadata": {"name": "disk"}, "status": {"accessModes": ["ReadWriteOncePod"]}});
         let rows = rows_of(&builtin("", "persistentvolumeclaims"), vec![pvc]);
         assert_eq!(cell_of(&rows[0], "Access Modes"), "RWOP");
+    }
+
+    #[test]
+    fn controller_revisions_print_their_controller_and_revision() {
+        let rt = builtin("apps", "controllerrevisions");
+        let owned = json!({"metadata": {"name": "vm1-abc", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "other"},
+            {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "vm1",
+             "controller": true}]}, "revision": 3, "data": {}});
+        let core_owned = json!({"metadata": {"name": "x", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "controller": true}]},
+            "revision": 1});
+        let orphan = json!({"metadata": {"name": "y"}, "revision": 1});
+        let rows = rows_of(&rt, vec![owned, core_owned, orphan]);
+        assert_eq!(
+            cell_of(&rows[0], "Controller"),
+            "virtualmachine.kubevirt.io/vm1"
+        );
+        assert_eq!(cell_of(&rows[0], "Revision"), 3);
+        assert_eq!(cell_of(&rows[1], "Controller"), "replicationcontroller/rc");
+        assert_eq!(cell_of(&rows[2], "Controller"), "<none>");
     }
 
     #[test]
