@@ -26,6 +26,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         kubevirt_v1alpha3(kubevirt::VirtualMachine::crd()),
         kubevirt_v1alpha3(kubevirt::VirtualMachineInstance::crd()),
         kubevirt_v1alpha3(kubevirt::KubeVirt::crd()),
+        kubevirt::preset::crd(),
         hco::schema::crd(),
         ssp::crd(),
         also_served(

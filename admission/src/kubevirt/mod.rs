@@ -1,5 +1,6 @@
-//! KubeVirt's admission: virt-api's validation of VirtualMachines and their instances, and
-//! virt-operator's review of an update to the KubeVirt CR.
+//! KubeVirt's admission: virt-api's validation of VirtualMachines and their instances, its
+//! VirtualMachineInstancePresets, and virt-operator's review of an update to the KubeVirt CR.
 
+pub mod preset;
 pub mod update_review;
 pub mod validate;

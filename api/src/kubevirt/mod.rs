@@ -11,12 +11,14 @@ pub mod kubevirt_config;
 pub mod kubevirt_config_components;
 pub mod kubevirt_config_devices;
 pub mod pod_contract;
+pub mod preset;
 pub mod vm;
 mod vm_status;
 pub mod vmi;
 
 pub use kubevirt::{KubeVirt, KubeVirtCondition, KubeVirtSpec, KubeVirtStatus};
 pub use kubevirt_config::KubeVirtConfiguration;
+pub use preset::{VirtualMachineInstancePreset, VirtualMachineInstancePresetSpec};
 pub use vm::{
     DataVolumeTemplateSpec, RunStrategy, VirtualMachine, VirtualMachinePrintableStatus,
     VirtualMachineSpec, VirtualMachineStatus,
