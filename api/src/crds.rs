@@ -34,6 +34,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         instancetype::VirtualMachineClusterPreference::crd(),
         kubevirt_v1alpha3(kubevirt::VirtualMachineInstanceReplicaSet::crd()),
         pool::VirtualMachinePool::crd(),
+        kubevirt::preset::crd(),
         hco::schema::crd(),
         ssp::crd(),
         also_served(

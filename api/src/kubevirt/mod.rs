@@ -11,6 +11,7 @@ pub mod kubevirt_config;
 pub mod kubevirt_config_components;
 pub mod kubevirt_config_devices;
 pub mod pod_contract;
+pub mod preset;
 pub mod replicaset;
 pub mod vm;
 mod vm_status;
@@ -18,6 +19,7 @@ pub mod vmi;
 
 pub use kubevirt::{KubeVirt, KubeVirtCondition, KubeVirtSpec, KubeVirtStatus};
 pub use kubevirt_config::KubeVirtConfiguration;
+pub use preset::{VirtualMachineInstancePreset, VirtualMachineInstancePresetSpec};
 pub use replicaset::{
     VirtualMachineInstanceReplicaSet, VirtualMachineInstanceReplicaSetSpec,
     VirtualMachineInstanceReplicaSetStatus,

@@ -121,6 +121,11 @@ fn scopes_and_short_names_follow_upstream() {
         ("HostPathProvisioner", "Cluster", vec![]),
         ("VirtualMachine", "Namespaced", vec!["vm", "vms"]),
         ("VirtualMachineInstance", "Namespaced", vec!["vmi", "vmis"]),
+        (
+            "VirtualMachineInstancePreset",
+            "Namespaced",
+            vec!["vmipreset", "vmipresets"],
+        ),
         ("KubeVirt", "Namespaced", vec!["kv", "kvs"]),
         (
             "VirtualMachineInstanceReplicaSet",
@@ -170,8 +175,10 @@ fn scopes_and_short_names_follow_upstream() {
         let got = crd.spec.names.short_names.clone().unwrap_or_default();
         assert_eq!(got, short, "{kind}");
         let version = &crd.spec.versions[0];
-        // Upstream's instancetypes and preferences have no status.
-        let has_status = !kind.contains("Instancetype") && !kind.contains("Preference");
+        // Upstream's instancetypes, preferences and presets have no status.
+        let has_status = !kind.contains("Instancetype")
+            && !kind.contains("Preference")
+            && kind != "VirtualMachineInstancePreset";
         assert_eq!(
             version
                 .subresources

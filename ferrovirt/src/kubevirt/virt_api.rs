@@ -107,7 +107,9 @@ impl VirtApi {
     async fn handle(self: Arc<Self>, request: Request<Incoming>, peer: Peer) -> Response<Body> {
         let path = request.uri().path();
         if MUTATE_PATHS.contains(&path) && request.method() == Method::POST {
-            return admit(request, &self.cluster.get()).await.map(Body::new);
+            return admit(request, &self.client, &self.cluster.get())
+                .await
+                .map(Body::new);
         }
         if path == "/healthz" {
             return plain(StatusCode::OK, "ok");
@@ -222,10 +224,11 @@ fn resource_attributes(method: &Method, path: &str) -> Option<ResourceAttributes
     })
 }
 
-/// A webhook call: the object defaulted and validated by `admission::admit` on a cluster
-/// configured by `cluster`.
+/// A webhook call: a VMI created given its namespace's presets, then the object defaulted
+/// and validated by `admission::admit` on a cluster configured by `cluster`.
 async fn admit(
     request: Request<Incoming>,
+    client: &Client,
     cluster: &ClusterConfig,
 ) -> Response<http_body_util::Full<bytes::Bytes>> {
     let review = match review::read_review(request).await {
@@ -237,14 +240,54 @@ async fn admit(
     if let Some(message) = api::kubevirt::gated_features::refusal(object, &cluster.feature_gates) {
         return review::answer_review(&review, Err(admission::Refusal::new(422, message)));
     }
+    let mut admitted_request = review["request"].clone();
+    let warnings = match apply_presets(client, &mut admitted_request).await {
+        Ok(warnings) => warnings,
+        Err(refusal) => return review::answer_review(&review, Err(refusal)),
+    };
     let verdict =
-        admission::review::admit_request_in(&review["request"], cluster).and_then(|admitted| {
+        admission::review::admit_request_in(&admitted_request, cluster).and_then(|admitted| {
             match admitted {
-                Some((original, object)) => admission::review::patch_between(&original, &object),
+                Some((_, object)) => admission::review::patch_between(object_of(&review), &object),
                 None => Ok(None),
             }
         });
-    review::answer_review(&review, verdict)
+    let mut answer = admission::review::answer(&review, verdict);
+    if !warnings.is_empty() {
+        answer["response"]["warnings"] = json!(warnings);
+    }
+    review::respond(StatusCode::OK, &answer)
+}
+
+fn object_of(review: &serde_json::Value) -> &serde_json::Value {
+    &review["request"]["object"]
+}
+
+/// The presets of its namespace applied to a VMI being created (virt-api's VMI mutator);
+/// other requests are left as they are.
+async fn apply_presets(
+    client: &Client,
+    request: &mut serde_json::Value,
+) -> Result<Vec<String>, admission::Refusal> {
+    let is_vmi_create = request["operation"] == "CREATE"
+        && request["resource"]["group"] == "kubevirt.io"
+        && request["resource"]["resource"] == "virtualmachineinstances";
+    if !is_vmi_create {
+        return Ok(Vec::new());
+    }
+    let namespace = request["namespace"].as_str().unwrap_or_default();
+    let presets: kube::Api<api::kubevirt::VirtualMachineInstancePreset> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let listed = presets
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(|err| admission::Refusal::new(500, format!("listing presets: {err}")))?;
+    let presets: Vec<serde_json::Value> = listed
+        .items
+        .iter()
+        .filter_map(|preset| serde_json::to_value(preset).ok())
+        .collect();
+    admission::kubevirt::preset::apply_presets(&mut request["object"], &presets)
 }
 
 /// A Kubernetes Status answer.

@@ -206,6 +206,7 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
         node: node_name(),
         admission: vec![
             crate::webhooks::clone_auth::clone_authorization(token_issuer.clone()),
+            crate::webhooks::embedded::vmi_presets(),
             crate::webhooks::embedded::defaulting_and_validation(cluster.clone()),
             crate::webhooks::pvc_mutate::embedded(),
             crate::network::macpool::embedded_admission(&mac_pool),

@@ -107,6 +107,36 @@ pub fn defaulting_and_validation(
     AdmissionPlugin::mutating(DEFAULTING, Resources::All, Wording::InvalidObject, mutate)
 }
 
+/// virt-api's VMI mutator, its preset part (`admission::kubevirt::preset`): a VMI created
+/// gets the presets of its namespace that select it, before its defaults. Registered ahead
+/// of [`defaulting_and_validation`], as upstream applies presets before defaulting.
+pub fn vmi_presets() -> AdmissionPlugin {
+    let mutate = Box::new(|request: &AdmissionRequest, vmi: &mut Value| {
+        if request.operation != Operation::Create {
+            return Ok(Vec::new());
+        }
+        let presets = request
+            .list(
+                "kubevirt.io",
+                "virtualmachineinstancepresets",
+                Some(request.namespace),
+                10_000,
+            )
+            .map_err(Refusal::from)?;
+        admission::kubevirt::preset::apply_presets(vmi, &presets)
+    });
+    let vmis = Resources::One {
+        group: "kubevirt.io".to_owned(),
+        plural: "virtualmachineinstances".to_owned(),
+    };
+    AdmissionPlugin::mutating(
+        admission::kubevirt::preset::VMI_MUTATOR_WEBHOOK,
+        vmis,
+        Wording::Webhook,
+        mutate,
+    )
+}
+
 /// [`admission::hostpath::validate::unacted_fields`] of an HPP (none of one that does not
 /// parse, which the defaulting and validation plugin has refused already).
 fn hpp_unacted_fields(hpp: &Value) -> Vec<String> {
@@ -234,6 +264,13 @@ pub fn register(server: &ApiServer) {
             "virtualmachineinstances",
             &[Create],
             |r, vmi| no_warnings(feature_gates(r, vmi)),
+        ),
+        validation(
+            admission::kubevirt::preset::PRESET_VALIDATOR_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachineinstancepresets",
+            &[Create, Update],
+            |_, preset| no_warnings(admission::kubevirt::preset::validate_preset(preset)),
         ),
         validation(
             admission::ssp::template_validator::VM_WEBHOOK,

@@ -1,6 +1,6 @@
 //! The platform of `ferrovirt up`, one binary: DataVolumes, DataImportCrons, S3, clones,
 //! faults, the HPP operator, HCO, SSP, templates, the MAC pool, VM pools and VMI replica
-//! sets, and the soak test.
+//! sets, PriorityClasses and VirtualMachineInstancePresets, and the soak test.
 
 mod dataimportcron;
 mod datavolume_s3;
@@ -12,6 +12,7 @@ mod hpp;
 mod macpool;
 #[path = "../platform/mod.rs"]
 mod platform;
+mod priority_presets;
 mod pvc_rendering;
 mod replicas;
 mod soak;

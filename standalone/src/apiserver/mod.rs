@@ -25,6 +25,7 @@ mod openapi_v2;
 mod patch;
 mod pod_log;
 mod pod_placement;
+mod priority_class;
 mod query;
 mod resources;
 mod route;
@@ -205,7 +206,8 @@ impl ApiServer {
     }
 }
 
-/// The objects every cluster has: its system namespaces, and the CRDs of this platform.
+/// The objects every cluster has: its system namespaces and priority classes, and the CRDs
+/// of this platform.
 fn seed(objects: &Objects, crds: &[Value]) -> Result<(), StartError> {
     let registry = &objects.registry;
     let namespaces = registry
@@ -214,6 +216,12 @@ fn seed(objects: &Objects, crds: &[Value]) -> Result<(), StartError> {
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let namespace = json!({"metadata": {"name": name}});
         create_if_missing(objects, &namespaces, "v1", "", namespace)?;
+    }
+    let priority_classes = registry
+        .find(priority_class::GROUP, "v1", priority_class::PLURAL)
+        .expect("priority classes are built in");
+    for class in priority_class::system_classes() {
+        create_if_missing(objects, &priority_classes, "v1", "", class)?;
     }
     let crd_type = registry
         .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")

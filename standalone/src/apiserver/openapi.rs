@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use k8s_openapi::api::admissionregistration;
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, storage};
+use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, scheduling, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use schemars::JsonSchema;
@@ -224,6 +224,7 @@ fn generate_builtin(group: &str, kind: &str) -> Option<BuiltinSchema> {
         ("apps", "ControllerRevision") => root_schema::<apps::v1::ControllerRevision>(),
         ("batch", "Job") => root_schema::<batch::v1::Job>(),
         ("coordination.k8s.io", "Lease") => root_schema::<coordination::v1::Lease>(),
+        ("scheduling.k8s.io", "PriorityClass") => root_schema::<scheduling::v1::PriorityClass>(),
         ("rbac.authorization.k8s.io", "Role") => root_schema::<rbac::v1::Role>(),
         ("rbac.authorization.k8s.io", "RoleBinding") => root_schema::<rbac::v1::RoleBinding>(),
         ("rbac.authorization.k8s.io", "ClusterRole") => root_schema::<rbac::v1::ClusterRole>(),

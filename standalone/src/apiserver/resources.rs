@@ -386,12 +386,15 @@ struct Builtin {
 impl Builtin {
     fn into_type(self) -> ResourceType {
         let mut columns = self.columns;
-        // Age comes before the wide columns, as kubectl prints it.
-        let wide_from = columns
-            .iter()
-            .position(|c| c.priority > 0)
-            .unwrap_or(columns.len());
-        columns.insert(wide_from, age());
+        // Age comes before the wide columns, as kubectl prints it, unless the kind places
+        // it itself (a PriorityClass prints a column after it).
+        if !columns.contains(&age()) {
+            let wide_from = columns
+                .iter()
+                .position(|c| c.priority > 0)
+                .unwrap_or(columns.len());
+            columns.insert(wide_from, age());
+        }
         ResourceType {
             group: self.group.into(),
             versions: vec![self.version.into()],
@@ -483,6 +486,12 @@ fn builtin_types() -> Vec<ResourceType> {
         // Stored for the operators that make them (HPP's cleanup Jobs); nothing here runs them.
         b("batch", "v1", "Job", "jobs", &[], true, true, vec![]),
         b("coordination.k8s.io", "v1", "Lease", "leases", &[], true, false, vec![]),
+        b("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", &["pc"], false, false, vec![
+            typed("Value", "integer", ".value"),
+            typed("Global-Default", "boolean", ".globalDefault"),
+            age(),
+            column("PreemptionPolicy", ".preemptionPolicy"),
+        ]),
         b("rbac.authorization.k8s.io", "v1", "Role", "roles", &[], true, false, vec![]),
         b("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", &[], true, false, vec![]),
         b("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", &[], false, false, vec![]),

@@ -77,6 +77,8 @@ fn cell(object: &Value, column: &Column) -> Value {
             service["namespace"].as_str().unwrap_or_default(),
             service["name"].as_str().unwrap_or_default()
         )),
+        // Go's bool: a field left out is false.
+        ("boolean", Value::Null) => json!(false),
         (_, Value::Null) => json!("<none>"),
         (_, Value::Array(items)) => json!(
             items
@@ -376,6 +378,25 @@ mod tests {
         assert_eq!(cell_of(&rows[0], "Revision"), 3);
         assert_eq!(cell_of(&rows[1], "Controller"), "replicationcontroller/rc");
         assert_eq!(cell_of(&rows[2], "Controller"), "<none>");
+    }
+
+    #[test]
+    fn priority_classes_print_as_kubectl_prints_them() {
+        let rt = builtin("scheduling.k8s.io", "priorityclasses");
+        let names: Vec<&str> = rt.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Value", "Global-Default", "Age", "PreemptionPolicy"]
+        );
+        let class = json!({"metadata": {"name": "high"}, "value": 1000,
+            "preemptionPolicy": "PreemptLowerPriority"});
+        let rows = rows_of(&rt, vec![class]);
+        assert_eq!(cell_of(&rows[0], "Value"), 1000);
+        assert_eq!(cell_of(&rows[0], "Global-Default"), false);
+        assert_eq!(
+            cell_of(&rows[0], "PreemptionPolicy"),
+            "PreemptLowerPriority"
+        );
     }
 
     #[test]

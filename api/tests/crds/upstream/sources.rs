@@ -155,6 +155,20 @@ pub const SOURCES: &[Source] = &[
         KUBEVIRT,
         "v1alpha1.VirtualMachinePool",
     ),
+    swagger(
+        "kubevirt.io",
+        "VirtualMachineInstancePreset",
+        "v1",
+        KUBEVIRT,
+        "v1.VirtualMachineInstancePreset",
+    ),
+    swagger(
+        "kubevirt.io",
+        "VirtualMachineInstancePreset",
+        "v1alpha3",
+        KUBEVIRT,
+        "v1.VirtualMachineInstancePreset",
+    ),
     swagger("kubevirt.io", "KubeVirt", "v1", KUBEVIRT, "v1.KubeVirt"),
     swagger(
         "instancetype.kubevirt.io",

@@ -132,6 +132,12 @@ pub fn launcher_pod(
             termination_grace_period_seconds: Some(grace.max(0) + POD_EXTRA_GRACE_SECONDS),
             node_selector: Some(node_selector(vmi)),
             hostname: vmi.spec.hostname.clone(),
+            // As KubeVirt: the pod's priority is the API server's to resolve from the class.
+            priority_class_name: vmi
+                .spec
+                .priority_class_name
+                .clone()
+                .filter(|name| !name.is_empty()),
             automount_service_account_token: Some(false),
             ..Default::default()
         }),
@@ -591,6 +597,32 @@ spec:
         let selector = pod.spec.unwrap().node_selector.unwrap();
         assert_eq!(selector["disk"], "ssd");
         assert_eq!(selector["kubevirt.io/schedulable"], "true");
+    }
+
+    #[test]
+    fn the_vmis_priority_class_names_the_pods() {
+        let classed = vmi(
+            "metadata: {name: v, namespace: ns, uid: u}\nspec: {priorityClassName: high, domain: {devices: {}}}",
+        );
+        let pod = launcher_pod(
+            &classed,
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &settings(),
+        );
+        assert_eq!(
+            pod.spec.unwrap().priority_class_name.as_deref(),
+            Some("high")
+        );
+        let plain =
+            vmi("metadata: {name: v, namespace: ns, uid: u}\nspec: {domain: {devices: {}}}");
+        let pod = launcher_pod(
+            &plain,
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &settings(),
+        );
+        assert_eq!(pod.spec.unwrap().priority_class_name, None);
     }
 
     #[test]

@@ -290,10 +290,16 @@ async fn apply(
                     .await?;
             }
         }
-        VmiAction::CreatePod(pod) => {
-            let created = pods.create(&PostParams::default(), &pod).await?;
-            tracing::info!(vmi = %name, pod = %created.name_any(), "created the launcher pod");
-        }
+        VmiAction::CreatePod(pod) => match pods.create(&PostParams::default(), &pod).await {
+            Ok(created) => {
+                tracing::info!(vmi = %name, pod = %created.name_any(), "created the launcher pod");
+            }
+            Err(kube::Error::Api(status)) if refused_for_good(status.code) => {
+                tracing::warn!(vmi = %name, reason = %status.message, "the launcher pod was refused");
+                report_refused_pod(ctx, &api, current, &status.message).await?;
+            }
+            Err(err) => return Err(err.into()),
+        },
         VmiAction::DeletePod(pod) => match pods.delete(&pod, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(vmi = %name, %pod, "deleting the launcher pod"),
             Err(err) if is_status(&err, 404) => {}
@@ -305,6 +311,52 @@ async fn apply(
             message,
         } => events::publish(&ctx.recorder, &*current, warning, reason, &message).await,
     }
+    Ok(())
+}
+
+/// Whether the API server's refusal of a pod stands until something else changes (an
+/// admission refusal, an invalid pod), rather than a passing conflict or throttling.
+fn refused_for_good(code: u16) -> bool {
+    (400..500).contains(&code) && code != 409 && code != 429
+}
+
+/// Reports a launcher pod the API server refused as KubeVirt reports its sync error: a
+/// `FailedCreate` warning event, and the VMI's `Synchronized` condition false with the
+/// reason (written only when it changes, so the VMI is not woken again by it).
+async fn report_refused_pod(
+    ctx: &Context,
+    api: &Api<VirtualMachineInstance>,
+    current: &mut VirtualMachineInstance,
+    reason: &str,
+) -> Result<(), Error> {
+    let event = format!("Error creating pod: {reason}");
+    events::publish(&ctx.recorder, &*current, true, plan::FAILED_CREATE, &event).await;
+    let message = format!("failed to create virtual machine pod: {reason}");
+    let mut status = current.status.clone().unwrap_or_default();
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let reported = conditions.iter().any(|c| {
+        c.type_ == plan::SYNCHRONIZED
+            && c.status == api::common::ConditionStatus::False
+            && c.reason.as_deref() == Some(plan::FAILED_CREATE)
+            && c.message.as_deref() == Some(message.as_str())
+    });
+    if reported {
+        return Ok(());
+    }
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = api::kubevirt::vmi::VirtualMachineCondition::new(
+        plan::SYNCHRONIZED,
+        false,
+        plan::FAILED_CREATE,
+        &message,
+        &now,
+    );
+    api::kubevirt::vmi::set_condition(conditions, condition);
+    let mut updated = current.clone();
+    updated.status = Some(status);
+    *current = api
+        .replace_status(&current.name_any(), &PostParams::default(), &updated)
+        .await?;
     Ok(())
 }
 

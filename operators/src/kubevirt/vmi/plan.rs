@@ -34,6 +34,10 @@ const OWN_CONDITIONS: [&str; 4] = [
     condition_types::LIVE_MIGRATABLE,
 ];
 const POD_SCHEDULED: &str = "PodScheduled";
+/// The condition of a VMI whose launcher pod cannot be made, and its reason when the API
+/// server refused the pod (KubeVirt's sync error).
+pub const SYNCHRONIZED: &str = "Synchronized";
+pub const FAILED_CREATE: &str = "FailedCreate";
 /// DataVolume phases in which a launcher pod may start: done, or waiting for the pod itself
 /// to pick the node.
 /// What is known of one claim a VMI uses.
@@ -201,7 +205,8 @@ fn plan_without_pod(
             return;
         }
     }
-    conditions.remove("Synchronized");
+    // A launcher pod the API server refused stays reported until one is made.
+    conditions.remove_unless_reason(SYNCHRONIZED, FAILED_CREATE);
     let waiting: Vec<String> = observed
         .claims
         .iter()
@@ -290,6 +295,7 @@ fn plan_with_pod(
     conditions: &mut Conditions,
     actions: &mut Vec<VmiAction>,
 ) {
+    conditions.remove_if_reason(SYNCHRONIZED, FAILED_CREATE);
     let pod_status = pod.status.clone().unwrap_or_default();
     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
     status.active_pods = Some(BTreeMap::from([(
@@ -455,6 +461,16 @@ impl Conditions {
 
     fn remove(&mut self, type_: &str) {
         self.list.retain(|c| c.type_ != type_);
+    }
+
+    fn remove_if_reason(&mut self, type_: &str, reason: &str) {
+        self.list
+            .retain(|c| c.type_ != type_ || c.reason.as_deref() != Some(reason));
+    }
+
+    fn remove_unless_reason(&mut self, type_: &str, reason: &str) {
+        self.list
+            .retain(|c| c.type_ != type_ || c.reason.as_deref() == Some(reason));
     }
 
     /// False, as every VMI here: live migration is not implemented, and hostpath claims

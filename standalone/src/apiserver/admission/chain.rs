@@ -5,9 +5,9 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
-use super::default_storage_class;
 use super::plugin::{AdmissionPlugin, Hook, Refusal, Wording};
 use super::request::AdmissionRequest;
+use super::{default_storage_class, priority};
 use crate::apiserver::errors::ApiError;
 use crate::apiserver::object;
 
@@ -20,6 +20,7 @@ impl AdmissionChain {
     /// The built-in plugins, then `registered`.
     pub fn new(registered: Vec<AdmissionPlugin>) -> AdmissionChain {
         let plugins = std::iter::once(default_storage_class::plugin())
+            .chain(priority::plugins())
             .chain(registered)
             .map(Arc::new)
             .collect();
@@ -122,6 +123,15 @@ fn refused(
                 message,
                 warnings,
             }
+        }
+        Wording::Forbidden => {
+            let name = object::name(subject);
+            let name = if name.is_empty() { "Unknown" } else { name };
+            ApiError::Forbidden(format!(
+                "{} \"{name}\" is forbidden: {}",
+                request.resource.qualified_name(),
+                refusal.message
+            ))
         }
         Wording::InvalidObject => ApiError::Invalid {
             kind: request.resource.kind.clone(),

@@ -6,7 +6,7 @@
 //! the virtual resources a function answers (`VirtualCreate`).
 //!
 //! Built in, ahead of the rest as kube-apiserver orders its compiled-in plugins before its
-//! webhooks: DefaultStorageClass. Registered: the platform's webhooks, run in-process
+//! webhooks: DefaultStorageClass and Priority. Registered: the platform's webhooks, run in-process
 //! (`ApiServerConfig::admission` at start, `ApiServer::register_admission` later). The
 //! checks admission's crate writes once for both homes read the server as their
 //! [`Cluster`](::admission::cluster::Cluster) ([`cluster`]).
@@ -15,6 +15,7 @@ mod chain;
 pub mod cluster;
 pub mod default_storage_class;
 mod plugin;
+mod priority;
 mod request;
 
 pub use chain::AdmissionChain;

@@ -44,6 +44,9 @@ pub enum Wording {
     /// server has always reported its built-in defaulting and validation of the platform's
     /// kinds.
     InvalidObject,
+    /// As kube-apiserver reports its compiled-in plugins' refusals (Priority's):
+    /// `RESOURCE "NAME" is forbidden: MESSAGE` (403).
+    Forbidden,
 }
 
 /// One plugin of the chain.
@@ -93,6 +96,17 @@ impl AdmissionPlugin {
         hook: Hook,
     ) -> AdmissionPlugin {
         AdmissionPlugin::of_one(name, resource, operations, Wording::InvalidObject, hook)
+    }
+
+    /// A plugin built into the server, of the resource `group`/`plural`; its refusals read
+    /// as kube-apiserver's Forbidden.
+    pub fn forbidding(
+        name: &str,
+        resource: (&str, &str),
+        operations: &[Operation],
+        hook: Hook,
+    ) -> AdmissionPlugin {
+        AdmissionPlugin::of_one(name, resource, operations, Wording::Forbidden, hook)
     }
 
     fn of_one(
