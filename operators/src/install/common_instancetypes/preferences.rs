@@ -250,8 +250,6 @@ const fn windows(
 
 const CENTOS_TAGS: &str = "linux,centos-stream";
 const RHEL_TAGS: &str = "linux,rhel";
-const RHEL_10: &str = "Red Hat Enterprise Linux 10";
-const RHEL_9: &str = "Red Hat Enterprise Linux 9";
 
 /// Every preference of the bundle.
 pub const PREFERENCES: &[Preference] = &[
