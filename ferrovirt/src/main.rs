@@ -247,6 +247,10 @@ fn main() -> ExitCode {
             Command::Vnc(args) => virtctl::vnc(args).await,
             Command::PortForward(args) => virtctl::port_forward(args).await,
             Command::Create(virtctl::Create::Vm(args)) => virtctl::create_vm(*args),
+            Command::Create(virtctl::Create::Instancetype(args)) => {
+                virtctl::create_instancetype(args)
+            }
+            Command::Create(virtctl::Create::Preference(args)) => virtctl::create_preference(args),
             Command::Guestosinfo(target) => virtctl::guest_info(target, "guestosinfo").await,
             Command::Userlist(target) => virtctl::guest_info(target, "userlist").await,
             Command::Fslist(target) => virtctl::guest_info(target, "filesystemlist").await,

@@ -3,11 +3,15 @@
 //! PVCs, DataSources, cloned PVCs, blank volumes, imports); a disk is listed only for a
 //! volume given a `bootorder` (the others get one at admission); cloud-init user data comes
 //! from `--cloud-init-user-data` or is written from `--user`, `--password-file` and
-//! `--ssh-key`. Instancetypes and preferences are not supported here, so nothing is inferred.
+//! `--ssh-key`. An instancetype and a preference are named with `--instancetype` and
+//! `--preference` (`[kind/]name`), or inferred from a volume's labels at admission: from the
+//! boot volume (lowest `bootorder`, else the first) unless `--infer-*-from` names another.
+//! Inference is on by default; left implicit, a volume that cannot be inferred from is
+//! skipped silently and the VM keeps its memory, with `inferFromVolumeFailurePolicy: Ignore`.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -22,9 +26,30 @@ pub struct CreateVmArgs {
     /// terminationGracePeriodSeconds of the VM's instances.
     #[arg(long, default_value_t = 180)]
     termination_grace_period: i64,
-    /// The guest's memory (a quantity).
-    #[arg(long, default_value = "512Mi")]
-    memory: String,
+    /// The guest's memory (a quantity) [default: 512Mi]. Mutually exclusive with the
+    /// instancetype flags.
+    #[arg(long)]
+    memory: Option<String>,
+    /// `[kind/]name` of the VM's instancetype (kind virtualmachineinstancetype or
+    /// virtualmachineclusterinstancetype).
+    #[arg(long)]
+    instancetype: Option<String>,
+    /// Whether the instancetype is inferred from the boot volume [default: true].
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    infer_instancetype: Option<bool>,
+    /// The volume to infer the instancetype from.
+    #[arg(long)]
+    infer_instancetype_from: Option<String>,
+    /// `[kind/]name` of the VM's preference (kind virtualmachinepreference or
+    /// virtualmachineclusterpreference).
+    #[arg(long)]
+    preference: Option<String>,
+    /// Whether the preference is inferred from the boot volume [default: true].
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    infer_preference: Option<bool>,
+    /// The volume to infer the preference from.
+    #[arg(long)]
+    infer_preference_from: Option<String>,
     /// `src:IMAGE[,name:N][,bootorder:B]`, repeatable.
     #[arg(long = "volume-containerdisk")]
     containerdisks: Vec<String>,
@@ -84,9 +109,21 @@ fn manifest(args: &CreateVmArgs, suffix: &mut dyn FnMut() -> String) -> Result<V
             api::kubevirt::RunStrategy::ALL.join(", ")
         );
     }
-    if api::quantity::parse_quantity(&args.memory).is_none() {
-        bail!("--memory: {:?} is not a quantity", args.memory);
+    check_exclusive_groups(args)?;
+    let memory = args.memory.as_deref().unwrap_or(DEFAULT_MEMORY);
+    if api::quantity::parse_quantity(memory).is_none() {
+        bail!("--memory: {memory:?} is not a quantity");
     }
+    let instancetype = args
+        .instancetype
+        .as_deref()
+        .map(|value| matcher("instancetype", value, INSTANCETYPE_KINDS))
+        .transpose()?;
+    let preference = args
+        .preference
+        .as_deref()
+        .map(|value| matcher("preference", value, PREFERENCE_KINDS))
+        .transpose()?;
     let name = match &args.name {
         Some(name) => name.clone(),
         None => format!("vm-{}", suffix()),
@@ -140,9 +177,16 @@ fn manifest(args: &CreateVmArgs, suffix: &mut dyn FnMut() -> String) -> Result<V
         "runStrategy": args.run_strategy,
         "template": {"spec": {
             "terminationGracePeriodSeconds": args.termination_grace_period,
-            "domain": {"memory": {"guest": args.memory}, "devices": {}},
+            "domain": {"memory": {"guest": memory}, "devices": {}},
         }},
     });
+    if let Some(instancetype) = instancetype {
+        spec["instancetype"] = instancetype;
+        remove_memory(&mut spec);
+    }
+    if let Some(preference) = preference {
+        spec["preference"] = preference;
+    }
     if !vm.templates.is_empty() {
         spec["dataVolumeTemplates"] = json!(vm.templates);
     }
@@ -152,12 +196,156 @@ fn manifest(args: &CreateVmArgs, suffix: &mut dyn FnMut() -> String) -> Result<V
     if !vm.disks.is_empty() {
         spec["template"]["spec"]["domain"]["devices"]["disks"] = json!(vm.disks);
     }
+    infer(args, &vm, &mut spec)?;
     Ok(json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
         "metadata": {"name": name},
         "spec": spec,
     }))
+}
+
+/// The guest memory when `--memory` is not given.
+const DEFAULT_MEMORY: &str = "512Mi";
+const INSTANCETYPE_KINDS: Kinds = Kinds {
+    what: "instancetype",
+    namespaced: "virtualmachineinstancetype",
+    cluster: "virtualmachineclusterinstancetype",
+};
+const PREFERENCE_KINDS: Kinds = Kinds {
+    what: "preference",
+    namespaced: "virtualmachinepreference",
+    cluster: "virtualmachineclusterpreference",
+};
+
+/// The two kinds a matcher may name, lowercased as virtctl takes them.
+struct Kinds {
+    what: &'static str,
+    namespaced: &'static str,
+    cluster: &'static str,
+}
+
+/// virtctl's (cobra's) mutually exclusive flag groups.
+fn check_exclusive_groups(args: &CreateVmArgs) -> Result<()> {
+    let groups = [
+        vec![
+            ("memory", args.memory.is_some()),
+            ("instancetype", args.instancetype.is_some()),
+            ("infer-instancetype", args.infer_instancetype.is_some()),
+            (
+                "infer-instancetype-from",
+                args.infer_instancetype_from.is_some(),
+            ),
+        ],
+        vec![
+            ("preference", args.preference.is_some()),
+            ("infer-preference", args.infer_preference.is_some()),
+            (
+                "infer-preference-from",
+                args.infer_preference_from.is_some(),
+            ),
+        ],
+    ];
+    for group in groups {
+        let mut set: Vec<&str> = group
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| *n)
+            .collect();
+        if set.len() > 1 {
+            set.sort_unstable();
+            let names: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
+            bail!(
+                "if any flags in the group [{}] are set none of the others can be; [{}] were all set",
+                names.join(" "),
+                set.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `spec.instancetype` or `spec.preference` from `[kind/]name`.
+fn matcher(flag: &str, value: &str, kinds: Kinds) -> Result<Value> {
+    let flag_error = |message: String| anyhow!("failed to parse \"--{flag}\" flag: {message}");
+    let (kind, name) = split_prefixed_name(value).map_err(flag_error)?;
+    let kind = kind.to_lowercase();
+    if !kind.is_empty() && kind != kinds.namespaced && kind != kinds.cluster {
+        return Err(flag_error(format!(
+            "invalid {} kind \"{kind}\", supported values are: {}, {}",
+            kinds.what, kinds.namespaced, kinds.cluster
+        )));
+    }
+    let mut matcher = json!({"name": name});
+    if !kind.is_empty() {
+        matcher["kind"] = json!(kind);
+    }
+    Ok(matcher)
+}
+
+/// `prefix/name` or `name`, as virtctl splits them.
+fn split_prefixed_name(value: &str) -> std::result::Result<(&str, &str), String> {
+    let parts: Vec<&str> = value.split('/').collect();
+    let (prefix, name) = match parts.as_slice() {
+        [name] => ("", *name),
+        [prefix, name] => (*prefix, *name),
+        _ => {
+            return Err(format!(
+                "invalid count {} of slashes in prefix/name",
+                parts.len() - 1
+            ));
+        }
+    };
+    if name.is_empty() {
+        return Err("name cannot be empty".to_owned());
+    }
+    Ok((prefix, name))
+}
+
+fn remove_memory(spec: &mut Value) {
+    if let Some(domain) = spec["template"]["spec"]["domain"].as_object_mut() {
+        domain.remove("memory");
+    }
+}
+
+/// Inference of the instancetype and preference from a volume, as virtctl does after the
+/// volumes are added: explicit (an `--infer-*` flag given) errors are returned, implicit
+/// ones skip inference.
+fn infer(args: &CreateVmArgs, vm: &Builder, spec: &mut Value) -> Result<()> {
+    let explicit_instancetype =
+        args.infer_instancetype.is_some() || args.infer_instancetype_from.is_some();
+    if args.infer_instancetype.unwrap_or(true)
+        && args.instancetype.is_none()
+        && args.memory.is_none()
+    {
+        match vm.inference_volume(args.infer_instancetype_from.as_deref(), spec) {
+            Ok(volume) => {
+                spec["instancetype"] = json!({"inferFromVolume": volume});
+                if explicit_instancetype {
+                    remove_memory(spec);
+                } else {
+                    spec["instancetype"]["inferFromVolumeFailurePolicy"] = json!("Ignore");
+                }
+            }
+            Err(err) if explicit_instancetype => return Err(err),
+            Err(_) => {}
+        }
+    }
+    let explicit_preference =
+        args.infer_preference.is_some() || args.infer_preference_from.is_some();
+    if args.infer_preference.unwrap_or(true) && args.preference.is_none() {
+        match vm.inference_volume(args.infer_preference_from.as_deref(), spec) {
+            Ok(volume) => {
+                spec["preference"] = json!({"inferFromVolume": volume});
+                if !explicit_preference {
+                    spec["preference"]["inferFromVolumeFailurePolicy"] = json!("Ignore");
+                }
+            }
+            Err(err) if explicit_preference => return Err(err),
+            Err(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// The volumes, disks and DataVolume templates as they are added.
@@ -169,6 +357,44 @@ struct Builder {
 }
 
 impl Builder {
+    /// The volume to infer from: `named`, else the disk with the lowest boot order, else the
+    /// first volume; it must be a claim or a DataVolume that can carry the labels.
+    fn inference_volume(&self, named: Option<&str>, spec: &Value) -> Result<String> {
+        let name = match named {
+            Some(name) => name.to_owned(),
+            None => self
+                .boot_volume()
+                .context("at least one volume is needed to infer an instance type or preference")?,
+        };
+        let volume = self
+            .volumes
+            .iter()
+            .find(|v| v["name"] == name.as_str())
+            .with_context(|| format!("there is no volume with name \"{name}\""))?;
+        if let Some(data_volume) = volume["dataVolume"]["name"].as_str() {
+            check_data_volume_inferable(spec, data_volume)?;
+        } else if volume.get("persistentVolumeClaim").is_none() {
+            bail!(
+                "inference of instancetype or preference works only with datasources, datavolumes or pvcs"
+            );
+        }
+        Ok(name)
+    }
+
+    /// The disk with the lowest boot order, else the first volume.
+    fn boot_volume(&self) -> Option<String> {
+        let first = self.volumes.first()?;
+        let booted = self
+            .disks
+            .iter()
+            .filter_map(|d| Some((d["bootOrder"].as_u64()?, d["name"].as_str()?)))
+            .min();
+        Some(match booted {
+            Some((_, name)) => name.to_owned(),
+            None => first["name"].as_str().unwrap_or_default().to_owned(),
+        })
+    }
+
     fn add_volume(&mut self, params: &Params, name: String, source: Value) -> Result<()> {
         check_dns_label(params.flag, &name)?;
         if self.volumes.iter().any(|v| v["name"] == name.as_str()) {
@@ -237,6 +463,28 @@ impl Builder {
             .push(json!({"metadata": {"name": name}, "spec": spec}));
         Ok(())
     }
+}
+
+/// A DataVolume template inference can follow: a PVC, registry or snapshot source, or a
+/// DataSource reference.
+fn check_data_volume_inferable(spec: &Value, name: &str) -> Result<()> {
+    let empty = Vec::new();
+    let templates = spec["dataVolumeTemplates"].as_array().unwrap_or(&empty);
+    let Some(template) = templates.iter().find(|t| t["metadata"]["name"] == name) else {
+        return Ok(());
+    };
+    let source = &template["spec"]["source"];
+    let from_source = ["pvc", "registry", "snapshot"]
+        .iter()
+        .any(|kind| source.get(*kind).is_some());
+    let from_data_source = template["spec"]["sourceRef"]["kind"] == "DataSource";
+    if from_source || from_data_source {
+        return Ok(());
+    }
+    bail!(
+        "this datavolume is not valid to infer an instancetype or preference from \
+         (source needs to be PVC, Registry or Snapshot, sourceRef needs to be DataSource)"
+    )
 }
 
 /// The DataVolume spec's source (`source` or `sourceRef`) of an import.
@@ -448,7 +696,7 @@ mod tests {
         let vm = build(CreateVmArgs {
             run_strategy: "Always".into(),
             termination_grace_period: 180,
-            memory: "512Mi".into(),
+            memory: None,
             ..Default::default()
         })
         .unwrap();
@@ -470,7 +718,7 @@ mod tests {
         let vm = build(CreateVmArgs {
             name: Some("a".into()),
             run_strategy: "Halted".into(),
-            memory: "1Gi".into(),
+            memory: Some("1Gi".into()),
             imports: vec![
                 "type:http,url:http://host/disk.qcow2,size:2Gi,bootorder:1".into(),
                 "type:ds,src:images/fedora".into(),
@@ -528,7 +776,7 @@ mod tests {
         let vm = build(CreateVmArgs {
             name: Some("b".into()),
             run_strategy: "Manual".into(),
-            memory: "512Mi".into(),
+            memory: None,
             cloud_init: Some("configdrive".into()),
             cloud_init_user_data: Some("I2Nsb3VkLWNvbmZpZwo=".into()),
             ..Default::default()
@@ -545,13 +793,13 @@ mod tests {
         let base = || CreateVmArgs {
             name: Some("c".into()),
             run_strategy: "Always".into(),
-            memory: "512Mi".into(),
+            memory: None,
             ..Default::default()
         };
         let cases: Vec<(CreateVmArgs, &str)> = vec![
             (
                 CreateVmArgs {
-                    memory: "lots".into(),
+                    memory: Some("lots".into()),
                     ..base()
                 },
                 "--memory",
@@ -646,5 +894,188 @@ mod tests {
         let suffix = api::common::random_name_suffix();
         assert_eq!(suffix.len(), 5);
         check_dns_label("test", &format!("vm-{suffix}")).unwrap();
+    }
+
+    fn named(args: CreateVmArgs) -> CreateVmArgs {
+        CreateVmArgs {
+            name: Some("vm".into()),
+            run_strategy: "Always".into(),
+            termination_grace_period: 180,
+            ..args
+        }
+    }
+
+    #[test]
+    fn an_instancetype_and_preference_by_name_drop_the_memory() {
+        let vm = build(named(CreateVmArgs {
+            instancetype: Some("u1.medium".into()),
+            preference: Some("VirtualMachinePreference/fedora".into()),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(vm["spec"]["instancetype"], json!({"name": "u1.medium"}));
+        assert_eq!(
+            vm["spec"]["preference"],
+            json!({"name": "fedora", "kind": "virtualmachinepreference"})
+        );
+        assert_eq!(
+            vm["spec"]["template"]["spec"]["domain"],
+            json!({"devices": {}})
+        );
+    }
+
+    #[test]
+    fn implicit_inference_from_a_data_source_keeps_the_memory_and_ignores_failures() {
+        let vm = build(named(CreateVmArgs {
+            imports: vec!["type:ds,src:my-ds".into()],
+            ..Default::default()
+        }))
+        .unwrap();
+        let yaml = serde_saphyr::to_string(&vm).unwrap();
+        assert!(
+            yaml.contains(
+                "  instancetype:\n    inferFromVolume: imported-volume-r1\n    inferFromVolumeFailurePolicy: Ignore\n"
+            ),
+            "{yaml}"
+        );
+        assert_eq!(
+            vm["spec"]["preference"],
+            json!({"inferFromVolume": "imported-volume-r1", "inferFromVolumeFailurePolicy": "Ignore"})
+        );
+        assert_eq!(
+            vm["spec"]["template"]["spec"]["domain"]["memory"],
+            json!({"guest": "512Mi"})
+        );
+    }
+
+    #[test]
+    fn explicit_inference_drops_the_memory_and_names_the_volume() {
+        let vm = build(named(CreateVmArgs {
+            pvcs: vec!["src:root".into(), "src:data,bootorder:1".into()],
+            infer_instancetype: Some(true),
+            infer_preference_from: Some("root".into()),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            vm["spec"]["instancetype"],
+            json!({"inferFromVolume": "data"})
+        );
+        assert_eq!(vm["spec"]["preference"], json!({"inferFromVolume": "root"}));
+        assert!(
+            vm["spec"]["template"]["spec"]["domain"]
+                .get("memory")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn implicit_inference_is_skipped_where_it_cannot_work() {
+        let none = build(named(CreateVmArgs::default())).unwrap();
+        assert!(none["spec"].get("instancetype").is_none());
+        let containerdisk = build(named(CreateVmArgs {
+            containerdisks: vec!["src:quay.io/x/y".into()],
+            ..Default::default()
+        }))
+        .unwrap();
+        assert!(containerdisk["spec"].get("preference").is_none());
+        let memory_given = build(named(CreateVmArgs {
+            memory: Some("1Gi".into()),
+            pvcs: vec!["src:root".into()],
+            ..Default::default()
+        }))
+        .unwrap();
+        assert!(memory_given["spec"].get("instancetype").is_none());
+        assert_eq!(
+            memory_given["spec"]["preference"]["inferFromVolume"],
+            "root"
+        );
+        let turned_off = build(named(CreateVmArgs {
+            pvcs: vec!["src:root".into()],
+            infer_instancetype: Some(false),
+            infer_preference: Some(false),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert!(turned_off["spec"].get("instancetype").is_none());
+        assert!(turned_off["spec"].get("preference").is_none());
+    }
+
+    #[test]
+    fn instancetype_flags_are_refused_with_virtctls_messages() {
+        let cases: Vec<(CreateVmArgs, &str)> = vec![
+            (
+                CreateVmArgs {
+                    memory: Some("1Gi".into()),
+                    instancetype: Some("u1.small".into()),
+                    ..Default::default()
+                },
+                "if any flags in the group [memory instancetype infer-instancetype infer-instancetype-from] are set none of the others can be; [instancetype memory] were all set",
+            ),
+            (
+                CreateVmArgs {
+                    preference: Some("fedora".into()),
+                    infer_preference_from: Some("root".into()),
+                    ..Default::default()
+                },
+                "if any flags in the group [preference infer-preference infer-preference-from] are set none of the others can be; [infer-preference-from preference] were all set",
+            ),
+            (
+                CreateVmArgs {
+                    instancetype: Some("flavor/u1.small".into()),
+                    ..Default::default()
+                },
+                "failed to parse \"--instancetype\" flag: invalid instancetype kind \"flavor\", supported values are: virtualmachineinstancetype, virtualmachineclusterinstancetype",
+            ),
+            (
+                CreateVmArgs {
+                    preference: Some("a/b/c".into()),
+                    ..Default::default()
+                },
+                "failed to parse \"--preference\" flag: invalid count 2 of slashes in prefix/name",
+            ),
+            (
+                CreateVmArgs {
+                    preference: Some("virtualmachinepreference/".into()),
+                    ..Default::default()
+                },
+                "failed to parse \"--preference\" flag: name cannot be empty",
+            ),
+            (
+                CreateVmArgs {
+                    infer_instancetype: Some(true),
+                    ..Default::default()
+                },
+                "at least one volume is needed to infer an instance type or preference",
+            ),
+            (
+                CreateVmArgs {
+                    pvcs: vec!["src:root".into()],
+                    infer_preference_from: Some("other".into()),
+                    ..Default::default()
+                },
+                "there is no volume with name \"other\"",
+            ),
+            (
+                CreateVmArgs {
+                    containerdisks: vec!["src:quay.io/x/y".into()],
+                    infer_instancetype: Some(true),
+                    ..Default::default()
+                },
+                "inference of instancetype or preference works only with datasources, datavolumes or pvcs",
+            ),
+            (
+                CreateVmArgs {
+                    blanks: vec!["size:1Gi".into()],
+                    infer_preference: Some(true),
+                    ..Default::default()
+                },
+                "this datavolume is not valid to infer an instancetype or preference from (source needs to be PVC, Registry or Snapshot, sourceRef needs to be DataSource)",
+            ),
+        ];
+        for (args, message) in cases {
+            let err = build(named(args)).unwrap_err();
+            assert_eq!(err.to_string(), message);
+        }
     }
 }

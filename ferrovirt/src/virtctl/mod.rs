@@ -1,8 +1,10 @@
 //! virtctl's verbs as `ferrovirt` subcommands: start, stop, restart, pause, unpause,
-//! softreboot, console, vnc, port-forward, ssh, guestosinfo, userlist, fslist and create vm. Each is a call of the
+//! softreboot, console, vnc, port-forward, ssh, guestosinfo, userlist, fslist and create vm,
+//! instancetype and preference. Each is a call of the
 //! `subresources.kubevirt.io` API through the cluster's API server with the kubeconfig's
 //! credentials, as virtctl makes it, and prints virtctl's messages.
 
+mod create_instancetype;
 mod create_vm;
 mod port_forward;
 mod stream;
@@ -20,6 +22,10 @@ const SUBRESOURCES: &str = "/apis/subresources.kubevirt.io/v1";
 pub enum Create {
     /// A VirtualMachine manifest to pipe into `kubectl apply -f -` (virtctl create vm).
     Vm(Box<CreateVmArgs>),
+    /// A VirtualMachine(Cluster)Instancetype manifest (virtctl create instancetype).
+    Instancetype(CreateInstancetypeArgs),
+    /// A VirtualMachine(Cluster)Preference manifest (virtctl create preference).
+    Preference(CreatePreferenceArgs),
 }
 
 /// Where a verb goes: the namespace and the object.
@@ -285,6 +291,9 @@ pub async fn guest_info(target: Target, verb: &str) -> Result<()> {
     Ok(())
 }
 
+pub use create_instancetype::{
+    CreateInstancetypeArgs, CreatePreferenceArgs, create_instancetype, create_preference,
+};
 pub use create_vm::{CreateVmArgs, create_vm};
 pub use port_forward::{PortForwardArgs, SshArgs, port_forward, ssh};
 pub use stream::{ConsoleArgs, VncArgs, console, vnc};

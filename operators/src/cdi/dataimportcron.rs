@@ -614,6 +614,27 @@ async fn import_new_digest(
     Ok(())
 }
 
+/// The cron's labels a VM's inference reads, passed on to its DataSource as CDI does.
+const PASSED_LABELS: [&str; 4] = [
+    api::instancetype::DEFAULT_INSTANCETYPE_LABEL,
+    api::instancetype::DEFAULT_INSTANCETYPE_KIND_LABEL,
+    api::instancetype::DEFAULT_PREFERENCE_LABEL,
+    api::instancetype::DEFAULT_PREFERENCE_KIND_LABEL,
+];
+
+/// The labels of the cron's DataSource: the cron's name, and its default instancetype and
+/// preference labels.
+fn data_source_labels(cron: &DataImportCron) -> std::collections::BTreeMap<String, String> {
+    let mut labels: std::collections::BTreeMap<String, String> = cron
+        .labels()
+        .iter()
+        .filter(|(key, _)| PASSED_LABELS.contains(&key.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    labels.insert(CRON_LABEL.to_string(), cron.name_any());
+    labels
+}
+
 /// Creates the managed DataSource (labelled with the cron) and points it at the newest
 /// import. A DataSource of that name that another cron or a user made is left alone.
 async fn ensure_data_source(
@@ -634,7 +655,7 @@ async fn ensure_data_source(
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     namespace: Some(namespace.clone()),
-                    labels: Some([(CRON_LABEL.to_string(), cron.name_any())].into()),
+                    labels: Some(data_source_labels(cron)),
                     owner_references: owned_by(cron),
                     ..Default::default()
                 },
@@ -650,6 +671,13 @@ async fn ensure_data_source(
         Some(ds) if ds.labels().get(CRON_LABEL) == Some(&cron.name_any()) => {
             if newest.is_some() && ds.spec.source != source {
                 let patch = json!({"spec": {"source": source_patch(&source)}});
+                sources
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            let labels = data_source_labels(cron);
+            if labels.iter().any(|(k, v)| ds.labels().get(k) != Some(v)) {
+                let patch = json!({"metadata": {"labels": labels}});
                 sources
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -820,6 +848,32 @@ mod tests {
         assert_eq!(outdated_imports(&c, imports(), Some("b")), vec!["c", "a"]);
         c.spec.garbage_collect = Some(DataImportCronGarbageCollect::Never);
         assert!(outdated_imports(&c, imports(), None).is_empty());
+    }
+
+    #[test]
+    fn the_data_source_carries_the_crons_default_instancetype_and_preference() {
+        let mut cron = cron("docker://quay.io/containerdisks/fedora:latest");
+        cron.metadata.labels = Some(
+            [
+                ("instancetype.kubevirt.io/default-instancetype", "u1.medium"),
+                ("instancetype.kubevirt.io/default-preference", "fedora"),
+                ("app.kubernetes.io/name", "data-sources"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        );
+        let labels = data_source_labels(&cron);
+        assert_eq!(labels[CRON_LABEL], "fedora-cron");
+        assert_eq!(
+            labels["instancetype.kubevirt.io/default-instancetype"],
+            "u1.medium"
+        );
+        assert_eq!(
+            labels["instancetype.kubevirt.io/default-preference"],
+            "fedora"
+        );
+        assert!(!labels.contains_key("app.kubernetes.io/name"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! as virt-operator does. Each CDI CR gets the operator SDK's `Deployed` phase and
 //! conditions. Their configuration is read where it takes effect (the KubeVirt CR's feature
 //! gates by virt-api's admission, its default interface binding and machine type by
-//! virt-api's defaulting of VMIs, kept current in a [`SharedClusterConfig`]).
+//! virt-api's defaulting of VMIs, kept current in a [`SharedClusterConfig`]). The active
+//! KubeVirt CR's common-instancetypes are deployed as virt-operator deploys them.
 
 use std::time::Duration;
 
@@ -41,6 +42,12 @@ async fn report_kubevirts(
         .collect();
     set_cluster_config(cluster, &values);
     let active = active_cr(&values).map(|kv| kv["metadata"]["uid"].clone());
+    // The active CR's common-instancetypes, as virt-operator deploys them.
+    if let Some(kv) = active_cr(&values)
+        && let Err(err) = super::common_instancetypes::deploy::reconcile(client, kv).await
+    {
+        tracing::warn!(%err, "deploying common-instancetypes");
+    }
     for kv in &list.items {
         let namespace = kv.namespace().unwrap_or_default();
         let api: Api<DynamicObject> =
@@ -124,14 +131,31 @@ async fn report_cdis(client: &Client) -> Result<(), kube::Error> {
 pub async fn run(client: Client, cluster: Option<SharedClusterConfig>) {
     let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let cdis: Api<DynamicObject> = Api::all_with(client.clone(), &cdi_resource());
-    let changes = futures_util::stream::select(
+    // Hand edits of the common-instancetypes are put back on the next pass.
+    let [instancetypes, preferences] = super::common_instancetypes::deploy::watched(&client);
+    let managed = watcher::Config::default().labels(&format!(
+        "{}={}",
+        super::manifests::MANAGED_BY_LABEL,
+        super::common_instancetypes::deploy::MANAGED_BY
+    ));
+    let changes = futures_util::stream::select_all([
         watcher(kubevirts, watcher::Config::default())
             .default_backoff()
-            .map(|_| ()),
+            .map(|_| ())
+            .boxed(),
         watcher(cdis, watcher::Config::default())
             .default_backoff()
-            .map(|_| ()),
-    );
+            .map(|_| ())
+            .boxed(),
+        watcher(instancetypes, managed.clone())
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
+        watcher(preferences, managed)
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
+    ]);
     changes::run_on_changes(changes, RESYNC, || async {
         if let Some(cluster) = &cluster
             && let Err(err) = report_kubevirts(&client, cluster).await

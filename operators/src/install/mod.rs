@@ -3,6 +3,7 @@
 pub mod cdi_operator;
 pub mod changes;
 pub mod cnao;
+pub mod common_instancetypes;
 pub mod common_templates;
 pub mod components;
 pub mod deployer;

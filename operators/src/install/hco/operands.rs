@@ -167,6 +167,16 @@ pub fn kubevirt(hc: &Value, use_emulation: bool) -> Value {
         hardware::obsolete_cpu_models(hc_spec),
     );
     copy(&mut configuration, "evictionStrategy", hc_spec);
+    // v1beta1 spells it with a capital C; unset leaves KubeVirt's default (deployed).
+    if let Some(deployment) = hc_spec
+        .get("CommonInstancetypesDeployment")
+        .filter(|v| !v.is_null())
+    {
+        configuration.insert("commonInstancetypesDeployment".into(), deployment.clone());
+    }
+    if let Some(instancetype) = hc_spec.get("instancetypeConfig").filter(|v| !v.is_null()) {
+        configuration.insert("instancetype".into(), instancetype.clone());
+    }
     configuration.insert(
         "seccompConfiguration".into(),
         json!({"virtualMachineInstanceProfile": {"customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}),
@@ -302,6 +312,24 @@ mod tests {
 
     fn hc(spec: Value) -> Value {
         json!({"metadata": {"name": HYPERCONVERGED_NAME, "namespace": "kubevirt-hyperconverged"}, "spec": spec})
+    }
+
+    #[test]
+    fn common_instancetypes_deployment_goes_to_the_kubevirt_cr_when_set() {
+        let unset = kubevirt(&hc(json!({})), false);
+        assert!(
+            unset["spec"]["configuration"]
+                .get("commonInstancetypesDeployment")
+                .is_none()
+        );
+        let off = kubevirt(
+            &hc(json!({"CommonInstancetypesDeployment": {"enabled": false}})),
+            false,
+        );
+        assert_eq!(
+            off["spec"]["configuration"]["commonInstancetypesDeployment"],
+            json!({"enabled": false})
+        );
     }
 
     #[test]

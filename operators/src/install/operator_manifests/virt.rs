@@ -79,6 +79,15 @@ const CLUSTER_RULES: &[Rule] = &[
         ],
         &["list"],
     ),
+    // common-instancetypes: created, kept as the bundle says, deleted when disabled.
+    Rule::new(
+        &["instancetype.kubevirt.io"],
+        &[
+            "virtualmachineclusterinstancetypes",
+            "virtualmachineclusterpreferences",
+        ],
+        &["get", "list", "watch", "create", "update", "delete"],
+    ),
 ];
 
 /// The operator's webhook: Service kubevirt-operator-webhook and the configuration that

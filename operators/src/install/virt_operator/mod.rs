@@ -5,8 +5,9 @@
 //! `kubevirt.io/foregroundDeleteKubeVirt` finalizer: deleting it removes what was deployed first.
 //! Objects deleted or edited by hand are put back on the next pass, which every change of
 //! a KubeVirt CR or of a deployed workload starts. The CR's status follows its workloads
-//! ([`status`]). On `ferrovirt up` the components run in-process instead, and
-//! `install::components` reports them.
+//! ([`status`]). The active CR also gets common-instancetypes
+//! ([`super::common_instancetypes`]). On `ferrovirt up` the components run in-process
+//! instead, and `install::components` reports them.
 
 pub mod customize;
 pub mod status;
@@ -22,7 +23,7 @@ use serde_json::Value;
 use super::manifests::{MANAGED_BY_LABEL, Manifests, place};
 use super::operator_cr::{self, kubevirt_resource};
 use super::single_cr::{self, CrAction};
-use super::{changes, deployer, workloads};
+use super::{changes, common_instancetypes, deployer, workloads};
 use crate::kit::finalizer;
 
 /// virt-operator's install strategy: the manifests of `deploy/virt/`.
@@ -62,6 +63,7 @@ pub async fn run(client: Client, image: String) {
     let kubevirts: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::all(client.clone());
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::all(client.clone());
+    let [instancetypes, preferences] = common_instancetypes::deploy::watched(&client);
     let changes = futures_util::stream::select_all([
         watcher(kubevirts, watcher::Config::default())
             .default_backoff()
@@ -71,7 +73,15 @@ pub async fn run(client: Client, image: String) {
             .default_backoff()
             .map(|_| ())
             .boxed(),
-        watcher(daemonsets, managed)
+        watcher(daemonsets, managed.clone())
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
+        watcher(instancetypes, managed.clone())
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
+        watcher(preferences, managed)
             .default_backoff()
             .map(|_| ())
             .boxed(),
@@ -144,6 +154,8 @@ async fn deploy(
         return Ok(());
     }
     deployer::ensure_all(client, MANAGER, &objects).await?;
+    let kv_value = serde_json::to_value(kv).map_err(kube::Error::SerdeError)?;
+    common_instancetypes::deploy::reconcile(client, &kv_value).await?;
     let workloads = workloads::observe(
         client,
         &namespace,
@@ -169,6 +181,11 @@ async fn tear_down(
     let namespace = kv.namespace().unwrap_or_default();
     operator_cr::patch_status(api, kv, status::deleting_status(&operator_cr::now())).await;
     deployer::remove_all(client, &STRATEGY.render(&namespace, image)).await?;
+    let disabled = serde_json::json!({"spec": {
+        "productComponent": kv.data["spec"]["productComponent"],
+        "configuration": {"commonInstancetypesDeployment": {"enabled": false}},
+    }});
+    common_instancetypes::deploy::reconcile(client, &disabled).await?;
     finalizer::remove_from_latest(api, kv, FINALIZER).await?;
     tracing::info!(kubevirt = %kv.name_any(), %namespace, "removed the KubeVirt deployment");
     Ok(())
