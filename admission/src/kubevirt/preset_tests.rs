@@ -128,7 +128,7 @@ fn clocks_give_their_offset_then_their_timers() {
         json!({"devices": {}, "clock": {"utc": {}, "timer": {"hpet": {"present": false}}}}),
     );
     let mut bare = vmi(json!({}), json!({"devices": {}}));
-    apply_presets(&mut bare, &[clocked.clone()]).unwrap();
+    apply_presets(&mut bare, std::slice::from_ref(&clocked)).unwrap();
     assert_eq!(
         bare["spec"]["domain"]["clock"],
         json!({"utc": {}, "timer": {"hpet": {"present": false}}})

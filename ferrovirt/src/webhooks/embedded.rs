@@ -145,6 +145,68 @@ fn hpp_unacted_fields(hpp: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// virt-api's validation of VMs, VMIs and presets that reads beyond the object.
+fn virt_api_plugins() -> Vec<AdmissionPlugin> {
+    use Operation::{Create, Update};
+    vec![
+        validation(
+            VM_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachines",
+            &[Create, Update],
+            |r, vm| {
+                feature_gates(r, vm)?;
+                no_warnings(in_process(admission::instancetype::validate_vm(r, vm)))
+            },
+        ),
+        validation(
+            VMI_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachineinstances",
+            &[Create],
+            |r, vmi| no_warnings(feature_gates(r, vmi)),
+        ),
+        validation(
+            admission::kubevirt::preset::PRESET_VALIDATOR_WEBHOOK,
+            "kubevirt.io",
+            "virtualmachineinstancepresets",
+            &[Create, Update],
+            |_, preset| no_warnings(admission::kubevirt::preset::validate_preset(preset)),
+        ),
+    ]
+}
+
+/// virt-api's admission of instancetypes: the VM mutator's part and the four kinds' checks.
+fn instancetype_plugins() -> Vec<AdmissionPlugin> {
+    use Operation::{Create, Update};
+    let mut plugins = vec![instancetype_mutator()];
+    for plural in [
+        "virtualmachineinstancetypes",
+        "virtualmachineclusterinstancetypes",
+    ] {
+        plugins.push(validation(
+            &admission::instancetype::kinds::webhook_name(plural),
+            api::instancetype::GROUP,
+            plural,
+            &[Create, Update],
+            |_, it| admission::instancetype::kinds::validate_instancetype(it),
+        ));
+    }
+    for plural in [
+        "virtualmachinepreferences",
+        "virtualmachineclusterpreferences",
+    ] {
+        plugins.push(validation(
+            &admission::instancetype::kinds::webhook_name(plural),
+            api::instancetype::GROUP,
+            plural,
+            &[Create, Update],
+            |_, pref| admission::instancetype::kinds::validate_preference(pref),
+        ));
+    }
+    plugins
+}
+
 /// virt-api's VM mutator, for instancetypes: matchers checked, inferred and defaulted.
 fn instancetype_mutator() -> AdmissionPlugin {
     let mutate = Box::new(|request: &AdmissionRequest, vm: &mut Value| {
@@ -249,30 +311,6 @@ pub fn register(server: &ApiServer) {
             |_, hpp| Ok(hpp_unacted_fields(hpp)),
         ),
         validation(
-            VM_WEBHOOK,
-            "kubevirt.io",
-            "virtualmachines",
-            &[Create, Update],
-            |r, vm| {
-                feature_gates(r, vm)?;
-                no_warnings(in_process(admission::instancetype::validate_vm(r, vm)))
-            },
-        ),
-        validation(
-            VMI_WEBHOOK,
-            "kubevirt.io",
-            "virtualmachineinstances",
-            &[Create],
-            |r, vmi| no_warnings(feature_gates(r, vmi)),
-        ),
-        validation(
-            admission::kubevirt::preset::PRESET_VALIDATOR_WEBHOOK,
-            "kubevirt.io",
-            "virtualmachineinstancepresets",
-            &[Create, Update],
-            |_, preset| no_warnings(admission::kubevirt::preset::validate_preset(preset)),
-        ),
-        validation(
             admission::ssp::template_validator::VM_WEBHOOK,
             "kubevirt.io",
             "virtualmachines",
@@ -287,32 +325,11 @@ pub fn register(server: &ApiServer) {
             |r, t| no_warnings(template_delete(r, t)),
         ),
     ];
-    for webhook in all {
+    for webhook in all
+        .into_iter()
+        .chain(virt_api_plugins())
+        .chain(instancetype_plugins())
+    {
         server.register_admission(webhook);
-    }
-    server.register_admission(instancetype_mutator());
-    for plural in [
-        "virtualmachineinstancetypes",
-        "virtualmachineclusterinstancetypes",
-    ] {
-        server.register_admission(validation(
-            &admission::instancetype::kinds::webhook_name(plural),
-            api::instancetype::GROUP,
-            plural,
-            &[Create, Update],
-            |_, it| admission::instancetype::kinds::validate_instancetype(it),
-        ));
-    }
-    for plural in [
-        "virtualmachinepreferences",
-        "virtualmachineclusterpreferences",
-    ] {
-        server.register_admission(validation(
-            &admission::instancetype::kinds::webhook_name(plural),
-            api::instancetype::GROUP,
-            plural,
-            &[Create, Update],
-            |_, pref| admission::instancetype::kinds::validate_preference(pref),
-        ));
     }
 }

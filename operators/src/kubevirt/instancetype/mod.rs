@@ -15,7 +15,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::kubevirt::vm::reasons;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 /// The object a matcher settled on.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,8 +51,20 @@ pub struct Failure {
     pub message: String,
 }
 
-/// Reads what the VM's matchers name.
-pub async fn resolve(client: &Client, vm: &VirtualMachine) -> Result<Resolved, Failure> {
+/// Upstream's condition reasons.
+pub mod reasons {
+    /// The VM's instancetype cannot be found.
+    pub const FAILED_FIND_INSTANCETYPE: &str = "FailedFindInstancetype";
+    /// The VM's preference cannot be found.
+    pub const FAILED_FIND_PREFERENCE: &str = "FailedFindPreference";
+}
+
+/// Reads what the VM's matchers name; a revision to make is owned by `owner` (the VM).
+pub async fn resolve(
+    client: &Client,
+    vm: &VirtualMachine,
+    owner: &OwnerReference,
+) -> Result<Resolved, Failure> {
     let status = vm.status.as_ref();
     let instancetype = match &vm.spec.instancetype {
         Some(m) => Some(
@@ -60,6 +72,7 @@ pub async fn resolve(client: &Client, vm: &VirtualMachine) -> Result<Resolved, F
                 client,
                 vm,
                 Family::Instancetype,
+                owner,
                 m,
                 status.and_then(|s| s.instancetype_ref.as_ref()),
             )
@@ -77,6 +90,7 @@ pub async fn resolve(client: &Client, vm: &VirtualMachine) -> Result<Resolved, F
                 client,
                 vm,
                 Family::Preference,
+                owner,
                 m,
                 status.and_then(|s| s.preference_ref.as_ref()),
             )
@@ -98,6 +112,7 @@ async fn choose<S: DeserializeOwned + serde::Serialize>(
     client: &Client,
     vm: &VirtualMachine,
     family: Family,
+    owner: &OwnerReference,
     matcher: &InstancetypeMatcher,
     current: Option<&InstancetypeStatusRef>,
 ) -> Result<Chosen<S>, String> {
@@ -141,7 +156,7 @@ async fn choose<S: DeserializeOwned + serde::Serialize>(
         .cloned()
         .ok_or_else(|| format!("{} {name} has no spec", family.kind(scope)))?;
     let spec: S = serde_json::from_value(spec).map_err(|e| e.to_string())?;
-    let created = revision::for_object(vm, family.kind(scope), &object.metadata, &spec)
+    let created = revision::for_object(vm, owner, family.kind(scope), &object.metadata, &spec)
         .map_err(|e| e.to_string())?;
     status_ref.controller_revision_ref = Some(api::kubevirt::vm::ControllerRevisionRef {
         name: created.metadata.name.clone(),

@@ -8,12 +8,10 @@ use std::collections::BTreeMap;
 use api::kubevirt::VirtualMachine;
 use api::kubevirt::vm::{ControllerRevisionRef, InstancetypeMatcher, InstancetypeStatusRef};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt;
 use serde_json::Value;
-
-use crate::kubevirt::vm::owner_reference;
 
 /// The labels upstream puts on a revision, describing the object it holds.
 pub mod labels {
@@ -81,6 +79,7 @@ pub fn name(vm: &VirtualMachine, object: &ObjectMeta) -> String {
 /// managed fields, as upstream stores it.
 pub fn for_object(
     vm: &VirtualMachine,
+    owner: &OwnerReference,
     kind: &str,
     meta: &ObjectMeta,
     spec: &impl serde::Serialize,
@@ -124,7 +123,7 @@ pub fn for_object(
             name: Some(name(vm, meta)),
             namespace: vm.namespace(),
             labels: Some(labels),
-            owner_references: Some(vec![owner_reference(vm)]),
+            owner_references: Some(vec![owner.clone()]),
             ..Default::default()
         },
         data: Some(RawExtension(data)),
@@ -205,7 +204,19 @@ mod tests {
             ..Default::default()
         };
         let spec = serde_json::json!({"cpu": {"guest": 1}, "memory": {"guest": "1Gi"}});
-        let rev = for_object(&vm, "VirtualMachineClusterInstancetype", &meta, &spec).unwrap();
+        let owner = OwnerReference {
+            uid: "vm-uid".into(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        let rev = for_object(
+            &vm,
+            &owner,
+            "VirtualMachineClusterInstancetype",
+            &meta,
+            &spec,
+        )
+        .unwrap();
         assert_eq!(rev.name_any(), "vm1-u1.small-v1beta1-it-uid-3");
         assert_eq!(rev.namespace().as_deref(), Some("ns"));
         assert_eq!(

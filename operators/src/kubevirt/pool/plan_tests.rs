@@ -159,7 +159,8 @@ fn random_scale_in_deletes_the_right_count_and_counts_those_already_going() {
         .collect();
     assert_eq!(deleted(&run(&pool, &vms)).len(), 3);
     vms[0].metadata.deletion_timestamp = Some(Time("2026-11-28T22:00:00Z".parse().unwrap()));
-    let going = deleted(&run(&pool, &vms));
+    let actions = run(&pool, &vms);
+    let going = deleted(&actions);
     assert_eq!(going.len(), 2);
     assert!(!going.contains(&"web-0"));
 }

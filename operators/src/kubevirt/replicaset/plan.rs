@@ -324,7 +324,7 @@ pub fn status(
 
 /// The active instances of the replica set (for a status written after a failure).
 pub fn active_instances<'a>(
-    rs: &VirtualMachineInstanceReplicaSet,
+    rs: &'a VirtualMachineInstanceReplicaSet,
     vmis: &'a [VirtualMachineInstance],
 ) -> Vec<&'a VirtualMachineInstance> {
     let observed = Observed {

@@ -279,7 +279,7 @@ async fn reconcile(object: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     };
     let (vmi, data_volumes, claims) = observe(&ctx.client, &namespace, &vm).await?;
-    let instancetypes = instancetype::resolve(&ctx.client, &vm).await;
+    let instancetypes = instancetype::resolve(&ctx.client, &vm, &owner_reference(&vm)).await;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let before = vm.status.clone();
     let actions = plan(&Observed {

@@ -22,7 +22,3 @@ pub const VMI_CONDITION_MISSING: &str = "VMIConditionMissing";
 pub const ALL_DVS_READY: &str = "AllDVsReady";
 /// DataVolumesReady condition: some DataVolume is still being filled.
 pub const NOT_ALL_DVS_READY: &str = "NotAllDVsReady";
-/// The VM's instancetype cannot be found.
-pub const FAILED_FIND_INSTANCETYPE: &str = "FailedFindInstancetype";
-/// The VM's preference cannot be found.
-pub const FAILED_FIND_PREFERENCE: &str = "FailedFindPreference";

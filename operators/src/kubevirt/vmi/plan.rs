@@ -459,10 +459,6 @@ impl Conditions {
         set_condition(&mut self.list, condition);
     }
 
-    fn remove(&mut self, type_: &str) {
-        self.list.retain(|c| c.type_ != type_);
-    }
-
     fn remove_if_reason(&mut self, type_: &str, reason: &str) {
         self.list
             .retain(|c| c.type_ != type_ || c.reason.as_deref() != Some(reason));
