@@ -229,7 +229,10 @@ spec:
     assert!(arg_after(&args, "-smp").starts_with('2'), "{args:?}");
     assert_eq!(arg_after(&args, "-m"), "256M", "{args:?}");
     let mut console = Console::open(&platform, "sized");
-    console.run("echo CPUS-$(grep -c ^processor /proc/cpuinfo)-END", "CPUS-2-END");
+    console.run(
+        "echo CPUS-$(grep -c ^processor /proc/cpuinfo)-END",
+        "CPUS-2-END",
+    );
     drop(console);
 
     let vm = platform.json(&["get", "vm", "sized"]).expect("the VM");
@@ -272,7 +275,10 @@ spec:
     platform.ok(&["delete", "vm", "sized", "--timeout=120s"]);
     // The revision is the VM's: collected with it.
     let deadline = Instant::now() + STOP;
-    while platform.json(&["get", "controllerrevision", &revision]).is_some() {
+    while platform
+        .json(&["get", "controllerrevision", &revision])
+        .is_some()
+    {
         assert!(Instant::now() < deadline, "the revision outlived its VM");
         std::thread::sleep(Duration::from_millis(250));
     }
