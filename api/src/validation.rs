@@ -134,6 +134,23 @@ impl ValidationError {
 /// The result of a validation function.
 pub type ValidationResult = Result<(), ValidationError>;
 
+/// Kubernetes' words for a name that is not a DNS-1123 subdomain.
+pub const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Whether `name` is a DNS-1123 subdomain, as most object names must be: at most 253 lower
+/// case alphanumerics, `-` and `.`, dot-separated parts starting and ending alphanumeric.
+pub fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
 /// Joins alternative names for an error message.
 pub fn join(names: &[&str]) -> String {
     names.join(", ")
@@ -142,6 +159,14 @@ pub fn join(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_subdomains_are_kubernetes_names() {
+        assert!(is_dns1123_subdomain("vm-1.example"));
+        for bad in ["", "Vm", "-vm", "vm-", "a..b", "a_b", &"a".repeat(254)] {
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn paths_compose_children_and_indices() {

@@ -11,6 +11,7 @@
 //! - [`network`]: the MAC pool and bridge-marker;
 //! - [`templates`]: `process` and `processedtemplates`;
 //! - [`platform`]: `up` and `down`, the single-machine control plane;
+//! - [`tasks`]: `task NAME`, the KubeVirt tekton tasks;
 //! - [`cluster`]: the client, shared Secrets, caBundles and front proxy of components on a
 //!   cluster. The paths and variables a pod is run with are `api::pod_contract`'s.
 
@@ -20,6 +21,7 @@ pub mod kubevirt;
 pub mod network;
 pub mod platform;
 pub mod storage;
+pub mod tasks;
 pub mod templates;
 pub mod upload;
 pub mod virtctl;

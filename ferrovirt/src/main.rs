@@ -171,6 +171,10 @@ enum Command {
     /// Serve this binary as `virtctl` (`/<arch>/linux/virtctl.tar.gz`), as HCO's CLI
     /// download server.
     CliDownload(install_operators::cli_download::CliDownloadArgs),
+    /// Run one of the KubeVirt tekton tasks, as its Task's step does (create-vm-from-manifest,
+    /// modify-data-object, wait-for-vmi-status, execute-in-vm, cleanup-vm, generate-ssh-keys).
+    #[command(subcommand)]
+    Task(tekton::TaskCommand),
     /// Print the common templates bundle as a List.
     #[command(hide = true)]
     CommonTemplates(templates::process::CommonTemplatesArgs),
@@ -191,6 +195,8 @@ fn main() -> ExitCode {
     // ssh hands the terminal to the system's ssh and exits with its status.
     let command = match cli.command {
         Command::Ssh(args) => return virtctl::ssh(args).unwrap_or_else(report),
+        // A task exits with its upstream code.
+        Command::Task(task) => return ferrovirt::tasks::run(task),
         command => command,
     };
     let streams_stdin = matches!(
@@ -209,7 +215,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Ssh(_) => unreachable!("run above"),
+            Command::Ssh(_) | Command::Task(_) => unreachable!("run above"),
             Command::Import(args) => storage::import::run(*args).await,
             Command::Importer => storage::importer_pod::run().await,
             Command::CsiDriver(args) => storage::csi_driver::run(*args).await,

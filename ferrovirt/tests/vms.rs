@@ -4,9 +4,13 @@
 //! of the `ferrovirt` binary (start, stop, restart, pause, console) against the
 //! subresource API the embedded server aggregates.
 
+#[path = "vms/access_credentials.rs"]
+mod access_credentials;
 #[path = "vms/instancetypes.rs"]
 mod instancetypes;
 mod platform;
+#[path = "vms/tekton_tasks.rs"]
+mod tekton_tasks;
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -882,8 +886,15 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
     );
     assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived down");
     platform.stop_and_restart();
-    let after = running_uid(&platform, "fwd");
-    assert_ne!(before, after, "a new instance after up");
+    // Right after up the store may still show the old instance as it was at down, until
+    // the controllers see its launcher gone: wait for the new one.
+    wait_for(
+        &platform,
+        &["get", "vmi", "fwd"],
+        BOOT,
+        "no new instance Running after up",
+        |v| vmi_phase(v) == "Running" && v["metadata"]["uid"] != before.as_str(),
+    );
     let mut console = Console::open(&platform, "fwd");
     console.run(
         "dd if=/dev/vda bs=512 skip=130001 count=1 2>/dev/null | head -c 11; echo",
@@ -2272,6 +2283,46 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
     );
 
     operator_webhooks_guard_the_kubevirt_cr(&platform, webhook_port);
+
+    // common-instancetypes: deployed with the CR, gone when its deployment is disabled.
+    let instancetype = ["get", "virtualmachineclusterinstancetype", "u1.medium"];
+    let deployed_type = wait_for(
+        &platform,
+        &instancetype,
+        Duration::from_secs(60),
+        "u1.medium is not deployed",
+        |it| it["spec"]["cpu"]["guest"] == 1,
+    );
+    assert_eq!(
+        deployed_type["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "virt-operator"
+    );
+    platform
+        .json(&["get", "virtualmachineclusterpreference", "fedora"])
+        .expect("the fedora preference");
+    let toggle = |enabled: bool| {
+        platform.ok(&[
+            "patch", "kubevirt", "kubevirt", "-n", "kubevirt", "--type=merge", "-p",
+            &format!(r#"{{"spec":{{"configuration":{{"commonInstancetypesDeployment":{{"enabled":{enabled}}}}}}}}}"#),
+        ]);
+    };
+    toggle(false);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while platform.json(&instancetype).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "u1.medium outlived commonInstancetypesDeployment.enabled: false"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    toggle(true);
+    wait_for(
+        &platform,
+        &instancetype,
+        Duration::from_secs(60),
+        "u1.medium is not back",
+        |_| true,
+    );
 
     // The CR's customizeComponents patches what is deployed (here a strategic patch of
     // virt-controller's container), and mark it with the patches' identifier.

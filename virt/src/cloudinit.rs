@@ -56,6 +56,12 @@ pub struct CloudInitData {
     pub uuid: String,
     pub user_data: Option<DataSource>,
     pub network_data: Option<DataSource>,
+    /// The VMI's instancetype (a cluster instancetype's name before a namespaced one's), as
+    /// the metadata's `instance-type`.
+    pub instance_type: Option<String>,
+    /// Mounted Secrets of the access credentials this data source propagates: each file of
+    /// each directory is one public key of the metadata, numbered in order from `"0"`.
+    pub ssh_key_dirs: Vec<PathBuf>,
 }
 
 /// Why a cloud-init ISO could not be made.
@@ -65,6 +71,11 @@ pub enum CloudInitError {
     SecretKeyMissing { dir: PathBuf, keys: String },
     #[error("reading cloud-init data from {path}: {source}")]
     Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("Unable to read public keys found at volume: {path}: {source}")]
+    PublicKeys {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -81,10 +92,14 @@ pub fn files(data: &CloudInitData) -> Result<Vec<IsoFile>, CloudInitError> {
         .map(resolve)
         .transpose()?
         .filter(|n| !n.is_empty());
+    let keys = public_keys(&data.ssh_key_dirs)?;
     let mut files = Vec::new();
     match data.kind {
         CloudInitKind::NoCloud => {
-            let meta = json!({"instance-id": data.instance_id, "local-hostname": data.hostname});
+            let mut meta =
+                json!({"instance-id": data.instance_id, "local-hostname": data.hostname});
+            add_optional(&mut meta, "instance-type", data.instance_type.as_ref());
+            add_keys(&mut meta, "public-keys", &keys);
             files.push(IsoFile::new("meta-data", meta.to_string().into_bytes()));
             files.push(IsoFile::new("user-data", user.unwrap_or_default()));
             if let Some(network) = network {
@@ -92,11 +107,13 @@ pub fn files(data: &CloudInitData) -> Result<Vec<IsoFile>, CloudInitError> {
             }
         }
         CloudInitKind::ConfigDrive => {
-            let meta = json!({
+            let mut meta = json!({
                 "instance_id": data.instance_id,
                 "hostname": data.hostname,
                 "uuid": data.uuid,
             });
+            add_optional(&mut meta, "instance_type", data.instance_type.as_ref());
+            add_keys(&mut meta, "public_keys", &keys);
             let dir = "openstack/latest";
             files.push(IsoFile::new(
                 &format!("{dir}/meta_data.json"),
@@ -112,6 +129,53 @@ pub fn files(data: &CloudInitData) -> Result<Vec<IsoFile>, CloudInitError> {
         }
     }
     Ok(files)
+}
+
+/// The public keys in `dirs` as KubeVirt numbers them: every file (not a directory, not the
+/// `..data`-style entries of a mounted Secret), by name within each directory in turn,
+/// empty ones skipped.
+fn public_keys(dirs: &[PathBuf]) -> Result<Vec<String>, CloudInitError> {
+    let mut keys = Vec::new();
+    for dir in dirs {
+        let failed = |source| CloudInitError::PublicKeys {
+            path: dir.clone(),
+            source,
+        };
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .map_err(failed)?
+            .collect::<Result<_, _>>()
+            .map_err(failed)?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with("..") || path.is_dir() {
+                continue;
+            }
+            let key = std::fs::read_to_string(&path)
+                .map_err(|source| CloudInitError::PublicKeys { path, source })?;
+            if !key.is_empty() {
+                keys.push(key);
+            }
+        }
+    }
+    Ok(keys)
+}
+
+fn add_optional(meta: &mut serde_json::Value, name: &str, value: Option<&String>) {
+    if let Some(value) = value.filter(|v| !v.is_empty()) {
+        meta[name] = json!(value);
+    }
+}
+
+fn add_keys(meta: &mut serde_json::Value, name: &str, keys: &[String]) {
+    if !keys.is_empty() {
+        let numbered: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| (i.to_string(), json!(key)))
+            .collect();
+        meta[name] = serde_json::Value::Object(numbered);
+    }
 }
 
 /// Writes the ISO of `data` at `iso`.
@@ -153,7 +217,52 @@ mod tests {
             uuid: "u".into(),
             user_data: Some(DataSource::Inline(b"#cloud-config\n".to_vec())),
             network_data: None,
+            instance_type: None,
+            ssh_key_dirs: Vec::new(),
         }
+    }
+
+    fn metadata(data: &CloudInitData) -> serde_json::Value {
+        let files = files(data).expect("files");
+        serde_json::from_slice(&files[0].contents).expect("json")
+    }
+
+    #[test]
+    fn access_credential_keys_are_numbered_in_the_metadata_as_kubevirt_numbers_them() {
+        let first = tempfile::tempdir().expect("tempdir");
+        let second = tempfile::tempdir().expect("tempdir");
+        std::fs::write(first.path().join("b"), "ssh-ed25519 BBB").expect("write");
+        std::fs::write(first.path().join("a"), "ssh-ed25519 AAA").expect("write");
+        std::fs::write(first.path().join("empty"), "").expect("write");
+        std::fs::create_dir(first.path().join("..2026_data")).expect("mkdir");
+        std::fs::write(second.path().join("key"), "ssh-rsa CCC").expect("write");
+        let mut no_cloud = data(CloudInitKind::NoCloud);
+        no_cloud.ssh_key_dirs = vec![first.path().into(), second.path().into()];
+        no_cloud.instance_type = Some("u1.small".into());
+        let meta = metadata(&no_cloud);
+        assert_eq!(
+            meta["public-keys"],
+            serde_json::json!({"0": "ssh-ed25519 AAA", "1": "ssh-ed25519 BBB", "2": "ssh-rsa CCC"})
+        );
+        assert_eq!(meta["instance-type"], "u1.small");
+        let mut config_drive = no_cloud.clone();
+        config_drive.kind = CloudInitKind::ConfigDrive;
+        let meta = metadata(&config_drive);
+        assert_eq!(meta["public_keys"]["2"], "ssh-rsa CCC");
+        assert_eq!(meta["instance_type"], "u1.small");
+        assert!(
+            metadata(&data(CloudInitKind::NoCloud))
+                .get("public-keys")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_missing_key_directory_is_named() {
+        let mut d = data(CloudInitKind::NoCloud);
+        d.ssh_key_dirs = vec!["/nonexistent/keys-access-cred".into()];
+        let error = files(&d).expect_err("refused").to_string();
+        assert!(error.contains("/nonexistent/keys-access-cred"), "{error}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! VirtualMachineInstancePresets, replica sets and pools, and virt-operator's review of an
 //! update to the KubeVirt CR.
 
+pub mod access_credentials;
 pub mod preset;
 pub mod replicas;
 pub mod update_review;

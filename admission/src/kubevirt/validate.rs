@@ -11,6 +11,7 @@ use api::kubevirt::vmi::{
 use api::validation::{FieldPath, Problem, ValidationError, ValidationResult, join};
 
 use crate::cdi::validate::validate_data_volume_spec;
+use crate::kubevirt::access_credentials::validate_access_credentials;
 
 fn err(field: FieldPath, problem: Problem) -> ValidationResult {
     Err(ValidationError::new(field, problem))
@@ -110,7 +111,8 @@ pub fn validate_instance_spec(
     validate_disks(spec, &devices_path.child("disks"), &volumes)?;
     let networks = validate_networks(spec, &networks_path)?;
     let interfaces = validate_interfaces(spec, &devices_path.child("interfaces"), &networks)?;
-    check_every_network_has_an_interface(spec, &networks_path, &interfaces)
+    check_every_network_has_an_interface(spec, &networks_path, &interfaces)?;
+    validate_access_credentials(spec, &path.child("accessCredentials"))
 }
 
 /// Names seen so far in a list, each with its index: a second use of a name is a

@@ -33,5 +33,17 @@ pub use apply::{Conflicts, apply};
 pub use preference_apply::apply_preference;
 pub mod matcher;
 
+/// The annotations naming a VMI's instancetype and preference, as upstream sets them.
+pub mod annotations {
+    /// A namespaced instancetype's name.
+    pub const INSTANCETYPE: &str = "kubevirt.io/instancetype-name";
+    /// A cluster instancetype's name.
+    pub const CLUSTER_INSTANCETYPE: &str = "kubevirt.io/cluster-instancetype-name";
+    /// A namespaced preference's name.
+    pub const PREFERENCE: &str = "kubevirt.io/preference-name";
+    /// A cluster preference's name.
+    pub const CLUSTER_PREFERENCE: &str = "kubevirt.io/cluster-preference-name";
+}
+
 #[cfg(test)]
 mod tests;

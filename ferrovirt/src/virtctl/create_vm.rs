@@ -100,6 +100,21 @@ pub fn create_vm(args: CreateVmArgs) -> Result<()> {
     Ok(())
 }
 
+/// The manifest `create vm FLAGS` prints, as create-vm-from-manifest's `virtctl` parameter
+/// asks for it; the message says what is wrong with the flags.
+pub fn manifest_from_flags(flags: &[String]) -> Result<Value, String> {
+    #[derive(clap::Parser)]
+    #[command(name = "create vm", no_binary_name = true)]
+    struct Flags {
+        #[command(flatten)]
+        args: CreateVmArgs,
+    }
+    let flags: Vec<&String> = flags.iter().filter(|f| !f.is_empty()).collect();
+    let parsed = <Flags as clap::Parser>::try_parse_from(flags)
+        .map_err(|e| e.render().to_string().trim().to_owned())?;
+    manifest(&parsed.args, &mut api::common::random_name_suffix).map_err(|e| format!("{e:#}"))
+}
+
 /// The manifest; `suffix` makes the generated names' random part.
 fn manifest(args: &CreateVmArgs, suffix: &mut dyn FnMut() -> String) -> Result<Value> {
     if api::kubevirt::RunStrategy::parse(&args.run_strategy).is_none() {

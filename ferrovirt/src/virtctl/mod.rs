@@ -294,6 +294,6 @@ pub async fn guest_info(target: Target, verb: &str) -> Result<()> {
 pub use create_instancetype::{
     CreateInstancetypeArgs, CreatePreferenceArgs, create_instancetype, create_preference,
 };
-pub use create_vm::{CreateVmArgs, create_vm};
+pub use create_vm::{CreateVmArgs, create_vm, manifest_from_flags};
 pub use port_forward::{PortForwardArgs, SshArgs, port_forward, ssh};
 pub use stream::{ConsoleArgs, VncArgs, console, vnc};

@@ -14,7 +14,9 @@
 use std::path::{Path, PathBuf};
 
 use api::kubevirt::VirtualMachineInstanceSpec;
-use api::kubevirt::vmi::{AttachedTarget, CloudInitSource, Disk, HostDisk, Volume};
+use api::kubevirt::vmi::{
+    AccessCredential, AttachedTarget, CloudInitSource, Disk, HostDisk, Volume,
+};
 use api::quantity::quantity_bytes;
 use api::validation::FieldPath;
 use base64::Engine;
@@ -71,6 +73,7 @@ pub fn plan(
         .child("disks");
     let volumes_path = FieldPath::new("spec").child("volumes");
     let volumes: Vec<&Volume> = spec.volumes.iter().flatten().collect();
+    let credentials = spec.access_credentials.as_deref().unwrap_or_default();
     let mut cloud_init_kinds = std::collections::BTreeSet::<&str>::new();
     let mut plan = DiskPlan::default();
     let mut slots = BusSlots {
@@ -85,7 +88,14 @@ pub fn plan(
         check_boot_order_unused(&mut boot_orders, disk, i, &path)?;
         let vpath = volumes_path.index(v);
         check_one_cloud_init_of_each_kind(&mut cloud_init_kinds, volume, &vpath)?;
-        let image = image(volume, &vpath, facts, identity, &mut plan.prepare)?;
+        let image = image(
+            volume,
+            &vpath,
+            facts,
+            identity,
+            credentials,
+            &mut plan.prepare,
+        )?;
         let target = disk.attached_target();
         let kind = target.kind;
         let read_only = is_read_only(&image, &target, volume);
@@ -402,6 +412,7 @@ fn image(
     path: &FieldPath,
     facts: &NodeFacts,
     identity: &Identity,
+    credentials: &[AccessCredential],
     prepare: &mut Vec<PrepareStep>,
 ) -> Result<Image, DomainError> {
     let run = &facts.run_dir;
@@ -445,7 +456,7 @@ fn image(
     if let Some(host) = &volume.host_disk {
         return host_disk_image(host, name, path, prepare);
     }
-    if let Some(image) = cloud_init_image(volume, path, facts, identity, prepare)? {
+    if let Some(image) = cloud_init_image(volume, path, facts, identity, credentials, prepare)? {
         return Ok(image);
     }
     if let Some(label) = directory_iso_label(volume) {
@@ -531,6 +542,7 @@ fn cloud_init_image(
     path: &FieldPath,
     facts: &NodeFacts,
     identity: &Identity,
+    credentials: &[AccessCredential],
     prepare: &mut Vec<PrepareStep>,
 ) -> Result<Option<Image>, DomainError> {
     for (kind, source, field) in [
@@ -546,7 +558,7 @@ fn cloud_init_image(
         ),
     ] {
         if let Some(source) = source {
-            let data = cloud_init(
+            let mut data = cloud_init(
                 kind,
                 source,
                 &path.child(field),
@@ -554,6 +566,7 @@ fn cloud_init_image(
                 identity,
                 &volume.name,
             )?;
+            data.ssh_key_dirs = ssh_key_dirs(kind, credentials, facts)?;
             let file = facts.run_dir.join(kind.iso_name());
             prepare.push(PrepareStep::CloudInitIso {
                 path: file.clone(),
@@ -767,5 +780,41 @@ fn cloud_init(
         uuid: identity.uuid.clone(),
         user_data,
         network_data,
+        instance_type: identity.instance_type.clone(),
+        ssh_key_dirs: Vec::new(),
     })
+}
+
+/// Where the Secrets of the SSH keys that `kind` propagates are mounted, in the order of
+/// `spec.accessCredentials`.
+fn ssh_key_dirs(
+    kind: CloudInitKind,
+    credentials: &[AccessCredential],
+    facts: &NodeFacts,
+) -> Result<Vec<PathBuf>, DomainError> {
+    let credentials_path = FieldPath::new("spec").child("accessCredentials");
+    let mut dirs = Vec::new();
+    for (i, credential) in credentials.iter().enumerate() {
+        let Some(key) = &credential.ssh_public_key else {
+            continue;
+        };
+        let method = &key.propagation_method;
+        let propagated = match kind {
+            CloudInitKind::NoCloud => method.no_cloud.is_some(),
+            CloudInitKind::ConfigDrive => method.config_drive.is_some(),
+        };
+        let Some(secret) = key.source.secret.as_ref().filter(|_| propagated) else {
+            continue;
+        };
+        let dir = facts
+            .access_credentials
+            .get(&secret.secret_name)
+            .ok_or_else(|| DomainError::VolumeBacking {
+                field: credentials_path.index(i).to_string(),
+                volume: format!("{}-access-cred", secret.secret_name),
+                problem: "names a Secret whose files are not mounted on this node".into(),
+            })?;
+        dirs.push(dir.clone());
+    }
+    Ok(dirs)
 }

@@ -84,6 +84,9 @@ pub struct NodeFacts {
     pub pod_ports: BTreeMap<String, PodPort>,
     /// Whether the launcher may create tap devices (CAP_NET_ADMIN).
     pub may_create_tap: bool,
+    /// Secret name to the directory where an access credential's Secret is mounted
+    /// (KubeVirt's `<secret>-access-cred` volume).
+    pub access_credentials: BTreeMap<String, PathBuf>,
 }
 
 /// A pod interface of a secondary network.

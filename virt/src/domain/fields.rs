@@ -46,6 +46,19 @@ const MODELLED: &[(&str, Accept)] = &[
     ("nodeSelector", Subtree),
     ("terminationGracePeriodSeconds", Field),
     ("hostname", Field),
+    // SSH keys for the cloud-init metadata (the guest agent's propagation is not done).
+    (
+        "accessCredentials[].sshPublicKey.source.secret.secretName",
+        Field,
+    ),
+    (
+        "accessCredentials[].sshPublicKey.propagationMethod.noCloud",
+        Subtree,
+    ),
+    (
+        "accessCredentials[].sshPublicKey.propagationMethod.configDrive",
+        Subtree,
+    ),
     ("startStrategy", If(|v| v == "Paused")),
     ("architecture", If(|v| v == "amd64")),
     // What a node drain does to the VM: the drain's business, not the domain's. KubeVirt runs a
@@ -618,6 +631,20 @@ mod tests {
                 ]}),
                 "spec.volumes[0].cloudInitNoCloud.networkDataSecretRef",
             ),
+            (
+                json!({"domain": {"devices": {}}, "accessCredentials": [
+                    {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
+                                      "propagationMethod": {"qemuGuestAgent": {"users": ["u"]}}}}
+                ]}),
+                "spec.accessCredentials[0].sshPublicKey.propagationMethod.qemuGuestAgent",
+            ),
+            (
+                json!({"domain": {"devices": {}}, "accessCredentials": [
+                    {"userPassword": {"source": {"secret": {"secretName": "p"}},
+                                      "propagationMethod": {"qemuGuestAgent": {}}}}
+                ]}),
+                "spec.accessCredentials[0].userPassword",
+            ),
         ] {
             assert_eq!(refused(extra), path);
         }
@@ -654,6 +681,12 @@ mod tests {
             "readinessProbe": probe, "livenessProbe": probe,
             "nodeSelector": {"a": "b"}, "terminationGracePeriodSeconds": 5, "hostname": "h",
             "startStrategy": "Paused", "architecture": "amd64", "evictionStrategy": "LiveMigrate",
+            "accessCredentials": [
+                {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
+                                  "propagationMethod": {"noCloud": {}}}},
+                {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
+                                  "propagationMethod": {"configDrive": {}}}}
+            ],
             "networks": [
                 {"name": "i1", "pod": {"vmNetworkCIDR": "10.0.2.0/24",
                                        "vmIPv6NetworkCIDR": "fd10:0:2::/120"}},

@@ -1,6 +1,7 @@
 //! The machine: type, acceleration, CPU model and topology, memory, and the identity the
 //! guest sees (name, UUID, SMBIOS).
 
+use api::instancetype::annotations;
 use api::kubevirt::vmi::START_STRATEGY_PAUSED;
 use api::kubevirt::{VirtualMachineInstance, VirtualMachineInstanceSpec};
 use api::quantity::quantity_bytes;
@@ -25,6 +26,9 @@ pub struct Identity {
     pub hostname: String,
     pub name: String,
     pub namespace: String,
+    /// The instancetype the VMI was expanded from (the annotation KubeVirt sets, a cluster
+    /// instancetype's before a namespaced one's), which cloud-init's metadata names.
+    pub instance_type: Option<String>,
 }
 
 impl Identity {
@@ -55,8 +59,19 @@ impl Identity {
             seed,
             name: name.to_owned(),
             namespace: namespace.to_owned(),
+            instance_type: instance_type_of(vmi),
         }
     }
+}
+
+/// The instancetype named by the VMI's annotations: a cluster instancetype first.
+fn instance_type_of(vmi: &VirtualMachineInstance) -> Option<String> {
+    let annotations = vmi.metadata.annotations.as_ref()?;
+    [annotations::CLUSTER_INSTANCETYPE, annotations::INSTANCETYPE]
+        .into_iter()
+        .filter_map(|key| annotations.get(key))
+        .find(|name| !name.is_empty())
+        .cloned()
 }
 
 /// A name-based UUID (the version 5 layout over sha256) of `seed`.

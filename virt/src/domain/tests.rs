@@ -55,6 +55,10 @@ fn facts(acceleration: Acceleration) -> NodeFacts {
         bridges: BTreeMap::new(),
         pod_ports: BTreeMap::new(),
         may_create_tap: false,
+        access_credentials: BTreeMap::from([(
+            "keys".into(),
+            PathBuf::from("/pods/p/secret/keys-access-cred"),
+        )]),
     }
 }
 
@@ -288,4 +292,51 @@ fn a_pod_interface_joins_the_in_pod_bridge_and_lends_the_guest_its_mac() {
     assert_eq!(domain.taps[0].bridge, "k6t-16477688c0e");
     let args = domain.argv.join(" ");
     assert!(args.contains("\"mac\":\"0a:58:0a:00:00:07\""), "{args}");
+}
+
+/// The cloud-init data of the golden NoCloud VMI with `credentials` as its access credentials.
+fn no_cloud_data_with(
+    credentials: serde_json::Value,
+) -> Result<crate::cloudinit::CloudInitData, String> {
+    let mut value = serde_json::to_value(load("tcg-bios-containerdisk")).expect("json");
+    value["spec"]["accessCredentials"] = credentials;
+    value["metadata"]["annotations"] =
+        serde_json::json!({"kubevirt.io/cluster-instancetype-name": "u1.small"});
+    let vmi: VirtualMachineInstance = serde_json::from_value(value).expect("still a VMI");
+    let domain = build(&vmi, &facts(TCG)).map_err(|e| e.to_string())?;
+    domain
+        .prepare
+        .into_iter()
+        .find_map(|step| match step {
+            PrepareStep::CloudInitIso { data, .. } => Some(data),
+            _ => None,
+        })
+        .ok_or_else(|| "no cloud-init ISO".to_owned())
+}
+
+#[test]
+fn no_cloud_ssh_keys_come_from_the_access_credentials_mounted_secret() {
+    let data = no_cloud_data_with(serde_json::json!([
+        {"sshPublicKey": {"source": {"secret": {"secretName": "keys"}},
+                          "propagationMethod": {"noCloud": {}}}},
+    ]))
+    .expect("built");
+    assert_eq!(
+        data.ssh_key_dirs,
+        [PathBuf::from("/pods/p/secret/keys-access-cred")]
+    );
+    assert_eq!(data.instance_type.as_deref(), Some("u1.small"));
+}
+
+#[test]
+fn an_unmounted_access_credential_secret_is_named() {
+    let error = no_cloud_data_with(serde_json::json!([
+        {"sshPublicKey": {"source": {"secret": {"secretName": "other"}},
+                          "propagationMethod": {"noCloud": {}}}},
+    ]))
+    .expect_err("refused");
+    assert!(
+        error.contains("spec.accessCredentials[0]") && error.contains("other-access-cred"),
+        "{error}"
+    );
 }

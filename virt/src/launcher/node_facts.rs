@@ -141,7 +141,47 @@ pub async fn gather(
         bridges,
         pod_ports,
         may_create_tap: rustix::process::geteuid().is_root() && Path::new("/dev/net/tun").exists(),
+        access_credentials: access_credential_dirs(vmi, settings),
     })
+}
+
+/// Where each access credential's Secret is mounted: given as `--volume
+/// <secret>-access-cred=PATH`, else where KubeVirt's launcher pod mounts it. A Secret with
+/// no directory is left out; the domain names it if a key must be read from it.
+fn access_credential_dirs(
+    vmi: &VirtualMachineInstance,
+    settings: &NodeSettings,
+) -> BTreeMap<String, PathBuf> {
+    let secrets = vmi
+        .spec
+        .access_credentials
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            let key = c
+                .ssh_public_key
+                .as_ref()
+                .and_then(|k| k.source.secret.as_ref());
+            let password = c
+                .user_password
+                .as_ref()
+                .and_then(|p| p.source.secret.as_ref());
+            key.or(password).map(|s| s.secret_name.clone())
+        });
+    secrets
+        .filter_map(|secret| {
+            let volume = format!("{secret}-access-cred");
+            let dir = match settings.volume_paths.get(&volume) {
+                Some(path) => path.clone(),
+                None => settings
+                    .pod_layout
+                    .as_ref()?
+                    .join("var/run/kubevirt-private/secret")
+                    .join(&volume),
+            };
+            dir.is_dir().then_some((secret, dir))
+        })
+        .collect()
 }
 
 /// The bridge of each network with one: given by network name, or found through the pod

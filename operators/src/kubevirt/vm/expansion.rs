@@ -3,25 +3,13 @@
 //! controller does when it creates a VMI (`ApplyToVMI`, after a disk for each volume).
 
 use api::instancetype::matcher::Scope;
-use api::instancetype::{Conflicts, apply};
+use api::instancetype::{Conflicts, annotations, apply};
 use api::kubevirt::vmi::{Disk, DiskTarget};
 use api::kubevirt::{VirtualMachine, VirtualMachineInstance, VirtualMachineStatus};
 
 use super::actions::VmAction;
 use super::objects::instance_for;
 use crate::kubevirt::instancetype::Resolved;
-
-/// The annotations naming a VMI's instancetype and preference, as upstream sets them.
-pub mod annotations {
-    /// A namespaced instancetype's name.
-    pub const INSTANCETYPE: &str = "kubevirt.io/instancetype-name";
-    /// A cluster instancetype's name.
-    pub const CLUSTER_INSTANCETYPE: &str = "kubevirt.io/cluster-instancetype-name";
-    /// A namespaced preference's name.
-    pub const PREFERENCE: &str = "kubevirt.io/preference-name";
-    /// A cluster preference's name.
-    pub const CLUSTER_PREFERENCE: &str = "kubevirt.io/cluster-preference-name";
-}
 
 /// The revisions to create.
 pub(super) fn revision_actions(resolved: &Resolved) -> Vec<VmAction> {

@@ -217,7 +217,46 @@ fn pod_volumes(
             mounts.push(mount(format!("{PRIVATE}/secret/{name}"), true));
         }
     }
+    for secret in access_credential_secrets(vmi) {
+        let name = format!("{secret}-access-cred");
+        mounts.push(VolumeMount {
+            name: name.clone(),
+            mount_path: format!("{PRIVATE}/secret/{name}"),
+            read_only: Some(true),
+            ..Default::default()
+        });
+        volumes.push(Volume {
+            name,
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     (volumes, mounts, devices)
+}
+
+/// The Secrets of the VMI's access credentials, each once: KubeVirt mounts each as the
+/// volume `<secret>-access-cred` under the launcher's secret directory, where the launcher
+/// reads SSH keys for cloud-init and the guest agent.
+fn access_credential_secrets(vmi: &VirtualMachineInstance) -> std::collections::BTreeSet<&str> {
+    vmi.spec
+        .access_credentials
+        .iter()
+        .flatten()
+        .filter_map(|credential| {
+            let key = credential
+                .ssh_public_key
+                .as_ref()
+                .and_then(|k| k.source.secret.as_ref());
+            let password = credential
+                .user_password
+                .as_ref()
+                .and_then(|p| p.source.secret.as_ref());
+            key.or(password).map(|s| s.secret_name.as_str())
+        })
+        .collect()
 }
 
 /// The Secret a `secret` volume, or a cloud-init volume's `secretRef`, is read from.
@@ -582,6 +621,56 @@ spec:
             .unwrap();
         assert_eq!(requests["memory"], Quantity("322Mi".into()));
         assert_eq!(requests["cpu"], Quantity("500m".into()));
+    }
+
+    #[test]
+    fn access_credential_secrets_are_mounted_once_each_as_kubevirt_names_them() {
+        let credentials = [
+            "  accessCredentials:",
+            "  - sshPublicKey: {source: {secret: {secretName: keys}}, propagationMethod: {noCloud: {}}}",
+            "  - sshPublicKey: {source: {secret: {secretName: keys}}, propagationMethod: {configDrive: {}}}",
+            "  - userPassword: {source: {secret: {secretName: pw}}, propagationMethod: {qemuGuestAgent: {}}}",
+        ];
+        let with_credentials = format!("{VMI}{}\n", credentials.join("\n"));
+        let pod = launcher_pod(
+            &vmi(&with_credentials),
+            &ClaimModes::new(),
+            &NetworkResources::new(),
+            &settings(),
+        );
+        let spec = pod.spec.unwrap();
+        let secrets: Vec<(&str, &str)> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter(|v| v.name.ends_with("-access-cred"))
+            .map(|v| {
+                (
+                    v.name.as_str(),
+                    v.secret
+                        .as_ref()
+                        .and_then(|s| s.secret_name.as_deref())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            secrets,
+            [("keys-access-cred", "keys"), ("pw-access-cred", "pw")]
+        );
+        let mount = spec.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "keys-access-cred")
+            .expect("mounted");
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.read_only),
+            (
+                "/var/run/kubevirt-private/secret/keys-access-cred",
+                Some(true)
+            )
+        );
     }
 
     #[test]

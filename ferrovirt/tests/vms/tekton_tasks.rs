@@ -1,0 +1,313 @@
+//! The KubeVirt tekton tasks on `ferrovirt up`, each run as its Task's step runs it (the
+//! step's environment and arguments, results in a results directory, the exit code and
+//! stdout checked): generate-ssh-keys makes the connection Secret, modify-data-object
+//! imports a disk over HTTP and waits for it, create-vm-from-manifest makes and starts a VM
+//! that gets the public key by accessCredentials, wait-for-vmi-status sees it run,
+//! execute-in-vm runs commands in the guest over SSH (one fails, with upstream's code), and
+//! cleanup-vm stops and deletes it. Bad input ends with upstream's codes and words.
+
+use std::path::Path;
+
+use base64::Engine;
+
+use super::*;
+
+/// What a task run left: its exit code, stdout and stderr.
+struct TaskRun {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `ferrovirt task NAME ARGS` with `env`, results under `results`.
+fn task(
+    platform: &Platform,
+    results: &Path,
+    name: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> TaskRun {
+    let mut command = ferrovirt(platform);
+    command
+        .args(["task", name])
+        .args(args)
+        .env("FERROVIRT_TASK_RESULTS_DIR", results)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    let out = command.output().expect("ferrovirt task");
+    TaskRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn result(results: &Path, name: &str) -> String {
+    std::fs::read_to_string(results.join(name)).unwrap_or_else(|e| panic!("result {name}: {e}"))
+}
+
+fn assert_code(run: &TaskRun, code: i32, words: &str) {
+    assert!(
+        run.code == code && run.stderr.contains(words),
+        "expected exit {code} with {words:?}; got {}\nstdout:\n{}\nstderr:\n{}",
+        run.code,
+        run.stdout,
+        run.stderr
+    );
+}
+
+/// The files of Secret `name`, as a Secret volume mounts them, in `dir`.
+fn mount_secret(platform: &Platform, name: &str, dir: &Path) {
+    let secret = platform.json(&["get", "secret", name]).expect("the Secret");
+    std::fs::create_dir_all(dir).expect("mount dir");
+    for (key, value) in secret["data"].as_object().expect("data") {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.as_str().unwrap_or_default())
+            .expect("base64");
+        std::fs::write(dir.join(key), bytes).expect("write");
+    }
+}
+
+fn vm_manifest(url: &str, public_key_secret: &str) -> String {
+    let vm = vm_yaml("tasked", "Halted", url).replace(
+        "          disks:\n          - name: root\n            disk:\n              bus: virtio\n",
+        "          disks:\n          - name: root\n            disk:\n              bus: virtio\n          - name: seed\n            disk:\n              bus: virtio\n          interfaces:\n          - name: default\n            masquerade: {}\n            ports:\n            - port: 22\n",
+    );
+    format!(
+        "{vm}      - name: seed
+        cloudInitNoCloud:
+          userData: \"#cloud-config\"
+      networks:
+      - name: default
+        pod: {{}}
+      accessCredentials:
+      - sshPublicKey:
+          source:
+            secret:
+              secretName: {public_key_secret}
+          propagationMethod:
+            noCloud: {{}}
+"
+    )
+}
+
+#[test]
+fn the_tekton_tasks_run_a_vm_from_keys_to_cleanup() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("tekton-tasks");
+    let results_dir = ferrovirt_tests::TempDir::new("task-results");
+    let results = results_dir.path();
+    let url = server.url(fast_guest_qcow2());
+
+    // generate-ssh-keys: a public key Secret and a connection Secret in execute-in-vm's format.
+    let keys = task(
+        &platform,
+        results,
+        "generate-ssh-keys",
+        &[
+            ("PRIVATE_KEY_SECRET_NAME", "conn"),
+            ("ADDITIONAL_SSH_KEYGEN_OPTIONS", "-t ed25519"),
+        ],
+        &["--", "user:root", "disable-strict-host-key-checking:true"],
+    );
+    assert_code(&keys, 0, "");
+    let public = result(results, "publicKeySecretName");
+    assert!(public.starts_with("public-key-"), "{public}");
+    assert_eq!(result(results, "privateKeySecretName"), "conn");
+    assert_eq!(result(results, "privateKeySecretNamespace"), "default");
+    let conn = platform.json(&["get", "secret", "conn"]).expect("conn");
+    assert_eq!(conn["type"], "kubernetes.io/ssh-auth");
+    let again = task(
+        &platform,
+        results,
+        "generate-ssh-keys",
+        &[("PRIVATE_KEY_SECRET_NAME", "conn")],
+        &[],
+    );
+    assert_code(&again, 253, "conn secret already exists");
+
+    // modify-data-object: an HTTP import, waited for.
+    let dv = platform::http_datavolume("golden", &url, "128Mi", "");
+    let imported = task(
+        &platform,
+        results,
+        "modify-data-object",
+        &[
+            ("DATA_OBJECT_MANIFEST", &dv),
+            ("WAIT_FOR_SUCCESS", "true"),
+            ("TIMEOUT", "10m"),
+        ],
+        &["--output=yaml"],
+    );
+    assert_code(&imported, 0, "");
+    assert!(
+        imported
+            .stdout
+            .starts_with("apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\n"),
+        "{}",
+        imported.stdout
+    );
+    assert_eq!(result(results, "name"), "golden");
+    let phase = platform.json(&["get", "dv", "golden"]).expect("dv");
+    assert_eq!(phase["status"]["phase"], "Succeeded");
+    let wrong_kind = task(
+        &platform,
+        results,
+        "modify-data-object",
+        &[(
+            "DATA_OBJECT_MANIFEST",
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: x}\n",
+        )],
+        &[],
+    );
+    assert_code(
+        &wrong_kind,
+        255,
+        "could not identify data object, wrong group or kind",
+    );
+    let deleted = task(
+        &platform,
+        results,
+        "modify-data-object",
+        &[
+            ("DELETE_OBJECT", "true"),
+            ("DELETE_OBJECT_KIND", "DataVolume"),
+            ("DELETE_OBJECT_NAME", "golden"),
+        ],
+        &[],
+    );
+    assert_code(&deleted, 0, "");
+
+    // create-vm-from-manifest: made Halted, then started by startVM.
+    let wrong = task(
+        &platform,
+        results,
+        "create-vm-from-manifest",
+        &[(
+            "VM_MANIFEST",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+        )],
+        &[],
+    );
+    assert_code(
+        &wrong,
+        2,
+        "could not read VM manifest: v1 Pod is not a VirtualMachine",
+    );
+    let neither = task(&platform, results, "create-vm-from-manifest", &[], &[]);
+    assert_code(
+        &neither,
+        2,
+        "only one of vm-manifest or virtctl should be specified",
+    );
+    let created = task(
+        &platform,
+        results,
+        "create-vm-from-manifest",
+        &[
+            ("VM_MANIFEST", &vm_manifest(&url, &public)),
+            ("START_VM", "true"),
+        ],
+        &["--output=yaml"],
+    );
+    assert_code(&created, 0, "");
+    assert!(
+        created
+            .stdout
+            .contains("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\n"),
+        "{}",
+        created.stdout
+    );
+    assert_eq!(result(results, "name"), "tasked");
+    let vm = platform.json(&["get", "vm", "tasked"]).expect("vm");
+    assert_eq!(
+        vm["spec"]["template"]["metadata"]["labels"]["vm.kubevirt.io/name"],
+        "tasked"
+    );
+
+    // wait-for-vmi-status: a bad condition, then Running.
+    let bad = task(
+        &platform,
+        results,
+        "wait-for-vmi-status",
+        &[
+            ("VMI_NAME", "tasked"),
+            ("SUCCESS_CONDITION", "status.phase in Running"),
+        ],
+        &[],
+    );
+    assert_code(&bad, 255, "success-condition: could not parse condition");
+    let running = task(
+        &platform,
+        results,
+        "wait-for-vmi-status",
+        &[
+            ("VMI_NAME", "tasked"),
+            ("SUCCESS_CONDITION", "status.phase == Running"),
+            ("FAILURE_CONDITION", "status.phase in (Failed, Unknown)"),
+        ],
+        &[],
+    );
+    assert_code(&running, 0, "");
+
+    // The busybox guest has no cloud-init: it installs the NoCloud key itself and starts sshd.
+    let mut console = Console::open(&platform, "tasked");
+    console.run(
+        "mount -t iso9660 /dev/vdb /mnt && grep -o 'ssh-ed25519 [^\"]*' /mnt/meta-data > /root/.ssh/authorized_keys && dropbear -R -p 22 && echo SSHD-\"UP\"",
+        "SSHD-UP",
+    );
+    drop(console);
+
+    // execute-in-vm over SSH with the connection Secret, as the Task mounts it.
+    let secret_dir = results.join("connectionsecret");
+    mount_secret(&platform, "conn", &secret_dir);
+    let secret_env = [
+        ("VM_NAME", "tasked"),
+        ("CONNECTION_SECRET_NAME", "conn"),
+        (
+            "FERROVIRT_CONNECTION_SECRET_DIR",
+            secret_dir.to_str().expect("utf-8"),
+        ),
+    ];
+    let hello = task(
+        &platform,
+        results,
+        "execute-in-vm",
+        &secret_env,
+        &["--", "echo", "hello-from-$(hostname)"],
+    );
+    assert_code(&hello, 0, "");
+    assert!(
+        hello.stdout.contains("hello-from-fastguest"),
+        "{}",
+        hello.stdout
+    );
+    let failing = task(
+        &platform,
+        results,
+        "execute-in-vm",
+        &secret_env,
+        &["--", "exit", "3"],
+    );
+    assert_code(&failing, 253, "exit status 3");
+
+    // cleanup-vm: stopped and deleted.
+    let cleanup = task(
+        &platform,
+        results,
+        "cleanup-vm",
+        &[("VM_NAME", "tasked")],
+        &[
+            "--stop",
+            "true",
+            "--delete",
+            "true",
+            "--timeout",
+            "5m",
+            "--",
+        ],
+    );
+    assert_code(&cleanup, 0, "");
+    assert_gone(&platform, "vm", "tasked");
+}
