@@ -9,11 +9,11 @@ use super::*;
 /// key from Secret `keys` propagated by NoCloud.
 fn vm_with_key(name: &str, url: &str, with_volume: bool) -> String {
     let mut yaml = vm_yaml(name, "Always", url);
-    yaml = yaml.replace(
+    if with_volume {
+        yaml = yaml.replace(
         "          disks:\n          - name: root\n            disk:\n              bus: virtio\n",
         "          disks:\n          - name: root\n            disk:\n              bus: virtio\n          - name: seed\n            disk:\n              bus: virtio\n",
     );
-    if with_volume {
         yaml.push_str("      - name: seed\n        cloudInitNoCloud:\n          userData: \"#cloud-config\"\n");
     }
     yaml.push_str(
