@@ -66,11 +66,10 @@ pub fn validate_data_volume_spec(spec: &DataVolumeSpec, path: &FieldPath) -> Val
             );
         }
         (None, None) => {
+            // CDI's words (its field is the Go name, `spec.PVC`).
             return err(
                 path.clone(),
-                Problem::NoneOf {
-                    options: join(&["pvc", "storage"]),
-                },
+                Problem::Invalid("Missing Data volume PVC: set one of pvc, storage".into()),
             );
         }
         (Some(pvc), None) => {
@@ -597,8 +596,10 @@ mod tests {
         let mut spec = http_dv();
         spec.storage = None;
         let e = check(&spec).unwrap_err();
-        assert_eq!(e.field.as_str(), "spec");
-        assert!(matches!(e.problem, Problem::NoneOf { .. }));
+        assert_eq!(
+            e.to_string(),
+            "spec: Missing Data volume PVC: set one of pvc, storage"
+        );
     }
 
     #[test]
