@@ -681,6 +681,37 @@ fn run_strategies_decide_what_follows_an_instances_end() {
 
 /// `ferrovirt port-forward --stdio TARGET PORT` with stdin kept open; what it printed once
 /// `needle` shows (or the time runs out).
+/// `ferrovirt ssh root@TARGET -i IDENTITY -c COMMAND`, asking nothing; its stdout. The test
+/// fails with both streams when ssh does.
+fn ssh_as_root(
+    platform: &Platform,
+    target: &str,
+    identity: &std::path::Path,
+    command: &str,
+) -> String {
+    let out = ferrovirt(platform)
+        .args(["ssh", &format!("root@{target}"), "-i"])
+        .arg(identity)
+        .args([
+            "--local-ssh-opts=-oStrictHostKeyChecking=no",
+            "--local-ssh-opts=-oUserKnownHostsFile=/dev/null",
+            "--local-ssh-opts=-oBatchMode=yes",
+            "-c",
+            command,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("ferrovirt ssh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "ssh: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn forward_stdio(
     platform: &Platform,
     target: &str,
@@ -822,25 +853,15 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
     let _ = vnc.wait();
 
     // ssh: the system's ssh with port-forward as its ProxyCommand.
-    let out = ferrovirt(&platform)
-        .args(["ssh", "root@vm/fwd", "-i"])
-        .arg(&identity)
-        .args([
-            "--local-ssh-opts=-oStrictHostKeyChecking=no",
-            "--local-ssh-opts=-oUserKnownHostsFile=/dev/null",
-            "--local-ssh-opts=-oBatchMode=yes",
-            "-c",
-            "echo logged-in-as-$(whoami)-on-$(hostname)",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("ferrovirt ssh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = ssh_as_root(
+        &platform,
+        "vm/fwd",
+        &identity,
+        "echo logged-in-as-$(whoami)-on-$(hostname)",
+    );
     assert!(
-        out.status.success() && stdout.contains("logged-in-as-root-on-fastguest"),
-        "ssh: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        stdout.contains("logged-in-as-root-on-fastguest"),
+        "{stdout}"
     );
 
     // soft-reboot with no guest agent: the power button, and the machine reset when the

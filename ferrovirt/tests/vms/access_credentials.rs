@@ -97,24 +97,6 @@ fn an_ssh_key_reaches_the_guest_by_no_cloud_and_logs_in() {
     console.wait_for("SSHD-UP", Duration::from_secs(30));
     drop(console);
 
-    let out = ferrovirt(&platform)
-        .args(["ssh", "root@vm/ak", "-i"])
-        .arg(&identity)
-        .args([
-            "--local-ssh-opts=-oStrictHostKeyChecking=no",
-            "--local-ssh-opts=-oUserKnownHostsFile=/dev/null",
-            "--local-ssh-opts=-oBatchMode=yes",
-            "-c",
-            "echo key-login-as-$(whoami)",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("ferrovirt ssh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("key-login-as-root"),
-        "ssh: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = ssh_as_root(&platform, "vm/ak", &identity, "echo key-login-as-$(whoami)");
+    assert!(stdout.contains("key-login-as-root"), "{stdout}");
 }

@@ -811,7 +811,7 @@ fn ssh_key_dirs(
             .get(&secret.secret_name)
             .ok_or_else(|| DomainError::VolumeBacking {
                 field: credentials_path.index(i).to_string(),
-                volume: format!("{}-access-cred", secret.secret_name),
+                volume: AccessCredential::volume_name(&secret.secret_name),
                 problem: "names a Secret whose files are not mounted on this node".into(),
             })?;
         dirs.push(dir.clone());

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use api::kubevirt::VirtualMachineInstance;
-use api::kubevirt::vmi::Volume;
+use api::kubevirt::vmi::{AccessCredential, Volume};
 
 use crate::accel::{KvmProbe, probe_kvm};
 use crate::container_disk::{ContainerDiskCache, ContainerDiskError};
@@ -157,20 +157,10 @@ fn access_credential_dirs(
         .access_credentials
         .iter()
         .flatten()
-        .filter_map(|c| {
-            let key = c
-                .ssh_public_key
-                .as_ref()
-                .and_then(|k| k.source.secret.as_ref());
-            let password = c
-                .user_password
-                .as_ref()
-                .and_then(|p| p.source.secret.as_ref());
-            key.or(password).map(|s| s.secret_name.clone())
-        });
+        .filter_map(AccessCredential::secret_name);
     secrets
         .filter_map(|secret| {
-            let volume = format!("{secret}-access-cred");
+            let volume = AccessCredential::volume_name(secret);
             let dir = match settings.volume_paths.get(&volume) {
                 Some(path) => path.clone(),
                 None => settings
@@ -179,7 +169,7 @@ fn access_credential_dirs(
                     .join("var/run/kubevirt-private/secret")
                     .join(&volume),
             };
-            dir.is_dir().then_some((secret, dir))
+            dir.is_dir().then(|| (secret.to_owned(), dir))
         })
         .collect()
 }

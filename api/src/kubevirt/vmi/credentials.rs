@@ -16,6 +16,27 @@ pub struct AccessCredential {
     pub user_password: Option<UserPasswordAccessCredential>,
 }
 
+impl AccessCredential {
+    /// The Secret the credential comes from, whichever kind it is.
+    pub fn secret_name(&self) -> Option<&str> {
+        let key = self
+            .ssh_public_key
+            .as_ref()
+            .and_then(|k| k.source.secret.as_ref());
+        let password = self
+            .user_password
+            .as_ref()
+            .and_then(|p| p.source.secret.as_ref());
+        key.or(password).map(|s| s.secret_name.as_str())
+    }
+
+    /// The volume KubeVirt mounts the credential's Secret as in the launcher pod, under its
+    /// secret directory.
+    pub fn volume_name(secret: &str) -> String {
+        format!("{secret}-access-cred")
+    }
+}
+
 /// SSH public keys from a Secret and how they reach the guest.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

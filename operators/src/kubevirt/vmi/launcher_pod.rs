@@ -218,7 +218,7 @@ fn pod_volumes(
         }
     }
     for secret in access_credential_secrets(vmi) {
-        let name = format!("{secret}-access-cred");
+        let name = api::kubevirt::vmi::AccessCredential::volume_name(secret);
         mounts.push(VolumeMount {
             name: name.clone(),
             mount_path: format!("{PRIVATE}/secret/{name}"),
@@ -245,17 +245,7 @@ fn access_credential_secrets(vmi: &VirtualMachineInstance) -> std::collections::
         .access_credentials
         .iter()
         .flatten()
-        .filter_map(|credential| {
-            let key = credential
-                .ssh_public_key
-                .as_ref()
-                .and_then(|k| k.source.secret.as_ref());
-            let password = credential
-                .user_password
-                .as_ref()
-                .and_then(|p| p.source.secret.as_ref());
-            key.or(password).map(|s| s.secret_name.as_str())
-        })
+        .filter_map(api::kubevirt::vmi::AccessCredential::secret_name)
         .collect()
 }
 
