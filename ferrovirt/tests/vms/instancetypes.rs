@@ -86,6 +86,21 @@ fn a_vm_sized_by_an_inferred_instancetype_boots_with_it_and_keeps_it() {
     let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("instancetypes");
+    // common-instancetypes are there on a bare platform, as with a default KubeVirt CR.
+    let u1_small = wait_for(
+        &platform,
+        &["get", "virtualmachineclusterinstancetype", "u1.small"],
+        Duration::from_secs(60),
+        "common-instancetypes' u1.small is not deployed",
+        |_| true,
+    );
+    assert_eq!(
+        (
+            &u1_small["spec"]["cpu"]["guest"],
+            &u1_small["spec"]["memory"]["guest"]
+        ),
+        (&serde_json::json!(1), &serde_json::json!("2Gi"))
+    );
     platform.apply(INSTANCETYPE);
     platform.apply(PREFERENCE);
     platform.apply(&platform::http_datavolume(

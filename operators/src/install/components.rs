@@ -42,10 +42,11 @@ async fn report_kubevirts(
         .collect();
     set_cluster_config(cluster, &values);
     let active = active_cr(&values).map(|kv| kv["metadata"]["uid"].clone());
-    // The active CR's common-instancetypes, as virt-operator deploys them.
-    if let Some(kv) = active_cr(&values)
-        && let Err(err) = super::common_instancetypes::deploy::reconcile(client, kv).await
-    {
+    // The active CR's common-instancetypes, as virt-operator deploys them; with no CR, as
+    // for a CR with the defaults, since the components run here without one.
+    let no_cr = Value::Object(Default::default());
+    let kv = active_cr(&values).unwrap_or(&no_cr);
+    if let Err(err) = super::common_instancetypes::deploy::reconcile(client, kv).await {
         tracing::warn!(%err, "deploying common-instancetypes");
     }
     for kv in &list.items {
