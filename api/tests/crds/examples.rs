@@ -112,10 +112,10 @@ fn data_volume_without_pvc_or_storage_fails() {
     let dv: DataVolume = mutated("dv-blank.yaml", |v| {
         v["spec"].as_object_mut().map(|s| s.remove("pvc"));
     });
-    assert!(matches!(
-        validate_data_volume(&dv).unwrap_err().problem,
-        Problem::NoneOf { .. }
-    ));
+    assert_eq!(
+        validate_data_volume(&dv).unwrap_err().to_string(),
+        "spec: Missing Data volume PVC: set one of pvc, storage"
+    );
 }
 
 #[test]
