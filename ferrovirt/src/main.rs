@@ -195,8 +195,6 @@ fn main() -> ExitCode {
     // ssh hands the terminal to the system's ssh and exits with its status.
     let command = match cli.command {
         Command::Ssh(args) => return virtctl::ssh(args).unwrap_or_else(report),
-        // A task exits with its upstream code.
-        Command::Task(task) => return ferrovirt::tasks::run(task),
         command => command,
     };
     let streams_stdin = matches!(
@@ -215,7 +213,8 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Ssh(_) | Command::Task(_) => unreachable!("run above"),
+            Command::Ssh(_) => unreachable!("run above"),
+            Command::Task(task) => ferrovirt::tasks::run(task).await,
             Command::Import(args) => storage::import::run(*args).await,
             Command::Importer => storage::importer_pod::run().await,
             Command::CsiDriver(args) => storage::csi_driver::run(*args).await,
@@ -292,10 +291,14 @@ fn cni_plugin_named_by_argv0() -> Option<ferrovirt_network::cni::CniPlugin> {
         .then_some(ferrovirt_network::cni::CniPlugin::Bridge)
 }
 
-/// Prints `err` as one line a person can act on (the cause chain joined with ": ").
+/// Prints `err` as one line a person can act on (the cause chain joined with ": "); exits
+/// with a failed task's upstream code, else 1.
 fn report(err: anyhow::Error) -> ExitCode {
     eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
-    ExitCode::FAILURE
+    match err.downcast_ref::<tekton::TaskFailure>() {
+        Some(failure) => ExitCode::from(failure.exit_status()),
+        None => ExitCode::FAILURE,
+    }
 }
 
 #[cfg(test)]

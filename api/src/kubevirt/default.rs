@@ -52,7 +52,13 @@ pub fn default_instance_spec(spec: &mut VirtualMachineInstanceSpec, cluster: &Cl
             ..Default::default()
         }]);
     }
-    let disks = devices.disks.get_or_insert_with(Vec::new);
+    add_volume_disks(spec);
+}
+
+/// A disk (virt-api's default target) for each volume that has none, as KubeVirt's
+/// `SetDefaultVolumeDisk`.
+pub fn add_volume_disks(spec: &mut VirtualMachineInstanceSpec) {
+    let disks = spec.domain.devices.disks.get_or_insert_with(Vec::new);
     for volume in spec.volumes.iter().flatten() {
         if !disks.iter().any(|d| d.name == volume.name) {
             disks.push(Disk {

@@ -57,20 +57,6 @@ pub struct CreatePreferenceArgs {
     cpu_topology: Option<String>,
 }
 
-/// The CPU topologies a preference may prefer.
-const CPU_TOPOLOGIES: &[&str] = &[
-    "sockets",
-    "cores",
-    "threads",
-    "spread",
-    "any",
-    "preferSockets",
-    "preferCores",
-    "preferThreads",
-    "preferSpread",
-    "preferAny",
-];
-
 pub fn create_instancetype(args: CreateInstancetypeArgs) -> Result<()> {
     print_yaml(&instancetype_manifest(
         &args,
@@ -181,7 +167,7 @@ fn preference_manifest(
         spec["machine"] = json!({"preferredMachineType": machine});
     }
     if let Some(topology) = &args.cpu_topology {
-        if !CPU_TOPOLOGIES.contains(&topology.as_str()) {
+        if !api::instancetype::topology::TOPOLOGIES.contains(&topology.as_str()) {
             return Err(flag_error(
                 "cpu-topology",
                 "CPU topology must have a value of sockets, cores, threads or spread",

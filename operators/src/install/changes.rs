@@ -5,10 +5,21 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, Stream, StreamExt};
+use kube::runtime::{WatchStreamExt, watcher};
 
 /// How long a burst of changes is let settle before the next pass.
 const SETTLE: Duration = Duration::from_millis(200);
+
+/// The changes of what `api` lists under `config`, one `()` each, for [`run_on_changes`];
+/// a failed watch is retried with backoff.
+pub fn of<K>(api: kube::Api<K>, config: watcher::Config) -> BoxStream<'static, ()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, config).default_backoff().map(|_| ()).boxed()
+}
 
 /// Runs `pass` now, after each change in `changes`, and every `resync` without one.
 pub async fn run_on_changes<S, F, Fut>(changes: S, resync: Duration, mut pass: F)

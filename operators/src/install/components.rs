@@ -11,9 +11,8 @@
 use std::time::Duration;
 
 use api::kubevirt::cluster_config::{ClusterConfig, SharedClusterConfig};
-use futures_util::StreamExt;
 use kube::api::{DynamicObject, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -92,9 +91,7 @@ pub async fn load_cluster_config(
 /// informer does on a cluster (where virt-operator, not this process, reports the CRs).
 pub async fn follow_cluster_config(client: Client, cluster: SharedClusterConfig) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &kubevirt_resource());
-    let changes = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .map(|_| ());
+    let changes = changes::of(api, watcher::Config::default());
     changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = load_cluster_config(&client, &cluster).await {
             tracing::warn!(%err, "reading the KubeVirt CRs");
@@ -140,22 +137,10 @@ pub async fn run(client: Client, cluster: Option<SharedClusterConfig>) {
         super::common_instancetypes::deploy::MANAGED_BY
     ));
     let changes = futures_util::stream::select_all([
-        watcher(kubevirts, watcher::Config::default())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(cdis, watcher::Config::default())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(instancetypes, managed.clone())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(preferences, managed)
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
+        changes::of(kubevirts, watcher::Config::default()),
+        changes::of(cdis, watcher::Config::default()),
+        changes::of(instancetypes, managed.clone()),
+        changes::of(preferences, managed),
     ]);
     changes::run_on_changes(changes, RESYNC, || async {
         if let Some(cluster) = &cluster

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use api::cdi::CDIConfig;
 use api::cdi::operator::CdiConfigSpec;
-use futures_util::StreamExt;
 use kube::api::{DynamicObject, ListParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -64,10 +63,8 @@ pub async fn run(client: Client, namespace: String, image: String) {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
-        watcher(cdis, watcher::Config::default())
-            .default_backoff()
-            .map(|_| ()),
-        watcher(deployments, managed).default_backoff().map(|_| ()),
+        changes::of(cdis, watcher::Config::default()),
+        changes::of(deployments, managed),
     );
     changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile_all(&client, &namespace, &image).await {

@@ -18,11 +18,12 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use self::conditions::{Operand, Reported};
+use crate::install::changes;
 use crate::install::operator_cr::{cdi_resource, kubevirt_resource};
 
 /// HCO's finalizer on the HC.
@@ -380,18 +381,12 @@ pub async fn run(client: Client, settings: Settings) {
     ]
     .map(|resource| {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .map(|_| ())
-            .boxed()
+        changes::of(api, watcher::Config::default())
     });
-    let mut changes = futures_util::stream::select_all(
+    let mut watches = futures_util::stream::select_all(
         operand_changes
             .into_iter()
-            .chain([watcher(hcs.clone(), watcher::Config::default())
-                .default_backoff()
-                .map(|_| ())
-                .boxed()]),
+            .chain([changes::of(hcs.clone(), watcher::Config::default())]),
     );
     loop {
         match hcs.list(&ListParams::default()).await {
@@ -405,12 +400,12 @@ pub async fn run(client: Client, settings: Settings) {
             Err(err) => tracing::warn!(%err, "listing HyperConverged CRs"),
         }
         tokio::select! {
-            _ = changes.next() => {}
+            _ = watches.next() => {}
             _ = tokio::time::sleep(RESYNC) => {}
         }
         // A burst of watch events (one change often causes several) is one reconcile.
         while let Ok(Some(())) =
-            tokio::time::timeout(Duration::from_millis(100), changes.next()).await
+            tokio::time::timeout(Duration::from_millis(100), watches.next()).await
         {}
     }
 }

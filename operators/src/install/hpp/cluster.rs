@@ -15,13 +15,12 @@ use std::time::Duration;
 use api::common::NodePlacement;
 use api::hostpath::{HostPathProvisioner, StoragePool, StoragePoolStatus, pool_phase};
 use ferrovirt_hostpath::{Pool, parse_pool_flag};
-use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -211,18 +210,12 @@ pub async fn run(client: Client, namespace: String, image: String) {
     let cleanups: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let changes = futures_util::stream::select(
         futures_util::stream::select(
-            watcher(crs, watcher::Config::default())
-                .default_backoff()
-                .map(|_| ()),
-            watcher(daemonsets, managed.clone())
-                .default_backoff()
-                .map(|_| ()),
+            changes::of(crs, watcher::Config::default()),
+            changes::of(daemonsets, managed.clone()),
         ),
         futures_util::stream::select(
-            watcher(mounters, managed.clone())
-                .default_backoff()
-                .map(|_| ()),
-            watcher(cleanups, managed).default_backoff().map(|_| ()),
+            changes::of(mounters, managed.clone()),
+            changes::of(cleanups, managed),
         ),
     );
     changes::run_on_changes(changes, RESYNC, || async {

@@ -14,9 +14,8 @@ pub mod status;
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use kube::api::{DynamicObject, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -65,26 +64,11 @@ pub async fn run(client: Client, image: String) {
     let daemonsets: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::all(client.clone());
     let [instancetypes, preferences] = common_instancetypes::deploy::watched(&client);
     let changes = futures_util::stream::select_all([
-        watcher(kubevirts, watcher::Config::default())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(deployments, managed.clone())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(daemonsets, managed.clone())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(instancetypes, managed.clone())
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
-        watcher(preferences, managed)
-            .default_backoff()
-            .map(|_| ())
-            .boxed(),
+        changes::of(kubevirts, watcher::Config::default()),
+        changes::of(deployments, managed.clone()),
+        changes::of(daemonsets, managed.clone()),
+        changes::of(instancetypes, managed.clone()),
+        changes::of(preferences, managed),
     ]);
     changes::run_on_changes(changes, RESYNC, || async {
         if let Err(err) = reconcile_all(&client, &image).await {

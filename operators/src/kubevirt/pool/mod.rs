@@ -23,11 +23,10 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{reflector::ObjectRef, watcher};
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
 
 pub use plan::{Observed, PoolAction, plan};
 
-use crate::kit::{events, is_status};
+use crate::kit::{events, is_status, objects};
 use crate::kubevirt::claims;
 
 /// How often a pool is looked at again without a change.
@@ -162,23 +161,8 @@ async fn write_status(
         ctx.client.clone(),
         &pool.namespace().unwrap_or_default(),
     );
-    let mut ops = Vec::new();
-    if let Some(rv) = &pool.metadata.resource_version {
-        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
-    }
-    ops.push(json!({"op": "add", "path": "/status", "value": status}));
-    let patch = Patch::Json::<()>(serde_json::from_value(serde_json::Value::Array(ops))?);
-    match api
-        .patch_status(&pool.name_any(), &PatchParams::default(), &patch)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) || is_status(&e, 409) || is_status(&e, 422) => {
-            tracing::debug!(pool = %pool.name_any(), error = %e, "status not written; it is looked at again");
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
-    }
+    objects::replace_status_if_unchanged(&api, pool, status).await?;
+    Ok(())
 }
 
 /// A seed for the `Random` scale-in order.

@@ -9,6 +9,7 @@ use api::kubevirt::{
 };
 use api::kubevirt::{VirtualMachineInstanceSpec, VirtualMachineInstanceStatus, VirtualMachineSpec};
 use kube::CustomResourceExt;
+use serde_json::json;
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 
 const DEADLINE: Duration = Duration::from_secs(30);

@@ -4,7 +4,6 @@
 
 use api::instancetype::matcher::Scope;
 use api::instancetype::{Conflicts, annotations, apply};
-use api::kubevirt::vmi::{Disk, DiskTarget};
 use api::kubevirt::{VirtualMachine, VirtualMachineInstance, VirtualMachineStatus};
 
 use super::actions::VmAction;
@@ -50,7 +49,9 @@ pub(super) fn expanded_instance(
     if resolved.instancetype.is_none() && resolved.preference.is_none() {
         return Ok(Some(vmi));
     }
-    add_volume_disks(&mut vmi);
+    // A disk for each volume first, so the preference picks their buses (as upstream's
+    // `SetDefaultVolumeDisk` runs before it).
+    api::kubevirt::default::add_volume_disks(&mut vmi.spec);
     let mut names = vmi.metadata.annotations.take().unwrap_or_default();
     if let Some(c) = &resolved.instancetype {
         let key = match c.scope {
@@ -81,20 +82,4 @@ pub(super) fn expanded_instance(
     })?;
     vmi.metadata.annotations = Some(names);
     Ok(Some(vmi))
-}
-
-/// A disk for each volume that has none, before the preference picks their buses (as
-/// upstream's `SetDefaultVolumeDisk` runs before it).
-fn add_volume_disks(vmi: &mut VirtualMachineInstance) {
-    let spec = &mut vmi.spec;
-    let disks = spec.domain.devices.disks.get_or_insert_with(Vec::new);
-    for volume in spec.volumes.iter().flatten() {
-        if !disks.iter().any(|d| d.name == volume.name) {
-            disks.push(Disk {
-                name: volume.name.clone(),
-                disk: Some(DiskTarget::default()),
-                ..Default::default()
-            });
-        }
-    }
 }

@@ -41,7 +41,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use actions::{VmAction, VmEvent};
 pub use backoff::{MAX_CRASH_LOOP_BACKOFF, StartFailure, start_backoff, start_failure};
@@ -51,6 +51,7 @@ pub use plan::plan;
 pub use status::with_failure;
 pub use volumes::{IMMEDIATE_DATA_VOLUME_CREATION_ANNOTATION, data_volume_names, template_claims};
 
+use crate::kit::objects::status_replace_patch;
 use crate::kit::{events, is_status};
 use crate::kubevirt::instancetype;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -103,12 +104,7 @@ fn json_patch(value: Value) -> Result<Patch<()>, Error> {
 
 /// Replaces the status, failing if the VM changed since it was read.
 fn status_patch(vm: &VirtualMachine, status: &VirtualMachineStatus) -> Result<Patch<()>, Error> {
-    let mut ops = Vec::new();
-    if let Some(rv) = &vm.metadata.resource_version {
-        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
-    }
-    ops.push(json!({"op": "add", "path": "/status", "value": status}));
-    json_patch(Value::Array(ops))
+    Ok(status_replace_patch(vm, status)?)
 }
 
 async fn observe(
