@@ -3,7 +3,8 @@
 //! labels of the DataSource it clones its disk from, boots with the instancetype's vCPUs and
 //! memory on QEMU's command line and the preference's disk bus; the revisions keep a later
 //! edit of the instancetype from reaching it across a restart; bad input is refused (or
-//! reported) with KubeVirt's words.
+//! reported) with KubeVirt's words; a VM naming common-instancetypes' `u1.small` and `cirros`
+//! boots with them.
 
 use super::*;
 
@@ -250,8 +251,8 @@ spec:
     );
     drop(console);
 
-    let vm = platform.json(&["get", "vm", "sized"]).expect("the VM");
-    let revision = vm["status"]["instancetypeRef"]["controllerRevisionRef"]["name"]
+    let stored = platform.json(&["get", "vm", "sized"]).expect("the VM");
+    let revision = stored["status"]["instancetypeRef"]["controllerRevisionRef"]["name"]
         .as_str()
         .expect("a revision in the VM's status")
         .to_string();
@@ -297,4 +298,39 @@ spec:
         assert!(Instant::now() < deadline, "the revision outlived its VM");
         std::thread::sleep(Duration::from_millis(250));
     }
+
+    // Sized by common-instancetypes' own u1.small and shaped by their cirros preference, as
+    // a user names them.
+    platform.apply(&vm(
+        "sized-by-u1",
+        "  instancetype:\n    name: u1.small\n  preference:\n    name: cirros",
+        "",
+    ));
+    let vmi = wait_for(
+        &platform,
+        &["get", "vmi", "sized-by-u1"],
+        BOOT,
+        "the VMI sized by u1.small did not run",
+        |v| vmi_phase(v) == "Running",
+    );
+    let spec = &vmi["spec"]["domain"];
+    assert_eq!(spec["cpu"]["sockets"], 1, "{vmi:#}");
+    assert_eq!(spec["memory"]["guest"], "2Gi", "{vmi:#}");
+    assert_eq!(
+        spec["devices"]["disks"][0]["disk"]["bus"], "virtio",
+        "{vmi:#}"
+    );
+    assert!(spec["devices"]["rng"].is_object(), "{vmi:#}");
+    let args = qemu_command_line("sized-by-u1").expect("the VMI's QEMU");
+    assert!(arg_after(&args, "-smp").starts_with('1'), "{args:?}");
+    assert_eq!(arg_after(&args, "-m"), "2048M", "{args:?}");
+    assert!(
+        args.iter().any(|a| a.contains("virtio-rng-pci")),
+        "the preference's rng is not on QEMU's command line: {args:?}"
+    );
+    let mut console = Console::open(&platform, "sized-by-u1");
+    console.run(
+        "echo CPUS-$(grep -c ^processor /proc/cpuinfo)-END",
+        "CPUS-1-END",
+    );
 }

@@ -27,6 +27,7 @@ mod pod_log;
 mod pod_placement;
 mod priority_class;
 mod query;
+mod resource_claim;
 mod resources;
 mod route;
 mod scale;

@@ -16,6 +16,7 @@ use super::object::{self, UpdateTarget};
 use super::patch::{self, Patch, PatchType};
 use super::pod_placement;
 use super::priority_class;
+use super::resource_claim;
 use super::resources::{Registry, ResourceType, from_crd};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{Change, EventType, Persist, Store, Written};
@@ -346,6 +347,7 @@ impl Objects {
                 let mut errors = pod_placement::validate(&rt.group, &rt.kind, object);
                 errors.retain(|error| !before.contains(error));
                 errors.extend(priority_class::validate(&rt.group, &rt.kind, object, old));
+                errors.extend(resource_claim::validate(&rt.group, &rt.kind, object));
                 errors
             }
         };

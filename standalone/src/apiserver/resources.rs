@@ -506,6 +506,12 @@ fn builtin_types() -> Vec<ResourceType> {
     .into_iter()
     .map(Builtin::into_type)
     .collect();
+    // Served at every version Kubernetes serves, so that any of them meets the refusal.
+    for (kind, plural) in super::resource_claim::KINDS {
+        let mut claim = b(super::resource_claim::GROUP, super::resource_claim::VERSIONS[0], kind, plural, &[], true, true, vec![]).into_type();
+        claim.versions = super::resource_claim::VERSIONS.map(String::from).to_vec();
+        types.push(claim);
+    }
     for (group, kind, plural) in [
         ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
         ("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews"),

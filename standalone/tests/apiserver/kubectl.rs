@@ -663,6 +663,40 @@ fn kubectl_server_dry_runs_are_judged_and_write_nothing() {
 }
 
 #[test]
+fn kubectl_meets_a_reason_for_a_device_claim_not_an_unknown_kind() {
+    let c = Cluster::start(vec![]);
+    // KubeVirt v1.6.6's `examples/pgpu-resource-claim-tmpl.yaml`, at each version served.
+    for version in ["v1beta1", "v1"] {
+        let template = format!(
+            "apiVersion: resource.k8s.io/{version}
+kind: ResourceClaimTemplate
+metadata:
+  name: pgpu-resource-claim-tmpl
+spec:
+  spec:
+    devices:
+      requests:
+      - deviceClassName: gpu.example.com
+        name: pgpu
+"
+        );
+        let out = run(c.kubectl_command(&["apply", "-f", "-"]), Some(&template));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "applied at {version}");
+        assert!(
+            stderr.contains(
+                "spec: Forbidden: dynamic resource allocation (ResourceClaimTemplate) is not supported on ferrovirt up"
+            ),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        c.ok(&["get", "resourceclaimtemplates,resourceclaims", "-o", "name"]),
+        ""
+    );
+}
+
+#[test]
 fn kubectl_refuses_unknown_fields_of_a_custom_resource_and_applies_upstream_examples() {
     let c = Cluster::start(crds());
     let typo = r#"apiVersion: cdi.kubevirt.io/v1beta1
