@@ -16,11 +16,13 @@ pub fn state_dir(data_dir: &Path) -> PathBuf {
 
 /// What a pod's container wrote to stdout and stderr: in its current (or last) run, or with
 /// `previous` in the run before, as the kubelet keeps them for `kubectl logs [--previous]`.
-pub fn container_log(state_dir: &Path, pod_uid: &str, previous: bool) -> PathBuf {
+pub fn container_log(state_dir: &Path, pod_uid: &str, container: &str, previous: bool) -> PathBuf {
+    // A container's name is a DNS label; one that is not must still not leave the directory.
+    let container = container.replace('/', "_");
     let name = if previous {
-        "container.previous.log"
+        format!("{container}.previous.log")
     } else {
-        "container.log"
+        format!("{container}.log")
     };
-    state_dir.join("pods").join(pod_uid).join(name)
+    state_dir.join("pods").join(pod_uid).join("logs").join(name)
 }

@@ -1,6 +1,7 @@
 //! The platform of `ferrovirt up`, one binary: DataVolumes, DataImportCrons, S3, clones,
 //! faults, the HPP operator, HCO, SSP, templates, the MAC pool, VM pools and VMI replica
-//! sets, PriorityClasses and VirtualMachineInstancePresets, and the soak test.
+//! sets, PriorityClasses and VirtualMachineInstancePresets, pods of several containers, and
+//! the soak test.
 
 mod dataimportcron;
 mod datavolume_s3;
@@ -12,6 +13,7 @@ mod hpp;
 mod macpool;
 #[path = "../platform/mod.rs"]
 mod platform;
+mod pods;
 mod priority_presets;
 mod pvc_rendering;
 mod replicas;

@@ -124,8 +124,13 @@ pub fn render(lines: &[u8], options: &LogOptions, mid_line: &mut bool) -> Vec<u8
     out
 }
 
-/// The file to read for `pod`, or the error the kubelet would give.
-pub fn log_file(state_dir: &Path, pod: &Value, options: &LogOptions) -> Result<PathBuf, ApiError> {
+/// The file to read for `pod` and the name of the container it is of, or the error the
+/// kubelet would give.
+pub fn log_file(
+    state_dir: &Path,
+    pod: &Value,
+    options: &LogOptions,
+) -> Result<(PathBuf, String), ApiError> {
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
     let containers = pod["spec"]["containers"]
@@ -154,16 +159,17 @@ pub fn log_file(state_dir: &Path, pod: &Value, options: &LogOptions) -> Result<P
         },
     };
     let container_name = container["name"].as_str().unwrap_or_default();
-    let path = container_log(state_dir, uid, options.previous);
+    let path = container_log(state_dir, uid, container_name, options.previous);
     if path.exists() {
-        return Ok(path);
+        return Ok((path, container_name.to_string()));
     }
     Err(ApiError::BadRequest(if options.previous {
         format!("previous terminated container \"{container_name}\" in pod \"{name}\" not found")
     } else {
-        let reason = pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+        let reason = container_status(pod, container_name)["state"]["waiting"]["reason"]
             .as_str()
-            .unwrap_or("ContainerCreating");
+            .unwrap_or("ContainerCreating")
+            .to_string();
         format!("container \"{container_name}\" in pod \"{name}\" is waiting to start: {reason}")
     }))
 }
@@ -256,17 +262,27 @@ fn start_of_tail(file: &mut std::fs::File, lines: usize) -> std::io::Result<u64>
     }
 }
 
-/// Whether the pod's (first) container runs now, as the store says.
+/// The status the pod reports for its container `container` (null when it reports none).
+fn container_status(pod: &Value, container: &str) -> Value {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["name"] == container))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Whether the pod's container `container` runs now, as the store says.
 pub fn container_running(
     objects: &Arc<Objects>,
     pods: &ResourceType,
     ns: &str,
     name: &str,
+    container: &str,
 ) -> bool {
     objects
         .get(pods, ns, name)
         .ok()
-        .is_some_and(|pod| pod["status"]["containerStatuses"][0]["state"]["running"].is_object())
+        .is_some_and(|pod| container_status(&pod, container)["state"]["running"].is_object())
 }
 
 #[cfg(test)]
@@ -380,10 +396,13 @@ an old plain line\n";
         };
         let err = log_file(dir.path(), &pod, &other).unwrap_err().to_string();
         assert!(err.contains("container x is not valid for pod p"), "{err}");
-        let current = container_log(dir.path(), "u1", false);
+        let current = container_log(dir.path(), "u1", "importer", false);
         std::fs::create_dir_all(current.parent().unwrap()).unwrap();
         std::fs::write(&current, "hello\n").unwrap();
-        assert_eq!(log_file(dir.path(), &pod, &none).unwrap(), current);
+        assert_eq!(
+            log_file(dir.path(), &pod, &none).unwrap(),
+            (current, "importer".to_string())
+        );
         let previous = LogOptions {
             previous: true,
             ..LogOptions::default()

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use api::pod_contract::{POD_IP_ENV, POD_ROOT_ENV};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
 
@@ -15,6 +15,7 @@ impl PodRun {
     pub(super) async fn environment(
         &self,
         root: &Path,
+        container: &Container,
     ) -> Result<Vec<(String, String)>, AgentError> {
         let namespace = self.pod.namespace().unwrap_or_default();
         let mut env = vec![
@@ -34,7 +35,7 @@ impl PodRun {
                 secondary_networks::env_value(&bridges),
             ));
         }
-        for var in self.container.env.iter().flatten() {
+        for var in container.env.iter().flatten() {
             let value = match (&var.value, &var.value_from) {
                 (Some(value), _) => value.clone(),
                 (None, Some(from)) => {

@@ -1,6 +1,6 @@
 //! One pod's life on this node: waiting until the node offers what it asks for, claiming
-//! it, preparing it, and running its container until it ends or is stopped, restarting it
-//! per its restartPolicy with a growing back-off.
+//! it, preparing it, and running its containers until they end or are stopped, restarting
+//! each per the pod's restartPolicy with a growing back-off.
 
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use tokio::sync::watch as stop_signal;
 
 use super::pod_api::{now, patch_guarded, patch_status, release};
 use super::process::Exit;
+use super::status::ContainerState;
 use super::{AgentError, MAX_BACKOFF, POD_FINALIZER, PodRun, RESOURCE_RECHECK};
 use crate::node_resources;
 
@@ -42,58 +43,99 @@ impl PodRun {
         let was_running =
             self.pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         if policy == "Never" && was_running {
-            // Its process ended with the agent that ran it (a node restart): a pod that is
-            // never restarted has failed.
+            // Its processes ended with the agent that ran them (a node restart): a pod that
+            // is never restarted has failed.
+            self.report_creating().await?;
             let message = "the node agent stopped while the pod ran";
-            self.report_terminated(self.observed_restarts() - 1, &now(), 137, message)
-                .await?;
+            for (index, container) in self.containers().iter().enumerate() {
+                let restarts = self.observed_restarts(&container.name) - 1;
+                let state = ContainerState::Terminated {
+                    started: &self.start_time,
+                    code: 137,
+                    message,
+                };
+                self.report(index, restarts, state).await?;
+            }
             return Ok(());
         }
         let prepared = tokio::select! {
-            result = self.prepare() => result,
-            _ = stopped.changed() => Ok(None),
+            result = self.prepare() => Some(result),
+            _ = stopped.changed() => None,
         };
-        let mut env = match prepared {
-            Ok(Some(env)) => env,
-            Ok(None) => return self.cleanup().await,
-            Err(err) => {
+        match prepared {
+            Some(Ok(())) => {}
+            None => return self.cleanup().await,
+            Some(Err(err)) => {
                 self.cleanup().await?;
                 return Err(err);
             }
+        }
+        self.report_creating().await?;
+        // The containers run side by side, as a kubelet runs them; the pod ends when the
+        // last one has.
+        let runs = (0..self.containers().len())
+            .map(|index| self.run_container(index, &policy, stopped.clone()));
+        let ended = futures_util::future::join_all(runs).await;
+        self.cleanup().await?;
+        ended.into_iter().collect()
+    }
+
+    /// Runs the container at `index` until it ends for good (per `policy`) or is stopped.
+    async fn run_container(
+        &self,
+        index: usize,
+        policy: &str,
+        mut stopped: stop_signal::Receiver<bool>,
+    ) -> Result<(), AgentError> {
+        let Some(container) = self.containers().get(index) else {
+            return Ok(());
         };
-        let mut restarts = self.observed_restarts();
+        let root = self.root();
+        let mut env = self.environment(&root, container).await?;
+        let mut restarts = self.observed_restarts(&container.name);
         loop {
             let started = now();
-            let child = self.spawn(&env)?;
-            self.report_running(restarts, &started).await?;
-            match self.wait(child, stopped).await? {
-                Exit::Stopped => return self.cleanup().await,
-                Exit::Exited { code, message } => {
-                    let restart = match policy.as_str() {
-                        "Never" => false,
-                        "OnFailure" => code != 0,
-                        _ => true,
-                    };
-                    if !restart {
-                        self.report_terminated(restarts, &started, code, &message)
-                            .await?;
-                        return self.cleanup().await;
-                    }
-                    restarts += 1;
-                    self.report_restarting(restarts, code, &message).await?;
-                    let backoff = Duration::from_secs(1 << restarts.min(4)).min(MAX_BACKOFF);
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = stopped.changed() => return self.cleanup().await,
-                    }
-                    // A new container reads its Secrets and ConfigMaps again, as the
-                    // kubelet's does: a fixed Secret fixes the next attempt.
-                    match self.environment(&self.root()).await {
-                        Ok(fresh) => env = fresh,
-                        Err(err) => {
-                            tracing::warn!(pod = %self.name(), %err, "cannot read the environment again; keeping the last one");
-                        }
-                    }
+            let child = self.spawn(container, &env)?;
+            self.report(
+                index,
+                restarts,
+                ContainerState::Running { started: &started },
+            )
+            .await?;
+            let (code, message) = match self.wait(container, child, &mut stopped).await? {
+                Exit::Stopped => return Ok(()),
+                Exit::Exited { code, message } => (code, message),
+            };
+            let restart = match policy {
+                "Never" => false,
+                "OnFailure" => code != 0,
+                _ => true,
+            };
+            if !restart {
+                let state = ContainerState::Terminated {
+                    started: &started,
+                    code,
+                    message: &message,
+                };
+                return self.report(index, restarts, state).await;
+            }
+            restarts += 1;
+            let state = ContainerState::Restarting {
+                code,
+                message: &message,
+            };
+            self.report(index, restarts, state).await?;
+            let backoff = Duration::from_secs(1 << restarts.min(4)).min(MAX_BACKOFF);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stopped.changed() => return Ok(()),
+            }
+            // A new container reads its Secrets and ConfigMaps again, as the kubelet's
+            // does: a fixed Secret fixes the next attempt.
+            match self.environment(&root, container).await {
+                Ok(fresh) => env = fresh,
+                Err(err) => {
+                    tracing::warn!(pod = %self.name(), %err, "cannot read the environment again; keeping the last one");
                 }
             }
         }
@@ -166,20 +208,21 @@ impl PodRun {
         }
     }
 
-    /// Restarts reported before (a pod that was running when the agent last stopped).
-    pub(super) fn observed_restarts(&self) -> i32 {
+    /// Restarts of the container `name` reported before (counting one more for a pod that
+    /// was running when the agent last stopped).
+    pub(super) fn observed_restarts(&self, name: &str) -> i32 {
         let status = self.pod.status.as_ref();
-        let statuses = status.and_then(|s| s.container_statuses.as_ref());
-        let previous = statuses
-            .and_then(|c| c.first())
+        let previous = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.iter().find(|c| c.name == name))
             .map(|c| c.restart_count)
             .unwrap_or(0);
         let was_running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
         previous + i32::from(was_running)
     }
 
-    /// Volumes published and the environment built; `None` when stopped meanwhile.
-    pub(super) async fn prepare(&mut self) -> Result<Option<Vec<(String, String)>>, AgentError> {
+    /// The pod's root made and its volumes published.
+    pub(super) async fn prepare(&mut self) -> Result<(), AgentError> {
         let root = self.root();
         for dir in [root.join("dev"), root.clone()] {
             std::fs::create_dir_all(&dir).map_err(|source| AgentError::Io {
@@ -188,7 +231,6 @@ impl PodRun {
                 source,
             })?;
         }
-        self.publish_volumes(&root).await?;
-        Ok(Some(self.environment(&root).await?))
+        self.publish_volumes(&root).await
     }
 }

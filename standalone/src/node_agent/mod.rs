@@ -1,6 +1,7 @@
 //! The local node agent: the kubelet of one machine for the platform's own pods. A pod whose
-//! container image is Ferrovirt's (importer, upload server, cloner) runs as a child process
-//! `ferrovirt <args>` with the pod's environment; its claims are bound (selecting this node
+//! container images are all Ferrovirt's (importer, upload server, cloner, a TaskRun's steps)
+//! runs each container as a child process `ferrovirt <args>` with its environment, side by
+//! side as a kubelet runs a pod's containers, each with its own log, status and restarts; its claims are bound (selecting this node
 //! for WaitForFirstConsumer classes) and published through CSI NodeStage/NodePublish under
 //! the pod's root directory, at the paths the pod expects (`FERROVIRT_POD_ROOT` tells the
 //! program where that root is). Each pod gets its own loopback address as its pod IP. The
@@ -38,7 +39,8 @@ use volumes::Published;
 const RESOURCE_RECHECK: Duration = Duration::from_secs(2);
 /// The repository name of the images this agent runs (any registry, any tag).
 pub const OWN_IMAGE: &str = "ferrovirt";
-const TERMINATION_LOG: &str = "dev/termination-log";
+/// Where a container writes its termination message when it names no other path.
+const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
 /// At shutdown, how long a stopped pod may take to unpublish its volumes.
@@ -151,9 +153,13 @@ impl LocalNodeAgent {
 struct PodRun {
     shared: Arc<Shared>,
     pod: Pod,
-    container: Container,
     ip: Ipv4Addr,
     published: Vec<Published>,
+    /// Each container's status as last reported, in the pod's order; held while a report
+    /// is written, so that the reports of containers running side by side do not cross.
+    statuses: tokio::sync::Mutex<Vec<serde_json::Value>>,
+    /// When the pod first started on a node (kept across restarts of the agent).
+    start_time: String,
 }
 
 impl PodRun {
@@ -167,6 +173,13 @@ impl PodRun {
             self.pod.namespace().unwrap_or_default(),
             self.pod.name_any()
         )
+    }
+
+    fn containers(&self) -> &[Container] {
+        self.pod
+            .spec
+            .as_ref()
+            .map_or(&[], |s| s.containers.as_slice())
     }
 
     fn root(&self) -> PathBuf {

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::watch as stop_signal;
 use tokio::task::JoinSet;
 
-use super::pod_api::{patch_status, release};
+use super::pod_api::{now, patch_status, release};
 use super::volumes::unpublish_leftovers;
 use super::{AgentError, OWN_IMAGE, PodRun, Running, Shared, is_own_image};
 
@@ -80,16 +80,18 @@ impl Shared {
             unpublish_leftovers(&self.agent.csi, &self.agent.state_dir, &uid).await;
             return;
         }
-        let Some(container) = pod
+        let containers = pod
             .spec
             .as_ref()
-            .and_then(|s| s.containers.first())
-            .cloned()
-        else {
+            .map_or(&[][..], |s| s.containers.as_slice());
+        if containers.is_empty() {
             return;
-        };
-        let image = container.image.clone().unwrap_or_default();
-        if !is_own_image(&image) {
+        }
+        let foreign = containers
+            .iter()
+            .find(|c| !is_own_image(c.image.as_deref().unwrap_or_default()))
+            .cloned();
+        if let Some(container) = foreign {
             if let Err(err) = self.report_unsupported(&pod, &container).await {
                 tracing::warn!(pod = %pod.name_any(), %err, "cannot report status");
             }
@@ -109,12 +111,18 @@ impl Shared {
         while tasks.try_join_next().is_some() {}
         tasks.spawn(async move {
             let name = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+            let start_time = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map_or_else(now, |t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
             let run = PodRun {
                 shared: shared.clone(),
                 pod,
-                container,
                 ip,
                 published: Vec::new(),
+                statuses: tokio::sync::Mutex::new(Vec::new()),
+                start_time,
             };
             if let Err(err) = run.supervise(stopped).await {
                 tracing::warn!(pod = %name, %err, "pod failed to run");

@@ -9,7 +9,10 @@ use kube::ResourceExt;
 use tokio::process::{Child, Command};
 use tokio::sync::watch as stop_signal;
 
-use super::{AgentError, DEFAULT_STOP_GRACE, PodRun, TERMINATION_LOG};
+use k8s_openapi::api::core::v1::Container;
+
+use super::volumes::under;
+use super::{AgentError, DEFAULT_STOP_GRACE, DEFAULT_TERMINATION_MESSAGE_PATH, PodRun};
 use crate::cri_log;
 use crate::pod_files::container_log;
 
@@ -19,13 +22,25 @@ pub(super) enum Exit {
 }
 
 impl PodRun {
-    pub(super) fn spawn(&self, env: &[(String, String)]) -> Result<Child, AgentError> {
-        let args = self.container.args.clone().unwrap_or_default();
+    pub(super) fn spawn(
+        &self,
+        container: &Container,
+        env: &[(String, String)],
+    ) -> Result<Child, AgentError> {
+        let args = container.args.clone().unwrap_or_default();
         let uid = self.pod.uid().unwrap_or_default();
-        let log_path = container_log(&self.agent().state_dir, &uid, false);
+        let state_dir = &self.agent().state_dir;
+        let log_path = container_log(state_dir, &uid, &container.name, false);
+        if let Some(dir) = log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| AgentError::Io {
+                what: "creating",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
         // Each run gets a log of its own; the one before stays for `--previous`.
         if log_path.exists() {
-            let previous = container_log(&self.agent().state_dir, &uid, true);
+            let previous = container_log(state_dir, &uid, &container.name, true);
             std::fs::rename(&log_path, &previous).map_err(|source| AgentError::Io {
                 what: "keeping the previous log",
                 path: previous,
@@ -86,13 +101,18 @@ impl PodRun {
 
     pub(super) async fn wait(
         &self,
+        container: &Container,
         mut child: Child,
         stopped: &mut stop_signal::Receiver<bool>,
     ) -> Result<Exit, AgentError> {
         tokio::select! {
             status = child.wait() => {
                 let code = status.map(|s| s.code().unwrap_or(137)).unwrap_or(1);
-                let log = self.root().join(TERMINATION_LOG);
+                let path = container
+                    .termination_message_path
+                    .as_deref()
+                    .unwrap_or(DEFAULT_TERMINATION_MESSAGE_PATH);
+                let log = under(&self.root(), path);
                 let message = std::fs::read_to_string(&log).unwrap_or_default();
                 let _ = std::fs::remove_file(&log);
                 Ok(Exit::Exited { code, message: message.trim().to_string() })

@@ -2,7 +2,7 @@
 //! ConfigMaps and emptyDirs written as files, and what is published recorded so that it is
 //! unpublished when the pod ends, or by the next agent when this one was killed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -62,22 +62,23 @@ impl PodRun {
     pub(super) async fn publish_volumes(&mut self, root: &Path) -> Result<(), AgentError> {
         let spec = self.pod.spec.clone().unwrap_or_default();
         let namespace = self.pod.namespace().unwrap_or_default();
-        let container = self.container.clone();
+        let containers = self.containers().to_vec();
         for volume in spec.volumes.unwrap_or_default() {
-            let mounts: Vec<String> = container
-                .volume_mounts
+            // Every container's paths for the volume, each once: containers share the pod's
+            // root, so a volume two of them mount at one path is published there once.
+            let mounts: BTreeSet<String> = containers
                 .iter()
-                .flatten()
+                .flat_map(|c| c.volume_mounts.iter().flatten())
                 .filter(|m| m.name == volume.name)
                 .map(|m| m.mount_path.clone())
                 .collect();
-            let devices: Vec<String> = container
-                .volume_devices
+            let devices: BTreeSet<String> = containers
                 .iter()
-                .flatten()
+                .flat_map(|c| c.volume_devices.iter().flatten())
                 .filter(|d| d.name == volume.name)
                 .map(|d| d.device_path.clone())
                 .collect();
+            let mounts: Vec<String> = mounts.into_iter().collect();
             if let Some(claim) = &volume.persistent_volume_claim {
                 let pv = self.bound_volume(&namespace, &claim.claim_name).await?;
                 let pv_spec = pv.spec.clone().unwrap_or_default();

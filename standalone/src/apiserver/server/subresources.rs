@@ -34,9 +34,9 @@ impl Handler {
         let pod = tokio::task::spawn_blocking(move || objects.get(&get_pods, &get_ns, &get_name))
             .await
             .map_err(ApiError::internal)??;
-        let file = pod_log::log_file(&self.pod_state_dir, &pod, &options)?;
+        let (file, container) = pod_log::log_file(&self.pod_state_dir, &pod, &options)?;
         let objects = self.objects.clone();
-        let running = move || pod_log::container_running(&objects, &pods, &ns, &name);
+        let running = move || pod_log::container_running(&objects, &pods, &ns, &name, &container);
         let (out, chunks) = tokio::sync::mpsc::channel(8);
         tokio::task::spawn_blocking(move || {
             if let Err(err) = pod_log::stream(file, options, running, out) {
