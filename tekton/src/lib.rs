@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod condition;
+pub mod entrypoint;
 pub mod failure;
 pub mod objects;
 pub mod owner;

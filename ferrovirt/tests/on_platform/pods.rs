@@ -24,10 +24,15 @@ spec:
     args: [\"task\", \"no-such-task\"]
 ";
 
-fn wait_pod(platform: &Platform, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+fn wait_pod(
+    platform: &Platform,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let start = Instant::now();
     loop {
-        if let Some(pod) = platform.json(&["get", "pod", "two"]) {
+        if let Some(pod) = platform.json(&["get", "pod", name]) {
             if done(&pod) {
                 return pod;
             }
@@ -52,7 +57,7 @@ fn status<'a>(pod: &'a Value, container: &str) -> &'a Value {
 fn a_pod_of_two_containers_runs_both_and_fails_with_the_one_that_failed() {
     let platform = Platform::start("pods");
     platform.apply(POD);
-    let pod = wait_pod(&platform, Duration::from_secs(60), |pod| {
+    let pod = wait_pod(&platform, "two", Duration::from_secs(60), |pod| {
         pod["status"]["phase"] == "Failed"
     });
     let exit = |name| &status(&pod, name)["state"]["terminated"];
@@ -78,4 +83,76 @@ fn a_pod_of_two_containers_runs_both_and_fails_with_the_one_that_failed() {
             .contains("a container name must be specified for pod two, choose one of: [hello bad]"),
         "{stderr}"
     );
+}
+
+/// A TaskRun's pod as the runner of `ferrovirt up` makes it: each step waits for the one
+/// before it through the shared `/tekton/run`, and a failed step skips the ones after it.
+const STEPS: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: steps
+spec:
+  restartPolicy: Never
+  volumes:
+  - name: tekton-internal-run
+    emptyDir: {}
+  containers:
+  - name: step-one
+    image: quay.io/ferrovirt/ferrovirt:latest
+    args: [task, step, --post-file, /tekton/run/0/out, --termination-path, /tekton/run/0/termination, --, --version]
+    terminationMessagePath: /tekton/run/0/termination
+    volumeMounts: [{name: tekton-internal-run, mountPath: /tekton/run}]
+  - name: step-two
+    image: quay.io/ferrovirt/ferrovirt:latest
+    args: [task, step, --wait-file, /tekton/run/0/out, --post-file, /tekton/run/1/out, --termination-path, /tekton/run/1/termination, --, task, no-such-task]
+    terminationMessagePath: /tekton/run/1/termination
+    volumeMounts: [{name: tekton-internal-run, mountPath: /tekton/run}]
+  - name: step-three
+    image: quay.io/ferrovirt/ferrovirt:latest
+    args: [task, step, --wait-file, /tekton/run/1/out, --post-file, /tekton/run/2/out, --termination-path, /tekton/run/2/termination, --, --version]
+    terminationMessagePath: /tekton/run/2/termination
+    volumeMounts: [{name: tekton-internal-run, mountPath: /tekton/run}]
+";
+
+/// The termination message of `container`, as Tekton's entries.
+fn termination(pod: &Value, container: &str) -> Vec<Value> {
+    let text = status(pod, container)["state"]["terminated"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{container}: {e}: {text:?}"))
+}
+
+#[test]
+fn the_steps_of_a_taskrun_pod_run_in_order_and_a_failure_skips_the_rest() {
+    let platform = Platform::start("steps");
+    platform.apply(STEPS);
+    let pod = wait_pod(&platform, "steps", Duration::from_secs(60), |pod| {
+        pod["status"]["phase"] == "Failed"
+    });
+    let code = |name| status(&pod, name)["state"]["terminated"]["exitCode"].clone();
+    assert_eq!(
+        (code("step-one"), code("step-two"), code("step-three")),
+        (
+            serde_json::json!(0),
+            serde_json::json!(2),
+            serde_json::json!(1)
+        ),
+        "{pod:#}"
+    );
+    let started = |name| {
+        termination(&pod, name)
+            .into_iter()
+            .find(|e| e["key"] == "StartedAt")
+            .and_then(|e| e["value"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no StartedAt of {name}: {pod:#}"))
+    };
+    assert!(started("step-one") <= started("step-two"), "{pod:#}");
+    let skipped = termination(&pod, "step-three");
+    assert!(
+        skipped.contains(&serde_json::json!({"key": "Reason", "value": "Skipped", "type": 3})),
+        "{skipped:?}"
+    );
+    let log = platform.ok(&["logs", "steps", "-c", "step-two"]);
+    assert!(log.contains("no-such-task"), "{log}");
 }

@@ -85,8 +85,10 @@ pub async fn run(args: ExecuteInVmArgs) -> TaskResult {
         .map_err(|m| TaskFailure::new(exit::INVALID_ARGUMENTS, m))?;
     let mut failure = None;
     if !plan.script.is_empty() {
-        let connection = Connection::read(&args.connection_secret_dir)
-            .map_err(|m| TaskFailure::new(exit::INITIALIZATION, m))?;
+        // An in-pod path: under the pod's root where the node agent runs the pod.
+        let dir = api::pod_contract::in_pod(&args.connection_secret_dir.to_string_lossy());
+        let connection =
+            Connection::read(&dir).map_err(|m| TaskFailure::new(exit::INITIALIZATION, m))?;
         let deadline = plan.timeout.map(|t| Instant::now() + t);
         if let Err(message) = execute(&cluster, &plan, &connection, deadline).await {
             tracing::error!(%message, "the command failed");

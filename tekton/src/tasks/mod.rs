@@ -39,14 +39,19 @@ pub enum TaskCommand {
     CleanupVm(execute_in_vm::ExecuteInVmArgs),
     /// Generate an SSH key pair into a public-key Secret and an execute-in-vm connection Secret.
     GenerateSshKeys(generate_ssh_keys::GenerateSshKeysArgs),
+    /// One step of a TaskRun's pod on `ferrovirt up`: wait for the step before, run the
+    /// step's command, post, and leave the results in the termination message.
+    #[command(hide = true)]
+    Step(crate::entrypoint::StepArgs),
 }
 
-/// Where results are written: Tekton's directory unless `FERROVIRT_TASK_RESULTS_DIR` names
-/// another (to run a task outside a TaskRun's pod).
+/// Where results are written: Tekton's directory (in the pod, under the node agent's pod
+/// root on `ferrovirt up`) unless `FERROVIRT_TASK_RESULTS_DIR` names another (to run a task
+/// outside a TaskRun's pod).
 pub fn results_from_env() -> Results {
     let dir = std::env::var_os("FERROVIRT_TASK_RESULTS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(TEKTON_RESULTS_DIR));
+        .unwrap_or_else(|| api::pod_contract::in_pod(TEKTON_RESULTS_DIR));
     Results::new(dir)
 }
 
@@ -61,5 +66,6 @@ pub async fn run(command: TaskCommand, virtctl: &VirtctlCreateVm) -> TaskResult 
             execute_in_vm::run(args).await
         }
         TaskCommand::GenerateSshKeys(args) => generate_ssh_keys::run(args, &results).await,
+        TaskCommand::Step(args) => crate::entrypoint::run(args).await,
     }
 }
