@@ -111,6 +111,7 @@ impl ControlPlane {
             node: config.node.clone(),
             state_dir: crate::node_agent::state_dir(&config.data_dir),
             executable: config.executable,
+            kubeconfig: api_server.kubeconfig.clone(),
         };
         let node_agent = agent.start()?;
         Ok(ControlPlane {

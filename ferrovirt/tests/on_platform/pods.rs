@@ -156,3 +156,98 @@ fn the_steps_of_a_taskrun_pod_run_in_order_and_a_failure_skips_the_rest() {
     let log = platform.ok(&["logs", "steps", "-c", "step-two"]);
     assert!(log.contains("no-such-task"), "{log}");
 }
+
+/// A pod acting as its service account: `keys` may make Secrets, `nobody` nothing.
+const ACCOUNTS: &str = "apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: keys
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: nobody
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: secrets
+rules:
+- apiGroups: [\"\"]
+  resources: [secrets]
+  verbs: [get, create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: keys-secrets
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: secrets
+subjects:
+- kind: ServiceAccount
+  name: keys
+";
+
+fn keys_pod(name: &str, account: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  restartPolicy: Never
+  serviceAccountName: {account}
+  volumes:
+  - name: results
+    emptyDir: {{}}
+  containers:
+  - name: step-generate
+    image: quay.io/ferrovirt/ferrovirt:latest
+    args: [task, step, --results, 'publicKeySecretName,privateKeySecretName', --, task, generate-ssh-keys]
+    terminationMessagePath: /tekton/termination
+    env:
+    - name: PUBLIC_KEY_SECRET_NAME
+      value: {name}-public
+    volumeMounts: [{{name: results, mountPath: /tekton/results}}]
+"
+    )
+}
+
+#[test]
+fn a_pod_acts_as_its_service_account_and_its_step_reports_the_results() {
+    let platform = Platform::start("accounts");
+    platform.apply(ACCOUNTS);
+    platform.apply(&keys_pod("allowed", "keys"));
+    platform.apply(&keys_pod("denied", "nobody"));
+    let allowed = wait_pod(&platform, "allowed", Duration::from_secs(60), |pod| {
+        pod["status"]["phase"] == "Succeeded" || pod["status"]["phase"] == "Failed"
+    });
+    let results = termination(&allowed, "step-generate");
+    assert!(
+        results.contains(
+            &serde_json::json!({"key": "publicKeySecretName", "value": "allowed-public", "type": 1})
+        ),
+        "{results:?}\n{}",
+        platform.ok(&["logs", "allowed"])
+    );
+    let private = results
+        .iter()
+        .find(|r| r["key"] == "privateKeySecretName")
+        .and_then(|r| r["value"].as_str())
+        .unwrap_or_else(|| panic!("no private key Secret in {results:?}"));
+    let secret = platform
+        .json(&["get", "secret", private])
+        .expect("the private key Secret");
+    assert_eq!(secret["type"], "kubernetes.io/ssh-auth");
+
+    let denied = wait_pod(&platform, "denied", Duration::from_secs(60), |pod| {
+        pod["status"]["phase"] == "Failed"
+    });
+    let log = platform.ok(&["logs", "denied"]);
+    assert!(
+        log.contains("system:serviceaccount:default:nobody"),
+        "the refusal does not name the pod's account: {log}\n{denied:#}"
+    );
+}

@@ -35,6 +35,7 @@ impl PodRun {
                 secondary_networks::env_value(&bridges),
             ));
         }
+        env.extend(self.service_account.clone());
         for var in container.env.iter().flatten() {
             let value = match (&var.value, &var.value_from) {
                 (Some(value), _) => value.clone(),

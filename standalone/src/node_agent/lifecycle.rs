@@ -221,7 +221,7 @@ impl PodRun {
         previous + i32::from(was_running)
     }
 
-    /// The pod's root made and its volumes published.
+    /// The pod's root made, its volumes published and its service account projected.
     pub(super) async fn prepare(&mut self) -> Result<(), AgentError> {
         let root = self.root();
         for dir in [root.join("dev"), root.clone()] {
@@ -231,6 +231,8 @@ impl PodRun {
                 source,
             })?;
         }
-        self.publish_volumes(&root).await
+        self.publish_volumes(&root).await?;
+        self.service_account = self.project_service_account(&root).await?;
+        Ok(())
     }
 }

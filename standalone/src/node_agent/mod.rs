@@ -25,6 +25,7 @@ use crate::csi::{CsiClient, CsiError};
 use crate::pod_network::PodNetwork;
 
 mod environment;
+mod identity;
 mod lifecycle;
 mod pod_api;
 mod pod_watch;
@@ -85,6 +86,9 @@ pub struct LocalNodeAgent {
     pub state_dir: PathBuf,
     /// The `ferrovirt` binary the pods run.
     pub executable: PathBuf,
+    /// The platform's kubeconfig: the cluster (address and CA) the pods' service accounts
+    /// are projected for.
+    pub kubeconfig: PathBuf,
 }
 
 struct Running {
@@ -160,6 +164,8 @@ struct PodRun {
     statuses: tokio::sync::Mutex<Vec<serde_json::Value>>,
     /// When the pod first started on a node (kept across restarts of the agent).
     start_time: String,
+    /// `KUBECONFIG` naming the pod's projected service account, once projected.
+    service_account: Option<(String, String)>,
 }
 
 impl PodRun {

@@ -123,6 +123,7 @@ impl Shared {
                 published: Vec::new(),
                 statuses: tokio::sync::Mutex::new(Vec::new()),
                 start_time,
+                service_account: None,
             };
             if let Err(err) = run.supervise(stopped).await {
                 tracing::warn!(pod = %name, %err, "pod failed to run");
