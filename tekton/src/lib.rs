@@ -10,6 +10,7 @@ pub mod failure;
 pub mod objects;
 pub mod owner;
 pub mod results;
+pub mod runner;
 pub mod tasks;
 
 pub use failure::TaskFailure;
