@@ -240,12 +240,8 @@ impl CsiClient {
         Ok(())
     }
 
-    pub async fn unpublish(
-        &self,
-        handle: &str,
-        staging: &Path,
-        target: &Path,
-    ) -> Result<(), CsiError> {
+    /// NodeUnpublishVolume of one target; the volume stays staged for the node's other users.
+    pub async fn unpublish(&self, handle: &str, target: &Path) -> Result<(), CsiError> {
         let mut node = NodeClient::new(self.channel.clone());
         let unpublish = NodeUnpublishVolumeRequest {
             volume_id: handle.to_string(),
@@ -254,6 +250,12 @@ impl CsiClient {
         node.node_unpublish_volume(unpublish)
             .await
             .map_err(Self::failed("NodeUnpublishVolume", handle))?;
+        Ok(())
+    }
+
+    /// NodeUnstageVolume: for when no pod on the node publishes the volume any more.
+    pub async fn unstage(&self, handle: &str, staging: &Path) -> Result<(), CsiError> {
+        let mut node = NodeClient::new(self.channel.clone());
         let unstage = NodeUnstageVolumeRequest {
             volume_id: handle.to_string(),
             staging_target_path: staging.display().to_string(),

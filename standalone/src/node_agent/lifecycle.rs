@@ -45,7 +45,7 @@ impl PodRun {
         if policy == "Never" && was_running {
             // Its processes ended with the agent that ran them (a node restart): a pod that
             // is never restarted has failed.
-            self.report_creating().await?;
+            self.report_creating("").await?;
             let message = "the node agent stopped while the pod ran";
             for (index, container) in self.containers().iter().enumerate() {
                 let restarts = self.observed_restarts(&container.name) - 1;
@@ -58,19 +58,30 @@ impl PodRun {
             }
             return Ok(());
         }
-        let prepared = tokio::select! {
-            result = self.prepare() => Some(result),
-            _ = stopped.changed() => None,
-        };
-        match prepared {
-            Some(Ok(())) => {}
-            None => return self.cleanup().await,
-            Some(Err(err)) => {
-                self.cleanup().await?;
-                return Err(err);
+        // A kubelet retries what keeps a pod from starting (a volume that cannot be
+        // published yet) until the pod is deleted, saying why in its status.
+        let mut attempts = 0;
+        loop {
+            let prepared = tokio::select! {
+                result = self.prepare() => Some(result),
+                _ = stopped.changed() => None,
+            };
+            let err = match prepared {
+                Some(Ok(())) => break,
+                None => return self.cleanup().await,
+                Some(Err(err)) => err,
+            };
+            self.cleanup().await?;
+            attempts += 1;
+            tracing::warn!(pod = %self.name(), %err, attempts, "cannot prepare the pod; retrying");
+            self.report_creating(&err.to_string()).await?;
+            let backoff = Duration::from_secs(1 << attempts.min(4)).min(MAX_BACKOFF);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stopped.changed() => return Ok(()),
             }
         }
-        self.report_creating().await?;
+        self.report_creating("").await?;
         // The containers run side by side, as a kubelet runs them; the pod ends when the
         // last one has.
         let runs = (0..self.containers().len())

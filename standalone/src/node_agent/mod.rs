@@ -216,6 +216,25 @@ mod tests {
     }
 
     #[test]
+    fn a_volume_is_in_use_while_any_pods_record_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = |uid: &str, handles: &[&str]| {
+            let path = volumes::published_record(dir.path(), uid);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let published: Vec<serde_json::Value> = handles
+                .iter()
+                .map(|h| serde_json::json!({"handle": h, "staging": "/s", "target": "/t"}))
+                .collect();
+            std::fs::write(path, serde_json::to_vec(&published).unwrap()).unwrap();
+        };
+        record("a", &["pvc-1"]);
+        record("b", &["pvc-1", "pvc-2"]);
+        std::fs::create_dir_all(dir.path().join("pods/c")).unwrap();
+        let in_use = volumes::handles_in_use(dir.path());
+        assert_eq!(in_use.into_iter().collect::<Vec<_>>(), ["pvc-1", "pvc-2"]);
+    }
+
+    #[test]
     fn in_pod_paths_land_under_the_root() {
         assert_eq!(under(Path::new("/r"), "/data"), PathBuf::from("/r/data"));
         assert_eq!(

@@ -10,7 +10,10 @@ use super::{AgentError, PodRun};
 
 /// One container's state, as its status reports it.
 pub(super) enum ContainerState<'a> {
-    Creating,
+    /// Not started yet; `why` says what it waits for, when something went wrong.
+    Creating {
+        why: &'a str,
+    },
     Running {
         started: &'a str,
     },
@@ -28,7 +31,12 @@ pub(super) enum ContainerState<'a> {
 impl ContainerState<'_> {
     fn to_json(&self, container: &str) -> Value {
         match self {
-            ContainerState::Creating => json!({"waiting": {"reason": "ContainerCreating"}}),
+            ContainerState::Creating { why: "" } => {
+                json!({"waiting": {"reason": "ContainerCreating"}})
+            }
+            ContainerState::Creating { why } => {
+                json!({"waiting": {"reason": "ContainerCreating", "message": why}})
+            }
             ContainerState::Running { started } => json!({"running": {"startedAt": started}}),
             ContainerState::Restarting { .. } => json!({"waiting": {
                 "reason": "CrashLoopBackOff",
@@ -127,15 +135,16 @@ pub(super) fn pod_status(statuses: &[Value], ip: &str, start_time: &str) -> Valu
 }
 
 impl PodRun {
-    /// Every container as about to start, with the restarts reported before.
-    pub(super) async fn report_creating(&self) -> Result<(), AgentError> {
+    /// Every container as about to start, with the restarts reported before, and why it has
+    /// not yet (empty when nothing went wrong).
+    pub(super) async fn report_creating(&self, why: &str) -> Result<(), AgentError> {
         let uid = self.pod.uid().unwrap_or_default();
         let fresh: Vec<Value> = self
             .containers()
             .iter()
             .map(|c| {
                 let restarts = self.observed_restarts(&c.name);
-                container_status(&uid, c, restarts, &ContainerState::Creating)
+                container_status(&uid, c, restarts, &ContainerState::Creating { why })
             })
             .collect();
         let mut statuses = self.statuses.lock().await;
@@ -178,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_phase_follows_the_containers_as_the_kubelet_derives_it() {
-        let creating = status(ContainerState::Creating);
+        let creating = status(ContainerState::Creating { why: "" });
         let running = status(ContainerState::Running { started: "t" });
         let ended = |code| {
             status(ContainerState::Terminated {
@@ -202,7 +211,7 @@ mod tests {
     #[test]
     fn the_pod_is_ready_only_when_every_container_is() {
         let running = status(ContainerState::Running { started: "t" });
-        let creating = status(ContainerState::Creating);
+        let creating = status(ContainerState::Creating { why: "" });
         let pod = pod_status(&[running.clone(), creating], "10.0.0.1", "t");
         assert_eq!(pod["status"]["conditions"][3]["status"], "False");
         let pod = pod_status(&[running.clone(), running], "10.0.0.1", "t");

@@ -31,6 +31,12 @@ pub(super) fn published_record(state_dir: &Path, pod_uid: &str) -> PathBuf {
     state_dir.join("pods").join(pod_uid).join("published.json")
 }
 
+/// Held while volumes are staged, published, unpublished or unstaged, so that a pod's
+/// release never unstages a volume another pod is publishing meanwhile. A kubelet stages a
+/// volume once per node and unstages it with its last pod; the records of what each pod
+/// publishes ([`published_record`]) say which pods still use it, across restarts too.
+static VOLUME_OPERATIONS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Unpublishes what a pod that no longer runs here left published (its agent was killed
 /// after the pod ended and before it cleaned up), and forgets the record once all is done.
 pub(super) async fn unpublish_leftovers(csi: &CsiClient, state_dir: &Path, pod_uid: &str) {
@@ -45,17 +51,70 @@ pub(super) async fn unpublish_leftovers(csi: &CsiClient, state_dir: &Path, pod_u
             Vec::new()
         }
     };
-    let mut done = true;
-    for p in &published {
-        tracing::info!(pod = %pod_uid, volume = %p.handle, "unpublishing what a pod left published");
-        if let Err(err) = csi.unpublish(&p.handle, &p.staging, &p.target).await {
-            tracing::warn!(volume = %p.handle, %err, "cannot unpublish");
-            done = false;
+    tracing::info!(pod = %pod_uid, volumes = published.len(), "unpublishing what a pod left published");
+    release(csi, state_dir, pod_uid, published).await;
+}
+
+/// Unpublishes `published`, a pod's publications, rewrites the pod's record with what could
+/// not be, and unstages each volume no other pod's record names any more; whether all went.
+async fn release(
+    csi: &CsiClient,
+    state_dir: &Path,
+    pod_uid: &str,
+    published: Vec<Published>,
+) -> bool {
+    let _serialized = VOLUME_OPERATIONS.lock().await;
+    let mut left = Vec::new();
+    let mut released: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for p in published {
+        match csi.unpublish(&p.handle, &p.target).await {
+            Ok(()) => {
+                released.insert(p.handle.clone(), p.staging.clone());
+            }
+            Err(err) => {
+                tracing::warn!(volume = %p.handle, %err, "cannot unpublish");
+                left.push(p);
+            }
         }
     }
-    if done {
-        let _ = std::fs::remove_file(&record);
+    let record = published_record(state_dir, pod_uid);
+    let rewritten = if left.is_empty() {
+        std::fs::remove_file(&record).or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        })
+    } else {
+        let bytes = serde_json::to_vec(&left).unwrap_or_default();
+        write_file(&record, &bytes, Readers::Owner)
+    };
+    if let Err(err) = rewritten {
+        tracing::warn!(record = %record.display(), %err, "cannot rewrite the record of publications");
     }
+    let in_use = handles_in_use(state_dir);
+    let mut all = left.is_empty();
+    for (handle, staging) in released {
+        if in_use.contains(&handle) {
+            continue;
+        }
+        if let Err(err) = csi.unstage(&handle, &staging).await {
+            tracing::warn!(volume = %handle, %err, "cannot unstage");
+            all = false;
+        }
+    }
+    all
+}
+
+/// The volumes some pod's record says it publishes on this node.
+pub(super) fn handles_in_use(state_dir: &Path) -> BTreeSet<String> {
+    let Ok(pods) = std::fs::read_dir(state_dir.join("pods")) else {
+        return BTreeSet::new();
+    };
+    pods.flatten()
+        .filter_map(|pod| std::fs::read(pod.path().join("published.json")).ok())
+        .filter_map(|bytes| serde_json::from_slice::<Vec<Published>>(&bytes).ok())
+        .flatten()
+        .map(|p| p.handle)
+        .collect()
 }
 
 impl PodRun {
@@ -89,6 +148,7 @@ impl PodRun {
                 let staging = self.agent().state_dir.join("staging").join(pv.name_any());
                 for path in mounts.iter().chain(devices.iter()) {
                     let target = under(root, path);
+                    let _serialized = VOLUME_OPERATIONS.lock().await;
                     self.agent()
                         .csi
                         .publish(&csi.volume_handle, mode, &staging, &target)
@@ -173,23 +233,9 @@ impl PodRun {
     }
 
     pub(super) async fn cleanup(&mut self) -> Result<(), AgentError> {
-        let mut left = false;
-        for published in self.published.drain(..) {
-            if let Err(err) = self
-                .shared
-                .agent
-                .csi
-                .unpublish(&published.handle, &published.staging, &published.target)
-                .await
-            {
-                tracing::warn!(volume = %published.handle, %err, "cannot unpublish");
-                left = true;
-            }
-        }
-        if !left {
-            let uid = self.pod.uid().unwrap_or_default();
-            let _ = std::fs::remove_file(published_record(&self.agent().state_dir, &uid));
-        }
+        let uid = self.pod.uid().unwrap_or_default();
+        let published = std::mem::take(&mut self.published);
+        release(&self.agent().csi, &self.agent().state_dir, &uid, published).await;
         if let Some(pod_dir) = self.root().parent() {
             let _ = std::fs::remove_dir_all(pod_dir.join("root"));
         }
