@@ -229,14 +229,21 @@ fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
     result.map(|()| Vec::new())
 }
 
-/// Registers every in-process webhook with `server`: the validating ones, and HCO's
-/// conversion of the HyperConverged between v1beta1 and v1.
+/// Registers every in-process webhook with `server`: the validating ones, HCO's conversion
+/// of the HyperConverged between v1beta1 and v1, and Tekton's of its four kinds.
 pub fn register(server: &ApiServer) {
     server.register_converter(Converter::new(
         api::hco::GROUP,
         api::hco::conversion::KIND,
         api::hco::conversion::webhook,
     ));
+    for kind in api::tekton::conversion::KINDS {
+        server.register_converter(Converter::new(
+            api::tekton::GROUP,
+            *kind,
+            api::tekton::conversion::webhook,
+        ));
+    }
     use Operation::{Create, Delete, Update};
     let all = [
         validation(
