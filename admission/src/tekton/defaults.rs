@@ -15,6 +15,17 @@ pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 /// `object` (a Task, TaskRun, Pipeline or PipelineRun of either version) with Tekton's
 /// defaults set where it leaves them out.
 pub fn set_defaults(object: &mut Value) {
+    // What is not an object here the schema refuses; indexing into it would panic.
+    if !object.is_object() {
+        return;
+    }
+    if object["spec"].is_null() {
+        object["spec"] = json!({});
+    }
+    let metadata = &object["metadata"];
+    if !object["spec"].is_object() || !(metadata.is_object() || metadata.is_null()) {
+        return;
+    }
     let kind = object["kind"].as_str().unwrap_or_default().to_owned();
     let v1beta1 = object["apiVersion"] == V1BETA1;
     match kind.as_str() {
@@ -29,7 +40,8 @@ pub fn set_defaults(object: &mut Value) {
 
 fn task_run(run: &mut Value) {
     let labels = &mut run["metadata"]["labels"];
-    if labels.get(MANAGED_BY_LABEL).is_none() {
+    let unset = labels.is_null() || labels.is_object() && labels.get(MANAGED_BY_LABEL).is_none();
+    if unset {
         labels[MANAGED_BY_LABEL] = json!(MANAGED_BY);
     }
     let spec = &mut run["spec"];
@@ -70,7 +82,7 @@ fn pipeline_run_v1beta1(spec: &mut Value) {
 fn task_spec(spec: &mut Value) {
     params(spec);
     for result in list(spec, "results") {
-        if result.get("type").is_none() {
+        if result.is_object() && result.get("type").is_none() {
             let object = result.get("properties").is_some();
             result["type"] = json!(if object {
                 param_type::OBJECT
@@ -200,6 +212,19 @@ mod tests {
             json!({"name": "p", "type": "object", "properties": {"k": {"type": "string"}}})
         );
         assert_eq!(pipeline["tasks"][0]["taskRef"]["kind"], "Task");
+    }
+
+    #[test]
+    fn an_object_of_the_wrong_shape_is_left_to_the_schema() {
+        for mut odd in [
+            json!({"kind": "TaskRun", "spec": "x"}),
+            json!({"kind": "TaskRun", "metadata": "x", "spec": {}}),
+            json!({"kind": "Task", "spec": {"results": ["x"], "params": [3]}}),
+            json!({"kind": "PipelineRun", "spec": {"timeouts": "x", "taskRunTemplate": []}}),
+            json!([1]),
+        ] {
+            set_defaults(&mut odd);
+        }
     }
 
     #[test]

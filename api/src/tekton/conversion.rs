@@ -53,6 +53,8 @@ pub enum ConversionError {
     Annotation(String),
     #[error("length of deserialized steps mismatch the length of target steps")]
     StepCount,
+    #[error("the object to convert is not a JSON object")]
+    NotAnObject,
 }
 
 /// [`convert`] as a conversion webhook answers: the object, or the message of its failure.
@@ -76,16 +78,32 @@ pub fn convert(object: &Value, api_version: &str) -> Result<Value, ConversionErr
             });
         }
     };
+    if !object.is_object() {
+        return Err(ConversionError::NotAnObject);
+    }
     let mut converted = object.clone();
     let mut deprecations = Deprecations::read(&converted)?;
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let spec = &mut converted["spec"];
+    // An object without a spec (the schema defaults it) converts without one.
+    let mut spec = converted
+        .as_object_mut()
+        .and_then(|o| o.remove("spec"))
+        .unwrap_or(Value::Null);
     match kind.as_str() {
-        "Task" => task_spec(spec, &mut deprecations, name, direction)?,
-        "Pipeline" => pipeline_spec(spec, &mut deprecations, direction)?,
-        "TaskRun" => task_run(&mut converted, &mut deprecations, name, direction)?,
-        "PipelineRun" => pipeline_run(&mut converted, &mut deprecations, direction)?,
+        "Task" => task_spec(&mut spec, &mut deprecations, name, direction)?,
+        "Pipeline" => pipeline_spec(&mut spec, &mut deprecations, direction)?,
+        "TaskRun" => task_run(
+            &mut spec,
+            &mut converted,
+            &mut deprecations,
+            name,
+            direction,
+        )?,
+        "PipelineRun" => pipeline_run(&mut spec, &mut converted, &mut deprecations, direction)?,
         _ => return Err(ConversionError::Kind(kind)),
+    }
+    if !spec.is_null() {
+        converted["spec"] = spec;
     }
     deprecations.write(&mut converted);
     converted["apiVersion"] = json!(api_version);
@@ -196,13 +214,14 @@ fn pipeline_task(
     Ok(())
 }
 
+/// A TaskRun's `spec` (taken out of it) and the rest of `run`.
 fn task_run(
+    spec: &mut Value,
     run: &mut Value,
     deprecations: &mut Deprecations,
     name: &str,
     direction: Direction,
 ) -> Result<(), ConversionError> {
-    let spec = &mut run["spec"];
     overrides(spec, direction);
     if let Some(reference) = spec.get_mut("taskRef").and_then(Value::as_object_mut) {
         reference.remove("bundle");
@@ -240,12 +259,13 @@ fn overrides(spec: &mut Value, direction: Direction) {
     }
 }
 
+/// A PipelineRun's `spec` (taken out of it) and the rest of `run`.
 fn pipeline_run(
+    spec: &mut Value,
     run: &mut Value,
     deprecations: &mut Deprecations,
     direction: Direction,
 ) -> Result<(), ConversionError> {
-    let spec = &mut run["spec"];
     match direction {
         Direction::Up => run_settings_up(spec),
         Direction::Down => run_settings_down(spec),
@@ -295,7 +315,9 @@ fn run_settings_up(spec: &mut Value) {
     }
     if let Some(timeout) = fields.remove("timeout") {
         let timeouts = fields.entry("timeouts").or_insert_with(|| json!({}));
-        timeouts["pipeline"] = timeout;
+        if let Some(timeouts) = timeouts.as_object_mut() {
+            timeouts.insert("pipeline".into(), timeout);
+        }
     }
 }
 

@@ -189,3 +189,23 @@ fn the_kept_steps_must_match_the_steps_in_number() {
         "spec": {"steps": [{"name": "a"}]}});
     assert_eq!(convert(&v1, V1BETA1), Err(ConversionError::StepCount));
 }
+
+#[test]
+fn an_object_without_spec_converts_without_one_and_a_non_object_is_refused() {
+    let bare = json!({"apiVersion": V1, "kind": "TaskRun", "metadata": {"name": "r"}});
+    let down = convert(&bare, V1BETA1).unwrap();
+    assert_eq!(
+        down,
+        json!({"apiVersion": V1BETA1, "kind": "TaskRun", "metadata": {"name": "r"}})
+    );
+    let odd = json!({"apiVersion": V1BETA1, "kind": "PipelineRun", "spec": "x", "status": 3});
+    assert_eq!(convert(&odd, V1).unwrap()["spec"], "x");
+    assert_eq!(
+        convert(&json!([1]), V1),
+        Err(ConversionError::Versions {
+            kind: String::new(),
+            from: String::new(),
+            to: V1.into()
+        })
+    );
+}

@@ -6,29 +6,19 @@
 //! kubevirt-tekton-tasks release, not in this repository, applies from the directory
 //! `FERROVIRT_UPSTREAM_TEKTON_TASKS` names (an ignored test).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ferrovirt_tests::TempDir;
 use ferrovirt_tests::kubectl::Kubectl;
 use serde_json::{Value, json};
-use standalone::apiserver::{ApiServer, ApiServerConfig};
+use standalone::apiserver::ApiServer;
+
+use crate::admission_review::bare_api_server;
 
 /// The embedded API server with every CRD `up` serves and `up`'s in-process webhooks.
 async fn start(dir: &TempDir) -> (ApiServer, Kubectl) {
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).expect("a CRD as JSON"))
-        .collect();
-    let server = ApiServer::start(ApiServerConfig {
-        data_dir: dir.join("data"),
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        crds,
-        admission: Vec::new(),
-        virtual_creates: HashMap::new(),
-    })
-    .await
-    .expect("the API server starts");
+    let server = bare_api_server(&dir.join("data")).await;
     ferrovirt::webhooks::embedded::register(&server);
     let kubectl = Kubectl::new(&server.kubeconfig).with_cache_dir(dir.join("kube-cache"));
     (server, kubectl)
