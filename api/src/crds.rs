@@ -7,10 +7,13 @@ use kube::CustomResourceExt;
 use crate::crd_versions::{also_served, spec_optional};
 
 use crate::{
-    cdi, cnao, hco, hostpath, instancetype, kubevirt, network_attachment, pool, ssp, upload,
+    cdi, cnao, hco, hostpath, instancetype, kubevirt, network_attachment, pool, ssp, tekton, upload,
 };
 
 /// Every CRD the embedded API server serves, in a stable order.
+///
+/// Tekton's Task, TaskRun, Pipeline and PipelineRun are served for the tekton tasks'
+/// runner of `ferrovirt up`; a cluster gets them from Tekton itself ([`deployed`]).
 ///
 /// `UploadTokenRequest` is served upstream by CDI's aggregated API server, not a CRD, and
 /// so it is on a cluster (`ferrovirt webhook` behind its APIService); the embedded API
@@ -45,15 +48,20 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         network_attachment::NetworkAttachmentDefinition::crd(),
         crate::template::crd(),
     ]
+    .into_iter()
+    .chain(tekton::crds())
+    .collect()
 }
 
 /// The CRDs a cluster gets (`deploy/crds`): all but UploadTokenRequest, whose group an
 /// APIService serves there (a CRD of the same group would be shadowed by it, or on the
-/// embedded API server refuse it).
+/// embedded API server refuse it), and Tekton's, which Tekton installs (two owners of one
+/// CRD would overwrite each other's schema and conversion webhook).
 pub fn deployed() -> Vec<CustomResourceDefinition> {
     all()
         .into_iter()
         .filter(|crd| crd.spec.names.kind != "UploadTokenRequest")
+        .filter(|crd| crd.spec.group != tekton::GROUP)
         .collect()
 }
 

@@ -1,6 +1,6 @@
-//! The API types of Ferrovirt: upstream CDI, HPP, KubeVirt, HCO, SSP and CNAO kinds with the
-//! same groups, versions, kinds and field names, their defaulting as pure functions, and the
-//! CustomResourceDefinitions generated from them. The webhooks' decisions on them (validation,
+//! The API types of Ferrovirt: upstream CDI, HPP, KubeVirt, HCO, SSP, CNAO and Tekton kinds
+//! with the same groups, versions, kinds and field names, their defaulting as pure functions,
+//! and the CustomResourceDefinitions generated from them. The webhooks' decisions on them (validation,
 //! review) are the `admission` crate's.
 
 // Several `printcolumn(...)` entries of one `#[kube]` attribute share keys such as
@@ -25,6 +25,7 @@ pub mod pool;
 pub mod quantity;
 pub mod ssp;
 pub mod strategic_merge;
+pub mod tekton;
 pub mod template;
 pub mod upload;
 pub mod validation;

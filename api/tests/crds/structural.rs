@@ -140,6 +140,10 @@ fn scopes_and_short_names_follow_upstream() {
         ("HyperConverged", "Namespaced", vec!["hco", "hcos"]),
         ("SSP", "Namespaced", vec![]),
         ("NetworkAddonsConfig", "Cluster", vec![]),
+        ("Task", "Namespaced", vec![]),
+        ("TaskRun", "Namespaced", vec!["tr", "trs"]),
+        ("Pipeline", "Namespaced", vec![]),
+        ("PipelineRun", "Namespaced", vec!["pr", "prs"]),
         (
             "VirtualMachineInstancetype",
             "Namespaced",

@@ -2,8 +2,8 @@
 //! defaulting and validation of the platform's kinds, and the validating webhooks that read
 //! other objects: virt-operator's and cdi-operator's uninstall
 //! guards, virt-operator's review of KubeVirt CR updates and HCO's webhook (the checks of [`install_guards`], which `ferrovirt
-//! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, and SSP's
-//! template validator.
+//! hco-webhook` serves on a cluster), virt-api's feature-gate checks of VMs, SSP's
+//! template validator, and Tekton's defaults and refusals of its kinds.
 
 use admission::install_guards::{
     self, CDI_WEBHOOK, HCO_WEBHOOK, KUBEVIRT_UPDATE_WEBHOOK, KUBEVIRT_WEBHOOK,
@@ -207,6 +207,42 @@ fn instancetype_plugins() -> Vec<AdmissionPlugin> {
     plugins
 }
 
+/// Tekton's webhook: its defaults on the four kinds, and its refusals of runs.
+fn tekton_plugins() -> Vec<AdmissionPlugin> {
+    use Operation::{Create, Update};
+    let mut plugins = Vec::new();
+    for plural in admission::tekton::PLURALS {
+        let mutate = Box::new(|_: &AdmissionRequest, object: &mut Value| {
+            admission::tekton::defaults::set_defaults(object);
+            Ok(Vec::new())
+        });
+        let resources = Resources::One {
+            group: api::tekton::GROUP.into(),
+            plural: (*plural).into(),
+        };
+        plugins.push(AdmissionPlugin::mutating(
+            admission::tekton::DEFAULTING_WEBHOOK,
+            resources,
+            Wording::Webhook,
+            mutate,
+        ));
+    }
+    for plural in ["taskruns", "pipelineruns"] {
+        plugins.push(validation(
+            admission::tekton::VALIDATION_WEBHOOK,
+            api::tekton::GROUP,
+            plural,
+            &[Create, Update],
+            |_, run| {
+                admission::tekton::validate::validate(run)
+                    .map(|()| Vec::new())
+                    .map_err(|failed| Refusal::new(400, failed.to_string()))
+            },
+        ));
+    }
+    plugins
+}
+
 /// virt-api's VM mutator, for instancetypes: matchers checked, inferred and defaulted.
 fn instancetype_mutator() -> AdmissionPlugin {
     let mutate = Box::new(|request: &AdmissionRequest, vm: &mut Value| {
@@ -229,14 +265,21 @@ fn no_warnings(result: Result<(), Refusal>) -> Result<Vec<String>, Refusal> {
     result.map(|()| Vec::new())
 }
 
-/// Registers every in-process webhook with `server`: the validating ones, and HCO's
-/// conversion of the HyperConverged between v1beta1 and v1.
+/// Registers every in-process webhook with `server`: the validating ones, HCO's conversion
+/// of the HyperConverged between v1beta1 and v1, and Tekton's of its four kinds.
 pub fn register(server: &ApiServer) {
     server.register_converter(Converter::new(
         api::hco::GROUP,
         api::hco::conversion::KIND,
         api::hco::conversion::webhook,
     ));
+    for kind in api::tekton::conversion::KINDS {
+        server.register_converter(Converter::new(
+            api::tekton::GROUP,
+            *kind,
+            api::tekton::conversion::webhook,
+        ));
+    }
     use Operation::{Create, Delete, Update};
     let all = [
         validation(
@@ -329,6 +372,7 @@ pub fn register(server: &ApiServer) {
         .into_iter()
         .chain(virt_api_plugins())
         .chain(instancetype_plugins())
+        .chain(tekton_plugins())
     {
         server.register_admission(webhook);
     }

@@ -15,6 +15,10 @@ const HPP: &str = "hco-bundle-hostpath-provisioner00.crd.yaml";
 const CNAO: &str = "hco-bundle-cluster-network-addons00.crd.yaml";
 const SSP: &str = "hco-bundle-scheduling-scale-performance00.crd.yaml";
 const TEKTON: &str = "tekton-v1.15.0-crds";
+const TEKTON_TASK: &str = "tekton-v1.15.0-crds/300-task.yaml";
+const TEKTON_TASKRUN: &str = "tekton-v1.15.0-crds/300-taskrun.yaml";
+const TEKTON_PIPELINE: &str = "tekton-v1.15.0-crds/300-pipeline.yaml";
+const TEKTON_PIPELINERUN: &str = "tekton-v1.15.0-crds/300-pipelinerun.yaml";
 
 /// A published schema: a swagger definition, or a served version of a CRD HCO ships.
 pub enum From {
@@ -65,7 +69,8 @@ const fn bundle(
 }
 
 /// The pinned releases (KubeVirt v1.6.6, CDI v1.66.0) where their swagger has the kind;
-/// HCO's bundled CRDs for the operator kinds and the versions the swaggers do not list.
+/// HCO's bundled CRDs for the operator kinds and the versions the swaggers do not list;
+/// Tekton v1.15.0's release CRDs for its kinds.
 /// KubeVirt serves `v1alpha3` with `v1`'s schema (one Go type, no conversion), so both
 /// versions are held against the `v1` definitions.
 pub const SOURCES: &[Source] = &[
@@ -227,6 +232,14 @@ pub const SOURCES: &[Source] = &[
     ),
     bundle("ssp.kubevirt.io", "SSP", "v1beta2", SSP),
     bundle("ssp.kubevirt.io", "SSP", "v1beta3", SSP),
+    bundle("tekton.dev", "Task", "v1", TEKTON_TASK),
+    bundle("tekton.dev", "Task", "v1beta1", TEKTON_TASK),
+    bundle("tekton.dev", "TaskRun", "v1", TEKTON_TASKRUN),
+    bundle("tekton.dev", "TaskRun", "v1beta1", TEKTON_TASKRUN),
+    bundle("tekton.dev", "Pipeline", "v1", TEKTON_PIPELINE),
+    bundle("tekton.dev", "Pipeline", "v1beta1", TEKTON_PIPELINE),
+    bundle("tekton.dev", "PipelineRun", "v1", TEKTON_PIPELINERUN),
+    bundle("tekton.dev", "PipelineRun", "v1beta1", TEKTON_PIPELINERUN),
 ];
 
 /// Kinds we serve that no pinned upstream source describes, and why.
