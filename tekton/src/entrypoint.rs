@@ -89,21 +89,16 @@ enum Outcome {
 /// Runs the step; fails with its command's exit code when the step fails.
 pub async fn run(args: StepArgs) -> TaskResult {
     let termination = in_pod(&args.termination_path);
-    let mut message = Vec::new();
-    let outcome = match &args.wait_file {
+    let waited = match &args.wait_file {
         Some(wait) => wait_for(&in_pod(wait)).await,
         None => Ok(()),
     };
-    let outcome = match outcome {
+    // Tekton records the start once the wait is over, whether the step then runs or not.
+    let mut message = vec![internal("StartedAt", &now())];
+    let outcome = match waited {
         Err(()) => Outcome::Skipped,
-        Ok(()) => {
-            message.push(internal("StartedAt", &now()));
-            run_command(&args).await?
-        }
+        Ok(()) => run_command(&args).await?,
     };
-    if outcome == Outcome::Skipped {
-        message.push(internal("StartedAt", &now()));
-    }
     let (failed, exit_code) = judge(outcome, args.on_error);
     match outcome {
         Outcome::Skipped => message.push(internal("Reason", "Skipped")),

@@ -7,12 +7,12 @@
 
 use std::path::Path;
 
+use api::pod_contract::under_root;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use kube::ResourceExt;
 use kube::config::{AuthInfo, Context, Kubeconfig, NamedAuthInfo, NamedContext};
 use serde_json::json;
 
-use super::volumes::under;
 use super::{AgentError, PodRun};
 
 /// Where the kubelet projects a pod's service account.
@@ -63,7 +63,7 @@ impl PodRun {
         let kubeconfig = pod_kubeconfig(admin, &namespace, &account, &token);
         let text = serde_json::to_string_pretty(&kubeconfig)
             .map_err(|err| self.error(format!("writing the pod's kubeconfig: {err}")))?;
-        let dir = under(root, SERVICE_ACCOUNT_DIR);
+        let dir = under_root(root, SERVICE_ACCOUNT_DIR);
         let files: [(&str, &[u8]); 4] = [
             ("token", token.as_bytes()),
             ("ca.crt", &ca),

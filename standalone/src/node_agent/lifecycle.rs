@@ -75,7 +75,7 @@ impl PodRun {
             attempts += 1;
             tracing::warn!(pod = %self.name(), %err, attempts, "cannot prepare the pod; retrying");
             self.report_creating(&err.to_string()).await?;
-            let backoff = Duration::from_secs(1 << attempts.min(4)).min(MAX_BACKOFF);
+            let backoff = backoff(attempts);
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stopped.changed() => return Ok(()),
@@ -136,7 +136,7 @@ impl PodRun {
                 message: &message,
             };
             self.report(index, restarts, state).await?;
-            let backoff = Duration::from_secs(1 << restarts.min(4)).min(MAX_BACKOFF);
+            let backoff = backoff(restarts);
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stopped.changed() => return Ok(()),
@@ -246,4 +246,10 @@ impl PodRun {
         self.service_account = self.project_service_account(&root).await?;
         Ok(())
     }
+}
+
+/// The wait before attempt `attempts + 1` of a restart or a preparation: doubling from 2 s,
+/// at most [`MAX_BACKOFF`].
+fn backoff(attempts: i32) -> Duration {
+    Duration::from_secs(1 << attempts.clamp(0, 4)).min(MAX_BACKOFF)
 }

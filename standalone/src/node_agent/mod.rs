@@ -202,8 +202,8 @@ impl PodRun {
 
 #[cfg(test)]
 mod tests {
-    use super::volumes::under;
     use super::*;
+    use api::pod_contract::under_root as under;
     use std::path::Path;
 
     #[test]

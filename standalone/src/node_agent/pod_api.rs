@@ -86,7 +86,10 @@ pub(super) async fn patch_status(
 }
 
 pub(super) fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    rfc3339(jiff::Timestamp::now())
+}
+
+/// A time as Kubernetes writes it in an object (whole seconds, UTC).
+pub(super) fn rfc3339(time: jiff::Timestamp) -> String {
+    time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::watch as stop_signal;
 use tokio::task::JoinSet;
 
-use super::pod_api::{now, patch_status, release};
+use super::pod_api::{now, patch_status, release, rfc3339};
 use super::volumes::unpublish_leftovers;
 use super::{AgentError, OWN_IMAGE, PodRun, Running, Shared, is_own_image};
 
@@ -115,7 +115,7 @@ impl Shared {
                 .status
                 .as_ref()
                 .and_then(|s| s.start_time.as_ref())
-                .map_or_else(now, |t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+                .map_or_else(now, |t| rfc3339(t.0));
             let run = PodRun {
                 shared: shared.clone(),
                 pod,

@@ -9,9 +9,9 @@ use kube::ResourceExt;
 use tokio::process::{Child, Command};
 use tokio::sync::watch as stop_signal;
 
+use api::pod_contract::under_root;
 use k8s_openapi::api::core::v1::Container;
 
-use super::volumes::under;
 use super::{AgentError, DEFAULT_STOP_GRACE, DEFAULT_TERMINATION_MESSAGE_PATH, PodRun};
 use crate::cri_log;
 use crate::pod_files::container_log;
@@ -112,7 +112,7 @@ impl PodRun {
                     .termination_message_path
                     .as_deref()
                     .unwrap_or(DEFAULT_TERMINATION_MESSAGE_PATH);
-                let log = under(&self.root(), path);
+                let log = under_root(&self.root(), path);
                 let message = std::fs::read_to_string(&log).unwrap_or_default();
                 let _ = std::fs::remove_file(&log);
                 Ok(Exit::Exited { code, message: message.trim().to_string() })

@@ -12,6 +12,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use api::pod_contract::under_root;
+
 use super::{AgentError, PodRun};
 use crate::csi::{CsiClient, Mode};
 use crate::provisioner::SELECTED_NODE;
@@ -147,7 +149,7 @@ impl PodRun {
                 let mode = Mode::from_volume_mode(pv_spec.volume_mode.as_deref());
                 let staging = self.agent().state_dir.join("staging").join(pv.name_any());
                 for path in mounts.iter().chain(devices.iter()) {
-                    let target = under(root, path);
+                    let target = under_root(root, path);
                     let _serialized = VOLUME_OPERATIONS.lock().await;
                     self.agent()
                         .csi
@@ -243,11 +245,6 @@ impl PodRun {
     }
 }
 
-/// `root` joined with an absolute in-pod path.
-pub(super) fn under(root: &Path, path: &str) -> PathBuf {
-    root.join(path.trim_start_matches('/'))
-}
-
 /// Materializes Secret/ConfigMap keys as files (and empty directories for emptyDir).
 pub(super) fn write_files(
     root: &Path,
@@ -255,7 +252,7 @@ pub(super) fn write_files(
     files: &BTreeMap<String, Vec<u8>>,
 ) -> Result<(), AgentError> {
     for mount in mounts {
-        let dir = under(root, mount);
+        let dir = under_root(root, mount);
         let io = |what, path: &Path| {
             let path = path.to_path_buf();
             move |source| AgentError::Io { what, path, source }
