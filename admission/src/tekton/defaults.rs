@@ -5,12 +5,15 @@ use serde_json::{Value, json};
 
 use api::tekton::params::{ParamSpec, param_type};
 use api::tekton::refs::TASK_KIND;
-use api::tekton::{MANAGED_BY, MANAGED_BY_LABEL, V1BETA1};
+use api::tekton::{DEFAULT_TIMEOUT, MANAGED_BY, MANAGED_BY_LABEL, V1BETA1};
 
-/// Tekton's `default-timeout-minutes` (60) as Go prints the duration.
-pub const DEFAULT_TIMEOUT: &str = "1h0m0s";
 /// Tekton's `default-service-account`.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+
+/// Tekton's default timeout as Go prints it (`1h0m0s`), as its webhook writes it.
+fn default_timeout() -> String {
+    api::go_duration::format(DEFAULT_TIMEOUT)
+}
 
 /// `object` (a Task, TaskRun, Pipeline or PipelineRun of either version) with Tekton's
 /// defaults set where it leaves them out.
@@ -48,7 +51,7 @@ fn task_run(run: &mut Value) {
     if let Some(reference) = spec.get_mut("taskRef") {
         task_ref(reference);
     }
-    set_if_missing(spec, "timeout", DEFAULT_TIMEOUT);
+    set_if_missing(spec, "timeout", &default_timeout());
     set_if_empty(spec, "serviceAccountName", DEFAULT_SERVICE_ACCOUNT);
     if let Some(embedded) = spec.get_mut("taskSpec") {
         task_spec(embedded);
@@ -56,7 +59,7 @@ fn task_run(run: &mut Value) {
 }
 
 fn pipeline_run(spec: &mut Value) {
-    set_if_missing(&mut spec["timeouts"], "pipeline", DEFAULT_TIMEOUT);
+    set_if_missing(&mut spec["timeouts"], "pipeline", &default_timeout());
     set_if_empty(
         &mut spec["taskRunTemplate"],
         "serviceAccountName",
@@ -70,7 +73,7 @@ fn pipeline_run(spec: &mut Value) {
 /// v1beta1's PipelineRun keeps the account on the spec, and a `timeout` counts as set.
 fn pipeline_run_v1beta1(spec: &mut Value) {
     if spec.get("timeout").is_none() {
-        set_if_missing(&mut spec["timeouts"], "pipeline", DEFAULT_TIMEOUT);
+        set_if_missing(&mut spec["timeouts"], "pipeline", &default_timeout());
     }
     set_if_empty(spec, "serviceAccountName", DEFAULT_SERVICE_ACCOUNT);
     if let Some(embedded) = spec.get_mut("pipelineSpec") {

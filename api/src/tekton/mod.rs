@@ -42,6 +42,9 @@ pub const GROUP: &str = "tekton.dev";
 pub const V1: &str = "tekton.dev/v1";
 /// The older version, served and converted.
 pub const V1BETA1: &str = "tekton.dev/v1beta1";
+/// Tekton's `default-timeout-minutes`: a run that names no timeout gets an hour, which its
+/// webhook writes into the run and its controller enforces.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 /// The label Tekton's webhook puts on every TaskRun and PipelineRun.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Its value.

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-/// Tekton's `default-timeout-minutes`: a run that names no timeout gets an hour.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+pub use api::tekton::DEFAULT_TIMEOUT;
 
 /// A run's timeout as written (`None` when it names none: the default), or why not.
 pub fn timeout(text: Option<&str>) -> Result<Duration, String> {
