@@ -18,6 +18,7 @@ pub mod hostpath;
 pub mod instancetype;
 pub mod kubevirt;
 pub mod label_selector;
+pub mod meta_time;
 pub mod network_attachment;
 pub mod node_selector;
 pub mod pod_contract;

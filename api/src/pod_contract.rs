@@ -35,6 +35,23 @@ pub fn under_root(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
+/// The last segment of the repository of the images the local node agent runs: Ferrovirt's
+/// own (`quay.io/ferrovirt/ferrovirt:TAG`), whose binary runs every pod on one machine.
+pub const OWN_IMAGE: &str = "ferrovirt";
+
+/// Whether `image` is Ferrovirt's own: its repository's last segment is [`OWN_IMAGE`].
+pub fn is_own_image(image: &str) -> bool {
+    image_repository_name(image) == OWN_IMAGE
+}
+
+/// The last segment of `image`'s repository, without registry, tag or digest
+/// (`quay.io/kubevirt/tekton-tasks:v0.26.0` is `tekton-tasks`).
+pub fn image_repository_name(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    last.split(':').next().unwrap_or(last)
+}
+
 /// The variable `name`, unless it is unset or empty.
 pub fn env(name: &str) -> Option<String> {
     ProcessEnv.var(name)
@@ -43,6 +60,19 @@ pub fn env(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_images_are_recognized_by_repository_name() {
+        assert!(is_own_image("quay.io/ferrovirt/ferrovirt:latest"));
+        assert!(is_own_image("ferrovirt"));
+        assert!(is_own_image("localhost:5000/ferrovirt@sha256:abc"));
+        assert!(!is_own_image("quay.io/kubevirt/cdi-importer:v1.60"));
+        assert!(!is_own_image("quay.io/ferrovirt/other:1"));
+        assert_eq!(
+            image_repository_name("quay.io/kubevirt/tekton-tasks:v0.26.0"),
+            "tekton-tasks"
+        );
+    }
 
     #[test]
     fn an_in_pod_path_is_under_the_pod_root() {

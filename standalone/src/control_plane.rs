@@ -1,7 +1,8 @@
 //! One machine's whole control plane, as `ferrovirt up` runs it: the embedded API server with
 //! the platform's CRDs and validation, the CSI driver on a default pool under the data dir,
 //! the local provisioner, the local node agent, and the default objects a newcomer needs
-//! (the default `hostpath-csi` StorageClass, this machine's Node).
+//! (the default `hostpath-csi` StorageClass, this machine's Node, each namespace's `default`
+//! ServiceAccount).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -84,6 +85,7 @@ impl ControlPlane {
             .await
             .map_err(|e| ControlPlaneError::Csi(e.to_string()))?;
         seed(&client, &config.node).await?;
+        tokio::spawn(crate::service_accounts::run(client.clone()));
         let provisioner = LocalProvisioner {
             client: client.clone(),
             csi: csi.clone(),

@@ -11,4 +11,5 @@ pub mod pod_files;
 pub mod pod_network;
 pub mod provisioner;
 pub mod secondary_networks;
+pub mod service_accounts;
 pub mod snapshotter;

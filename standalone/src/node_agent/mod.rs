@@ -38,8 +38,7 @@ use volumes::Published;
 
 /// How often a pod waiting for node resources looks at the Node again.
 const RESOURCE_RECHECK: Duration = Duration::from_secs(2);
-/// The repository name of the images this agent runs (any registry, any tag).
-pub const OWN_IMAGE: &str = "ferrovirt";
+pub use api::pod_contract::{OWN_IMAGE, is_own_image};
 /// Where a container writes its termination message when it names no other path.
 const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// Kubernetes' default `terminationGracePeriodSeconds`.
@@ -68,14 +67,6 @@ pub enum AgentError {
         path: PathBuf,
         source: std::io::Error,
     },
-}
-
-/// Whether `image` is one this agent runs: its repository's last segment is `ferrovirt`.
-pub fn is_own_image(image: &str) -> bool {
-    let without_digest = image.split('@').next().unwrap_or(image);
-    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
-    let repository = last.split(':').next().unwrap_or(last);
-    repository == OWN_IMAGE
 }
 
 pub struct LocalNodeAgent {
@@ -205,15 +196,6 @@ mod tests {
     use super::*;
     use api::pod_contract::under_root as under;
     use std::path::Path;
-
-    #[test]
-    fn own_images_are_recognized_by_repository_name() {
-        assert!(is_own_image("quay.io/ferrovirt/ferrovirt:latest"));
-        assert!(is_own_image("ferrovirt"));
-        assert!(is_own_image("localhost:5000/ferrovirt@sha256:abc"));
-        assert!(!is_own_image("quay.io/kubevirt/cdi-importer:v1.60"));
-        assert!(!is_own_image("quay.io/ferrovirt/other:1"));
-    }
 
     #[test]
     fn a_volume_is_in_use_while_any_pods_record_names_it() {

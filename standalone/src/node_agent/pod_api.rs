@@ -89,7 +89,4 @@ pub(super) fn now() -> String {
     rfc3339(jiff::Timestamp::now())
 }
 
-/// A time as Kubernetes writes it in an object (whole seconds, UTC).
-pub(super) fn rfc3339(time: jiff::Timestamp) -> String {
-    time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+pub(super) use api::meta_time::rfc3339;

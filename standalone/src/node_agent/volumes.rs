@@ -164,9 +164,12 @@ impl PodRun {
                 }
             } else if let Some(source) = &volume.secret {
                 let name = source.secret_name.clone().unwrap_or_default();
-                let secret = Api::<Secret>::namespaced(self.agent().client.clone(), &namespace)
-                    .get(&name)
-                    .await?;
+                let api = Api::<Secret>::namespaced(self.agent().client.clone(), &namespace);
+                // An optional Secret that does not exist is an empty directory.
+                let secret = match source.optional {
+                    Some(true) => api.get_opt(&name).await?.unwrap_or_default(),
+                    _ => api.get(&name).await?,
+                };
                 let files: BTreeMap<String, Vec<u8>> = secret
                     .data
                     .unwrap_or_default()
@@ -175,9 +178,11 @@ impl PodRun {
                     .collect();
                 write_files(root, &mounts, &files)?;
             } else if let Some(source) = &volume.config_map {
-                let map = Api::<ConfigMap>::namespaced(self.agent().client.clone(), &namespace)
-                    .get(&source.name)
-                    .await?;
+                let api = Api::<ConfigMap>::namespaced(self.agent().client.clone(), &namespace);
+                let map = match source.optional {
+                    Some(true) => api.get_opt(&source.name).await?.unwrap_or_default(),
+                    _ => api.get(&source.name).await?,
+                };
                 let files: BTreeMap<String, Vec<u8>> = map
                     .data
                     .unwrap_or_default()

@@ -8,3 +8,4 @@
 pub mod duration;
 pub mod names;
 pub mod substitution;
+pub mod taskrun;

@@ -1,0 +1,296 @@
+//! Tekton TaskRuns on `ferrovirt up`: the project's own Tasks from `deploy/tekton/` run in a
+//! pod of step containers under the Task's service account, and the TaskRun's status
+//! (condition, steps, results, pod name, times) is what Tekton writes; a script step, a
+//! missing Task and a failing step fail the run with Tekton's reasons, and a cancelled run
+//! ends and loses its pod.
+
+use crate::platform;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use platform::Platform;
+use serde_json::Value;
+
+fn deploy(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/tekton")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn apply_task(platform: &Platform, name: &str) {
+    platform.apply(&deploy(&format!("tasks/{name}.yaml")));
+    platform.apply(&deploy(&format!("rbac/{name}.yaml")));
+}
+
+/// The TaskRun once `done` holds for it.
+fn wait_run(
+    platform: &Platform,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = Instant::now();
+    loop {
+        if let Some(run) = platform.json(&["get", "taskrun", name]) {
+            if done(&run) {
+                return run;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "TaskRun {name} did not get there: {run:#}\n{}",
+                platform.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn ended(run: &Value) -> bool {
+    let status = &run["status"]["conditions"][0]["status"];
+    status == "True" || status == "False"
+}
+
+fn condition(run: &Value) -> (&str, &str, &str) {
+    let c = &run["status"]["conditions"][0];
+    (
+        c["status"].as_str().unwrap_or_default(),
+        c["reason"].as_str().unwrap_or_default(),
+        c["message"].as_str().unwrap_or_default(),
+    )
+}
+
+fn result<'a>(run: &'a Value, name: &str) -> &'a str {
+    run["status"]["results"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["name"] == name))
+        .and_then(|r| r["value"].as_str())
+        .unwrap_or_else(|| panic!("no result {name}: {run:#}"))
+}
+
+const KEYS: &str = r#"
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  name: keys
+spec:
+  serviceAccountName: generate-ssh-keys-task
+  taskRef:
+    name: generate-ssh-keys
+  params:
+  - name: privateKeySecretName
+    value: conn
+  - name: privateKeyConnectionOptions
+    value: ["user:root", "disable-strict-host-key-checking:true"]
+  - name: additionalSSHKeygenOptions
+    value: "-t ed25519"
+"#;
+
+/// kubevirt-tekton-tasks' own step shape: its image, its `entrypoint` and `COMMAND`.
+const UPSTREAM_IMAGE_KEYS: &str = r#"
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  name: upstream-image
+spec:
+  serviceAccountName: generate-ssh-keys-task
+  taskSpec:
+    params:
+    - name: privateKeySecretName
+      type: string
+    results:
+    - name: publicKeySecretName
+    - name: privateKeySecretName
+    - name: publicKeySecretNamespace
+    - name: privateKeySecretNamespace
+    steps:
+    - name: generate-ssh-keys
+      image: quay.io/kubevirt/tekton-tasks:v0.26.0
+      command: [entrypoint]
+      args: ["--", "user:fedora"]
+      env:
+      - name: COMMAND
+        value: generate-ssh-keys
+      - name: PRIVATE_KEY_SECRET_NAME
+        value: $(params.privateKeySecretName)
+  params:
+  - name: privateKeySecretName
+    value: conn-upstream
+"#;
+
+#[test]
+fn a_taskrun_runs_its_task_in_a_pod_and_reports_as_tekton_does() {
+    let platform = Platform::start("taskruns");
+    apply_task(&platform, "generate-ssh-keys");
+    platform.apply(KEYS);
+    let run = wait_run(&platform, "keys", Duration::from_secs(120), ended);
+    assert_eq!(
+        condition(&run),
+        ("True", "Succeeded", "All Steps have completed executing"),
+        "{run:#}"
+    );
+    assert_eq!(run["status"]["podName"], "keys-pod");
+    assert_eq!(result(&run, "privateKeySecretName"), "conn");
+    assert_eq!(result(&run, "privateKeySecretNamespace"), "default");
+    assert!(
+        result(&run, "publicKeySecretName").starts_with("public-key-"),
+        "{run:#}"
+    );
+    let step = &run["status"]["steps"][0];
+    assert_eq!(step["name"], "generate-ssh-keys", "{run:#}");
+    assert_eq!(step["container"], "step-generate-ssh-keys");
+    assert_eq!(step["terminated"]["exitCode"], 0);
+    assert_eq!(step["terminationReason"], "Completed");
+    assert!(run["status"]["startTime"].is_string() && run["status"]["completionTime"].is_string());
+    assert_eq!(
+        run["status"]["taskSpec"]["steps"][0]["args"],
+        serde_json::json!(["--", "user:root", "disable-strict-host-key-checking:true"])
+    );
+    let conn = platform
+        .json(&["get", "secret", "conn"])
+        .expect("the connection secret");
+    assert_eq!(conn["type"], "kubernetes.io/ssh-auth");
+    // The pod is Tekton's, its step's log is kubectl's, and the printer columns are Tekton's.
+    let pod = platform.json(&["get", "pod", "keys-pod"]).expect("the pod");
+    assert_eq!(pod["metadata"]["labels"]["tekton.dev/taskRun"], "keys");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "TaskRun");
+    assert_eq!(pod["spec"]["serviceAccountName"], "generate-ssh-keys-task");
+    platform.ok(&["logs", "keys-pod", "-c", "step-generate-ssh-keys"]);
+    let table = platform.ok(&["get", "taskrun", "keys"]);
+    assert!(
+        table.contains("SUCCEEDED") && table.contains("True"),
+        "{table}"
+    );
+
+    // The same command named as kubevirt's image names it.
+    platform.apply(UPSTREAM_IMAGE_KEYS);
+    let run = wait_run(&platform, "upstream-image", Duration::from_secs(120), ended);
+    assert_eq!(condition(&run).1, "Succeeded", "{run:#}");
+    assert_eq!(result(&run, "privateKeySecretName"), "conn-upstream");
+
+    // Run again, the task refuses the existing Secret: the step fails the run.
+    platform.apply(&KEYS.replace("name: keys\n", "name: keys-again\n"));
+    let again = wait_run(&platform, "keys-again", Duration::from_secs(120), ended);
+    let (status, reason, message) = condition(&again);
+    assert_eq!((status, reason), ("False", "StepFailed"), "{again:#}");
+    assert_eq!(
+        message,
+        r#""step-generate-ssh-keys" exited with code 253: Error"#
+    );
+    let log = platform.ok(&["logs", "keys-again-pod", "-c", "step-generate-ssh-keys"]);
+    assert!(log.contains("conn secret already exists"), "{log}");
+}
+
+const SCRIPT: &str = r#"
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  name: script
+spec:
+  taskSpec:
+    steps:
+    - name: hello
+      image: alpine
+      script: echo hello
+"#;
+
+const MISSING: &str = r#"
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  name: missing
+spec:
+  taskRef:
+    name: no-such-task
+"#;
+
+const WAIT: &str = r#"
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  name: wait
+spec:
+  serviceAccountName: wait-for-vmi-status-task
+  taskRef:
+    name: wait-for-vmi-status
+  params:
+  - name: vmiName
+    value: never-made
+  - name: successCondition
+    value: status.phase == Running
+"#;
+
+#[test]
+fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one() {
+    let platform = Platform::start("taskruns-refused");
+    // Every namespace has its `default` service account, which runs name by default.
+    platform.ok(&["create", "namespace", "fresh"]);
+    let start = Instant::now();
+    while platform
+        .json(&["get", "serviceaccount", "default", "-n", "fresh"])
+        .is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no default service account"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    platform.apply(SCRIPT);
+    let run = wait_run(&platform, "script", Duration::from_secs(60), ended);
+    let (status, reason, message) = condition(&run);
+    assert_eq!((status, reason), ("False", "PodCreationFailed"), "{run:#}");
+    assert!(
+        message.starts_with(r#"failed to create task run pod "script": step "hello" has a script, which ferrovirt up does not run"#),
+        "{message}"
+    );
+    assert!(platform.json(&["get", "pod", "script-pod"]).is_none());
+
+    platform.apply(MISSING);
+    let run = wait_run(&platform, "missing", Duration::from_secs(60), ended);
+    assert_eq!(
+        condition(&run),
+        (
+            "False",
+            "TaskRunResolutionFailed",
+            r#"error when listing tasks for taskRun missing: tasks.tekton.dev "no-such-task" not found"#
+        )
+    );
+
+    apply_task(&platform, "wait-for-vmi-status");
+    platform.apply(WAIT);
+    wait_run(&platform, "wait", Duration::from_secs(120), |run| {
+        run["status"]["steps"][0]["running"].is_object()
+    });
+    platform.ok(&[
+        "patch",
+        "taskrun",
+        "wait",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"status":"TaskRunCancelled","statusMessage":"no VM today"}}"#,
+    ]);
+    let run = wait_run(&platform, "wait", Duration::from_secs(60), ended);
+    assert_eq!(
+        condition(&run),
+        (
+            "False",
+            "TaskRunCancelled",
+            r#"TaskRun "wait" was cancelled. no VM today"#
+        )
+    );
+    assert_eq!(
+        run["status"]["steps"][0]["terminated"]["reason"],
+        "TaskRunCancelled"
+    );
+    let start = Instant::now();
+    while platform.json(&["get", "pod", "wait-pod"]).is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the cancelled run's pod stayed"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
