@@ -7,4 +7,5 @@
 
 pub mod duration;
 pub mod names;
+pub mod pipeline;
 pub mod substitution;
