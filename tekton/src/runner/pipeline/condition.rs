@@ -55,7 +55,11 @@ pub fn parse_time(text: &str) -> Option<Timestamp> {
 
 /// The run's `Succeeded` condition, if it has one.
 pub fn current(status: &PipelineRunStatus) -> Option<&RunCondition> {
-    status.conditions.iter().flatten().find(|c| c.type_ == SUCCEEDED)
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == SUCCEEDED)
 }
 
 /// Whether the run has ended.

@@ -40,7 +40,11 @@ impl Graph {
     pub fn build(tasks: &[(String, Vec<String>)]) -> Result<Graph, GraphError> {
         let mut graph = Graph::default();
         for (name, _) in tasks {
-            if graph.parents.insert(name.clone(), BTreeSet::new()).is_some() {
+            if graph
+                .parents
+                .insert(name.clone(), BTreeSet::new())
+                .is_some()
+            {
                 return Err(GraphError::Duplicate(name.clone()));
             }
             graph.order.push(name.clone());

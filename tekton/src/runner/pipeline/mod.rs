@@ -140,7 +140,11 @@ pub fn plan(o: &Observed) -> Vec<PipelineRunAction> {
     } else {
         if status.start_time.is_none() {
             status.start_time = Some(condition::timestamp(o.now));
-            condition::write(&mut status, &Condition::unknown("Started", String::new()), o.now);
+            condition::write(
+                &mut status,
+                &Condition::unknown("Started", String::new()),
+                o.now,
+            );
         }
         if spec_status == Some(spec_status::CANCELLED) {
             cancel(o, &mut status, &mut actions);
@@ -217,11 +221,12 @@ fn metadata_action(o: &Observed) -> Option<PipelineRunAction> {
         (None, _) => run.metadata.name.clone().unwrap_or_default(),
     };
     labels.insert(labels::PIPELINE.into(), pipeline_label);
-    (labels != current_labels || annotations != current_annotations)
-        .then_some(PipelineRunAction::SetMetadata {
+    (labels != current_labels || annotations != current_annotations).then_some(
+        PipelineRunAction::SetMetadata {
             labels,
             annotations,
-        })
+        },
+    )
 }
 
 /// The TaskRun of a pipeline task among the run's: the one named in `childReferences` (or
@@ -315,7 +320,8 @@ fn run_tasks(
     let declared_results = spec.results.clone();
     status.pipeline_spec = Some(spec);
     if condition.is_done() {
-        let results = results::pipeline_results(declared_results.as_deref().unwrap_or_default(), &facts);
+        let results =
+            results::pipeline_results(declared_results.as_deref().unwrap_or_default(), &facts);
         match results {
             Ok(results) => {
                 condition::write(status, &condition, o.now);
@@ -437,7 +443,10 @@ fn start_one(
 }
 
 /// `childReferences`: one per task with a TaskRun, in Pipeline order.
-fn child_references(facts: &Facts, skips: &BTreeMap<String, SkipReason>) -> Vec<ChildStatusReference> {
+fn child_references(
+    facts: &Facts,
+    skips: &BTreeMap<String, SkipReason>,
+) -> Vec<ChildStatusReference> {
     let statuses = facts.status_values(skips);
     facts
         .states

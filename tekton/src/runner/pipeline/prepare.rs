@@ -44,7 +44,10 @@ fn pipeline_spec(o: &Observed, names: &Names) -> Result<(PipelineSpec, String), 
         return Err(unsupported(names, "spec.pipelineRef.resolver"));
     }
     let wanted = wanted.and_then(|r| r.name.clone()).unwrap_or_default();
-    match o.pipeline.filter(|p| p.metadata.name.as_deref() == Some(wanted.as_str())) {
+    match o
+        .pipeline
+        .filter(|p| p.metadata.name.as_deref() == Some(wanted.as_str()))
+    {
         Some(found) => Ok((found.spec.clone(), wanted)),
         None => Err(RunFailure::CouldntGetPipeline {
             namespace: names.namespace.to_string(),
@@ -80,8 +83,7 @@ fn unsupported_field(task: &PipelineTask) -> Option<String> {
         if task_ref.resolver.is_some() {
             return Some("taskRef.resolver".into());
         }
-        if task_ref.kind.as_deref().is_some_and(|k| k != "Task") || task_ref.api_version.is_some()
-        {
+        if task_ref.kind.as_deref().is_some_and(|k| k != "Task") || task_ref.api_version.is_some() {
             return Some("taskRef.kind".into());
         }
     }
@@ -159,7 +161,12 @@ fn check_params(o: &Observed, spec: &PipelineSpec, names: &Names) -> Result<(), 
 }
 
 fn check_workspaces(o: &Observed, spec: &PipelineSpec, names: &Names) -> Result<(), RunFailure> {
-    let bound = o.pipeline_run.spec.workspaces.as_deref().unwrap_or_default();
+    let bound = o
+        .pipeline_run
+        .spec
+        .workspaces
+        .as_deref()
+        .unwrap_or_default();
     let unbound = spec
         .workspaces
         .iter()
@@ -182,7 +189,12 @@ fn check_task_run_specs(
     spec: &PipelineSpec,
     names: &Names,
 ) -> Result<(), RunFailure> {
-    let all = || spec.tasks.iter().flatten().chain(spec.finally.iter().flatten());
+    let all = || {
+        spec.tasks
+            .iter()
+            .flatten()
+            .chain(spec.finally.iter().flatten())
+    };
     for entry in o.pipeline_run.spec.task_run_specs.iter().flatten() {
         let name = entry.pipeline_task_name.clone().unwrap_or_default();
         if !all().any(|t| t.name == name) {

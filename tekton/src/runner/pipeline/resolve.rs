@@ -182,8 +182,20 @@ impl Values {
             binding.sub_path = binding.sub_path.as_deref().map(|t| self.text(t));
         }
         if let Some(embedded) = out.task_spec.as_mut() {
-            let mut own: Vec<String> = task.params.iter().flatten().map(|p| p.name.clone()).collect();
-            own.extend(embedded.task.params.iter().flatten().map(|p| p.name.clone()));
+            let mut own: Vec<String> = task
+                .params
+                .iter()
+                .flatten()
+                .map(|p| p.name.clone())
+                .collect();
+            own.extend(
+                embedded
+                    .task
+                    .params
+                    .iter()
+                    .flatten()
+                    .map(|p| p.name.clone()),
+            );
             let scoped = self.without_params(&own);
             if let Ok(mut json) = serde_json::to_value(&embedded.task) {
                 scoped.json(&mut json);

@@ -54,10 +54,7 @@ fn resolve_one(result: &PipelineResult, facts: &Facts) -> Resolution {
             let Some(r) = parse_result_ref(expression, prefix) else {
                 return Resolution::Invalid;
             };
-            let Some(state) = facts
-                .state(&r.task)
-                .filter(|s| s.finally == finally)
-            else {
+            let Some(state) = facts.state(&r.task).filter(|s| s.finally == finally) else {
                 return Resolution::Invalid;
             };
             if state.outcome != Outcome::Succeeded {

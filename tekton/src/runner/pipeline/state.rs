@@ -65,7 +65,10 @@ impl Outcome {
 
     /// Ended without succeeding (Tekton's `isFailure`).
     pub fn is_failure(self) -> bool {
-        matches!(self, Outcome::Failed | Outcome::Cancelled | Outcome::TimedOut)
+        matches!(
+            self,
+            Outcome::Failed | Outcome::Cancelled | Outcome::TimedOut
+        )
     }
 }
 
@@ -301,9 +304,9 @@ impl Facts<'_> {
             return Some(SkipReason::WhenExpressions);
         }
         let parents: Vec<String> = self.graph.parents(name).cloned().collect();
-        let parent_skipped = parents.iter().any(|p| {
-            matches!(self.dag_skip(p, cache), Some(r) if r != SkipReason::WhenExpressions)
-        });
+        let parent_skipped = parents.iter().any(
+            |p| matches!(self.dag_skip(p, cache), Some(r) if r != SkipReason::WhenExpressions),
+        );
         if parent_skipped {
             return Some(SkipReason::ParentTasks);
         }

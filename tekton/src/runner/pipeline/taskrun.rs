@@ -128,7 +128,10 @@ fn task_run_labels(
     spec: &PipelineTaskRunSpec,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    add_absent(&mut out, spec.metadata.as_ref().and_then(|m| m.labels.as_ref()));
+    add_absent(
+        &mut out,
+        spec.metadata.as_ref().and_then(|m| m.labels.as_ref()),
+    );
     let mut own = run.metadata.labels.clone().unwrap_or_default();
     own.insert(
         labels::PIPELINE_RUN.into(),
@@ -142,7 +145,11 @@ fn task_run_labels(
     let member = if state.finally { "finally" } else { "tasks" };
     own.insert(labels::MEMBER_OF.into(), member.into());
     add_absent(&mut out, Some(&own));
-    let embedded = state.task.task_spec.as_ref().and_then(|t| t.metadata.as_ref());
+    let embedded = state
+        .task
+        .task_spec
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref());
     add_absent(&mut out, embedded.and_then(|m| m.labels.as_ref()));
     out
 }
@@ -160,7 +167,11 @@ fn task_run_annotations(
     let mut own = run.metadata.annotations.clone().unwrap_or_default();
     own.retain(|k, _| !k.starts_with("chains.tekton.dev/"));
     add_absent(&mut out, Some(&own));
-    let embedded = state.task.task_spec.as_ref().and_then(|t| t.metadata.as_ref());
+    let embedded = state
+        .task
+        .task_spec
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref());
     add_absent(&mut out, embedded.and_then(|m| m.annotations.as_ref()));
     if state.continues_on_error() {
         out.insert(ON_ERROR_ANNOTATION.into(), "continue".into());
