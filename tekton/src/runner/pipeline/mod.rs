@@ -198,15 +198,31 @@ fn cancel(o: &Observed, status: &mut PipelineRunStatus, actions: &mut Vec<Pipeli
     condition::write(status, &cancelled, o.now);
 }
 
-/// The run's labels and annotations as Tekton sets them, when they differ from the run's.
+/// The run's labels and annotations as Tekton sets them, when they differ from the run's:
+/// `tekton.dev/pipeline` when absent (the `pipelineRef` name, else the run's); on first
+/// resolution (no `status.pipelineSpec` yet) the Pipeline's labels and annotations under
+/// the run's and `tekton.dev/pipeline` its name (the run's for an embedded spec).
 fn metadata_action(o: &Observed) -> Option<PipelineRunAction> {
     let run = o.pipeline_run;
+    let run_name = run.metadata.name.clone().unwrap_or_default();
     let current_labels = run.metadata.labels.clone().unwrap_or_default();
     let current_annotations = run.metadata.annotations.clone().unwrap_or_default();
     let mut labels = current_labels.clone();
     let mut annotations = current_annotations.clone();
-    let pipeline_label = match (pipeline_to_fetch(run), o.pipeline) {
-        (Some(wanted), Some(found)) if found.metadata.name.as_deref() == Some(wanted) => {
+    let wanted = pipeline_to_fetch(run);
+    labels
+        .entry(labels::PIPELINE.into())
+        .or_insert_with(|| wanted.map_or_else(|| run_name.clone(), String::from));
+    let first_resolution = run
+        .status
+        .as_ref()
+        .and_then(|s| s.pipeline_spec.as_ref())
+        .is_none();
+    if first_resolution {
+        let fetched = o
+            .pipeline
+            .filter(|p| wanted.is_some() && p.metadata.name.as_deref() == wanted);
+        if let Some(found) = fetched {
             for (k, v) in found.metadata.labels.iter().flatten() {
                 labels.entry(k.clone()).or_insert_with(|| v.clone());
             }
@@ -215,12 +231,11 @@ fn metadata_action(o: &Observed) -> Option<PipelineRunAction> {
                     annotations.entry(k.clone()).or_insert_with(|| v.clone());
                 }
             }
-            wanted.to_string()
+            labels.insert(labels::PIPELINE.into(), wanted.unwrap_or_default().into());
+        } else if run.spec.pipeline_spec.is_some() {
+            labels.insert(labels::PIPELINE.into(), run_name);
         }
-        (Some(wanted), _) => wanted.to_string(),
-        (None, _) => run.metadata.name.clone().unwrap_or_default(),
-    };
-    labels.insert(labels::PIPELINE.into(), pipeline_label);
+    }
     (labels != current_labels || annotations != current_annotations).then_some(
         PipelineRunAction::SetMetadata {
             labels,

@@ -910,3 +910,136 @@ fn the_spec_type_is_used_for_observed() {
         "tekton.dev/pipelineRun=r,tekton.dev/pipelineRunUID="
     );
 }
+
+#[test]
+fn a_when_skip_does_not_cascade_but_missing_results_and_their_children_are_skipped() {
+    let spec = json!({"tasks": [
+        pt("a", json!({"when": [{"input": "x", "operator": "notin", "values": ["x"]}]})),
+        pt("b", json!({"params": [{"name": "text", "value": "$(tasks.a.results.out)"}]})),
+        pt("c", json!({"runAfter": ["b"]})),
+        pt("d", json!({"runAfter": ["a"]})),
+    ]});
+    let mut w = World::new(run_with(json!({})), spec);
+    assert_eq!(created_names(&w.step()), ["run-d"]);
+    assert_eq!(
+        skipped(&w),
+        [
+            ("a".into(), "When Expressions evaluated to false".into()),
+            ("b".into(), "Results were missing".into()),
+            ("c".into(), "Parent Tasks were skipped".into()),
+        ]
+    );
+}
+
+#[test]
+fn a_finally_task_can_be_guarded_by_the_aggregate_status() {
+    let spec = json!({
+    "tasks": [pt("a", json!({}))],
+    "finally": [
+        pt("on-failure", json!({"when": [{"input": "$(tasks.status)", "operator": "in", "values": ["Failed"]}]})),
+        pt("always", json!({})),
+    ]});
+    let mut w = World::new(run_with(json!({})), spec);
+    w.step();
+    w.end("run-a", "True", "Succeeded", json!([]));
+    assert_eq!(created_names(&w.step()), ["run-always"]);
+    assert_eq!(
+        serde_json::to_value(&w.status().skipped_tasks).unwrap(),
+        json!([{"name": "on-failure", "reason": "When Expressions evaluated to false",
+                "whenExpressions": [{"input": "Succeeded", "operator": "in", "values": ["Failed"]}]}])
+    );
+    w.end("run-always", "True", "Succeeded", json!([]));
+    w.step();
+    assert_eq!(
+        w.condition(),
+        cond(
+            "True",
+            "Completed",
+            "Tasks Completed: 2 (Failed: 0, Cancelled 0), Skipped: 1"
+        )
+    );
+}
+
+#[test]
+fn params_of_the_wrong_type_and_task_run_specs_of_no_task_fail_the_run() {
+    let spec = json!({"params": [{"name": "l", "type": "array"}], "tasks": [pt("a", json!({}))]});
+    let run = run_with(json!({"spec": {"params": [{"name": "l", "value": "s"}]}}));
+    let mut w = World::new(run, spec);
+    assert_eq!(
+        failure_of(&mut w),
+        cond(
+            "False",
+            "ParameterTypeMismatch",
+            "[User error] PipelineRun ns/run parameters have mismatching types with Pipeline ns/build's parameters: parameters have inconsistent types : [l]"
+        )
+    );
+    let run = run_with(json!({"spec": {"taskRunSpecs": [{"pipelineTaskName": "ghost"}]}}));
+    let mut w = World::new(run, linear());
+    assert_eq!(
+        failure_of(&mut w),
+        cond(
+            "False",
+            "InvalidTaskRunSpecs",
+            "[User error] PipelineRun ns/run doesn't define taskRunSpecs correctly: pipelineRun's taskrunSpecs defined wrong taskName: \"ghost\", does not exist in Pipeline"
+        )
+    );
+}
+
+#[test]
+fn the_pipeline_label_is_kept_once_set_and_the_pipelines_metadata_merged_once() {
+    let run = run_with(json!({"metadata": {"labels": {"team": "mine"}}}));
+    let mut w = World::new(run, linear());
+    if let Some(p) = w.pipeline.as_mut() {
+        p.metadata.annotations = Some(
+            [
+                ("doc".to_string(), "d".to_string()),
+                (LAST_APPLIED.to_string(), "{}".to_string()),
+            ]
+            .into(),
+        );
+    }
+    w.step();
+    assert_eq!(
+        serde_json::to_value(&w.run.metadata.labels).unwrap(),
+        json!({"team": "mine", "tekton.dev/pipeline": "build"})
+    );
+    assert_eq!(
+        serde_json::to_value(&w.run.metadata.annotations).unwrap(),
+        json!({"doc": "d"})
+    );
+    w.run.metadata.labels = Some([("tekton.dev/pipeline".to_string(), "other".to_string())].into());
+    let actions = w.plan();
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, PipelineRunAction::SetMetadata { .. })),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn the_start_time_is_the_earliest_of_the_run_and_its_task_runs() {
+    let mut w = World::new(run_with(json!({})), linear());
+    w.now = at("2026-11-29T09:59:00Z");
+    w.step();
+    // The status was lost; the next reconcile starts later but finds the TaskRun.
+    w.run.status = None;
+    w.now = at(NOW);
+    w.step();
+    assert_eq!(
+        w.status().start_time.as_deref(),
+        Some("2026-11-29T09:59:00Z")
+    );
+}
+
+#[test]
+fn an_unbound_workspace_a_task_declares_optional_is_left_out() {
+    let spec = json!({
+        "workspaces": [{"name": "cache", "optional": true}],
+        "tasks": [{"name": "a", "workspaces": [{"name": "cache"}],
+                   "taskSpec": {"workspaces": [{"name": "cache", "optional": true}],
+                                "steps": [{"name": "s", "image": "i"}]}}]});
+    let mut w = World::new(run_with(json!({})), spec);
+    let actions = w.step();
+    assert_eq!(created(&actions)[0].spec.workspaces, None);
+}

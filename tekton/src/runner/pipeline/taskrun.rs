@@ -228,7 +228,7 @@ fn task_run_workspaces(
             }
         }
     }
-    Ok(Some(out))
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// The TaskRun for `state` (its pipeline task fully substituted), named `name`.
