@@ -286,7 +286,7 @@ fn run_tasks(
         spec,
         graph,
         mut states,
-        context,
+        binding_values,
     } = prepared;
     for state in &mut states {
         if let Some(tr) = task_run_of(o, state.name()) {
@@ -316,7 +316,9 @@ fn run_tasks(
     };
     cancel_running(&facts, actions);
     if !expired.pipeline {
-        if let Err(failure) = start_tasks(o, &mut facts, &timeouts, &context, status, actions) {
+        if let Err(failure) =
+            start_tasks(o, &mut facts, &timeouts, &binding_values, status, actions)
+        {
             fail(status, &failure, o.now);
             return;
         }
@@ -400,18 +402,18 @@ fn start_tasks(
     o: &Observed,
     facts: &mut Facts,
     timeouts: &Timeouts,
-    context: &Values,
+    bindings: &Values,
     status: &mut PipelineRunStatus,
     actions: &mut Vec<PipelineRunAction>,
 ) -> Result<(), RunFailure> {
     for name in facts.dag_candidates() {
-        start_one(o, facts, &name, None, timeouts, context, actions)?;
+        start_one(o, facts, &name, None, timeouts, bindings, actions)?;
     }
     let finally = facts.finally_candidates();
     if !finally.is_empty() {
         let statuses = facts.status_values(&facts.dag_skips());
         for name in &finally {
-            start_one(o, facts, name, Some(&statuses), timeouts, context, actions)?;
+            start_one(o, facts, name, Some(&statuses), timeouts, bindings, actions)?;
         }
         if status.finally_start_time.is_none() {
             status.finally_start_time = Some(condition::timestamp(o.now));
@@ -440,15 +442,19 @@ fn start_one(
     name: &str,
     statuses: Option<&Values>,
     timeouts: &Timeouts,
-    context: &Values,
+    bindings: &Values,
     actions: &mut Vec<PipelineRunAction>,
 ) -> Result<(), RunFailure> {
     let Some(state) = facts.state(name) else {
         return Ok(());
     };
-    let resolved = resolved_task(facts, state, statuses);
+    let mut retries = Values::default();
+    let count = state.task.retries.unwrap_or_default().to_string();
+    retries.insert_str("context.pipelineTask.retries", &count);
+    let mut resolved = resolved_task(facts, state, statuses);
+    resolved.task = retries.pipeline_task(&resolved.task);
     let run_name = taskrun::task_run_name(o.pipeline_run, name);
-    let task_run = taskrun::make(o.pipeline_run, &run_name, &resolved, timeouts, context)?;
+    let task_run = taskrun::make(o.pipeline_run, &run_name, &resolved, timeouts, bindings)?;
     actions.push(PipelineRunAction::CreateTaskRun(Box::new(task_run)));
     if let Some(state) = facts.state_mut(name) {
         state.run_name = Some(run_name);

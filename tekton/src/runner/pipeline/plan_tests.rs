@@ -1043,3 +1043,25 @@ fn an_unbound_workspace_a_task_declares_optional_is_left_out() {
     let actions = w.step();
     assert_eq!(created(&actions)[0].spec.workspaces, None);
 }
+
+#[test]
+fn the_runs_bindings_take_its_params_and_a_task_its_retry_count() {
+    let run = run_with(json!({"spec": {
+        "params": [{"name": "vm", "value": "vm-1"}],
+        "workspaces": [{"name": "data", "subPath": "$(params.vm)/$(context.pipelineRun.name)",
+                        "persistentVolumeClaim": {"claimName": "claim-$(params.vm)"}}]}}));
+    let spec = json!({
+        "params": [{"name": "vm"}],
+        "workspaces": [{"name": "data"}],
+        "tasks": [pt("a", json!({"retries": 3, "workspaces": [{"name": "out", "workspace": "data"}],
+                                 "params": [{"name": "text", "value": "$(context.pipelineTask.retries)"}]}))]});
+    let mut w = World::new(run, spec);
+    let actions = w.step();
+    let tr = created(&actions)[0];
+    assert_eq!(param(tr, "text"), json!("3"));
+    assert_eq!(
+        serde_json::to_value(&tr.spec.workspaces).unwrap(),
+        json!([{"name": "out", "subPath": "vm-1/run",
+                "persistentVolumeClaim": {"claimName": "claim-vm-1"}}])
+    );
+}

@@ -22,8 +22,8 @@ pub struct Prepared {
     pub graph: Graph,
     /// `tasks` then `finally`, each with its Task, none yet with its TaskRun.
     pub states: Vec<TaskState>,
-    /// `$(context.…)` values, also used in the run's workspace subpaths.
-    pub context: Values,
+    /// The run's params and `$(context.…)` values, for the run's workspace bindings.
+    pub binding_values: Values,
 }
 
 /// Who's who in the messages: the run's namespace and name, the Pipeline's name.
@@ -295,8 +295,8 @@ pub fn prepare(o: &Observed) -> Result<Prepared, RunFailure> {
 
     let passed = pr.spec.params.as_deref().unwrap_or_default();
     let mut values = resolve::param_values(raw.params.as_deref().unwrap_or_default(), passed);
-    let context = resolve::context_values(pr, &pipeline_name);
-    values.extend(&context);
+    values.extend(&resolve::context_values(pr, &pipeline_name));
+    let binding_values = values.clone();
     values.extend(&resolve::workspace_values(&raw, pr));
     let spec = resolve::apply_to_spec(&raw, &values);
 
@@ -334,6 +334,6 @@ pub fn prepare(o: &Observed) -> Result<Prepared, RunFailure> {
         spec,
         graph,
         states,
-        context,
+        binding_values,
     })
 }

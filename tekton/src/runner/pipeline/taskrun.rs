@@ -190,12 +190,22 @@ fn join_sub_paths(a: Option<&str>, b: Option<&str>) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
+/// A binding of the run with the run's params and context put in its strings (claim,
+/// ConfigMap and Secret names, subpath).
+fn substituted_binding(binding: &WorkspaceBinding, run_values: &Values) -> WorkspaceBinding {
+    let Ok(mut json) = serde_json::to_value(binding) else {
+        return binding.clone();
+    };
+    run_values.json(&mut json);
+    serde_json::from_value(json).unwrap_or_else(|_| binding.clone())
+}
+
 /// The TaskRun's workspaces: for each of the pipeline task's, the run's binding of the
 /// Pipeline workspace it names, renamed to the Task's workspace, subpaths joined.
 fn task_run_workspaces(
     run: &PipelineRun,
     state: &TaskState,
-    context: &Values,
+    run_values: &Values,
 ) -> Result<Option<Vec<WorkspaceBinding>>, RunFailure> {
     let Some(bindings) = state.task.workspaces.as_ref() else {
         return Ok(None);
@@ -206,10 +216,10 @@ fn task_run_workspaces(
         let pipeline_ws = binding.workspace.as_deref().unwrap_or(&binding.name);
         match provided.iter().find(|b| b.name == pipeline_ws) {
             Some(found) => {
-                let mut bound = found.clone();
+                let mut bound = substituted_binding(found, run_values);
                 bound.name = binding.name.clone();
-                let outer = found.sub_path.as_deref().map(|p| context.text(p));
-                bound.sub_path = join_sub_paths(outer.as_deref(), binding.sub_path.as_deref());
+                bound.sub_path =
+                    join_sub_paths(bound.sub_path.as_deref(), binding.sub_path.as_deref());
                 out.push(bound);
             }
             None => {
@@ -231,13 +241,14 @@ fn task_run_workspaces(
     Ok((!out.is_empty()).then_some(out))
 }
 
-/// The TaskRun for `state` (its pipeline task fully substituted), named `name`.
+/// The TaskRun for `state` (its pipeline task fully substituted), named `name`;
+/// `run_values` are the run's params and context, put in the run's workspace bindings.
 pub fn make(
     run: &PipelineRun,
     name: &str,
     state: &TaskState,
     timeouts: &Timeouts,
-    context: &Values,
+    run_values: &Values,
 ) -> Result<TaskRun, RunFailure> {
     let settings = task_run_spec(run, state.name());
     let task = &state.task;
@@ -264,7 +275,7 @@ pub fn make(
         retries: task.retries,
         timeout,
         pod_template: settings.pod_template.clone(),
-        workspaces: task_run_workspaces(run, state, context)?,
+        workspaces: task_run_workspaces(run, state, run_values)?,
         step_specs: settings.step_specs.clone(),
         sidecar_specs: settings.sidecar_specs.clone(),
         compute_resources: settings.compute_resources.clone(),
