@@ -397,7 +397,7 @@ fn cancel_running(facts: &Facts, actions: &mut Vec<PipelineRunAction>) {
 }
 
 /// Creates the TaskRuns of the DAG tasks that can start, then (the DAG done) of the
-/// finally tasks, noting each in the facts as running.
+/// finally tasks, noting each in the facts as running; none when one cannot be made.
 fn start_tasks(
     o: &Observed,
     facts: &mut Facts,
@@ -406,19 +406,29 @@ fn start_tasks(
     status: &mut PipelineRunStatus,
     actions: &mut Vec<PipelineRunAction>,
 ) -> Result<(), RunFailure> {
+    let mut made = Vec::new();
     for name in facts.dag_candidates() {
-        start_one(o, facts, &name, None, timeouts, bindings, actions)?;
+        start_one(o, facts, &name, None, timeouts, bindings, &mut made)?;
     }
     let finally = facts.finally_candidates();
     if !finally.is_empty() {
         let statuses = facts.status_values(&facts.dag_skips());
         for name in &finally {
-            start_one(o, facts, name, Some(&statuses), timeouts, bindings, actions)?;
+            start_one(
+                o,
+                facts,
+                name,
+                Some(&statuses),
+                timeouts,
+                bindings,
+                &mut made,
+            )?;
         }
         if status.finally_start_time.is_none() {
             status.finally_start_time = Some(condition::timestamp(o.now));
         }
     }
+    actions.extend(made);
     Ok(())
 }
 

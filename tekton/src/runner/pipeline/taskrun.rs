@@ -292,3 +292,7 @@ pub fn make(
     };
     Ok(task_run)
 }
+
+#[cfg(test)]
+#[path = "taskrun_tests.rs"]
+mod tests;

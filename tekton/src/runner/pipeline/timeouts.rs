@@ -65,3 +65,7 @@ pub fn remaining(timeout: Duration, start: Timestamp, now: Timestamp) -> Option<
     let spent = Duration::try_from(now.duration_since(start)).unwrap_or_default();
     timeout.checked_sub(spent)
 }
+
+#[cfg(test)]
+#[path = "timeouts_tests.rs"]
+mod tests;
