@@ -21,18 +21,20 @@
 pub mod condition;
 pub mod dag;
 pub mod failure;
+pub mod metadata;
 pub mod prepare;
 pub mod refs;
 pub mod resolve;
 pub mod results;
 pub mod state;
+pub mod status;
 pub mod taskrun;
 pub mod timeouts;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use api::tekton::pipelinerun::{ChildStatusReference, SkippedTask, spec_status};
+use api::tekton::pipelinerun::spec_status;
 use api::tekton::{Pipeline, PipelineRun, PipelineRunStatus, Task, TaskRun};
 use jiff::Timestamp;
 
@@ -40,15 +42,10 @@ use self::condition::{Condition, RunClock};
 use self::failure::RunFailure;
 use self::prepare::Prepared;
 use self::resolve::Values;
-use self::state::{
-    CANCELLED_BY_PIPELINE_RUN, Expired, Facts, Outcome, SkipReason, TIMED_OUT_BY_PIPELINE_RUN,
-    TaskState,
-};
+use self::state::{CANCELLED_BY_PIPELINE_RUN, Expired, Facts, Outcome, TIMED_OUT_BY_PIPELINE_RUN};
+use self::status::{child_references, next_timeout, non_empty, skipped_tasks, start_time};
 use self::taskrun::labels;
 use self::timeouts::Timeouts;
-
-/// The annotation kubectl keeps its last applied object in; not copied from a Pipeline.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Everything [`plan`] looks at.
 #[derive(Debug, Clone)]
@@ -127,7 +124,7 @@ pub fn plan(o: &Observed) -> Vec<PipelineRunAction> {
         return Vec::new();
     }
     let mut actions = Vec::new();
-    actions.extend(metadata_action(o));
+    actions.extend(metadata::metadata_action(o));
     let mut status = before.clone();
     let spec_status = run.spec.status.as_deref();
     let name = run.metadata.name.as_deref().unwrap_or_default();
@@ -198,52 +195,6 @@ fn cancel(o: &Observed, status: &mut PipelineRunStatus, actions: &mut Vec<Pipeli
     condition::write(status, &cancelled, o.now);
 }
 
-/// The run's labels and annotations as Tekton sets them, when they differ from the run's:
-/// `tekton.dev/pipeline` when absent (the `pipelineRef` name, else the run's); on first
-/// resolution (no `status.pipelineSpec` yet) the Pipeline's labels and annotations under
-/// the run's and `tekton.dev/pipeline` its name (the run's for an embedded spec).
-fn metadata_action(o: &Observed) -> Option<PipelineRunAction> {
-    let run = o.pipeline_run;
-    let run_name = run.metadata.name.clone().unwrap_or_default();
-    let current_labels = run.metadata.labels.clone().unwrap_or_default();
-    let current_annotations = run.metadata.annotations.clone().unwrap_or_default();
-    let mut labels = current_labels.clone();
-    let mut annotations = current_annotations.clone();
-    let wanted = pipeline_to_fetch(run);
-    labels
-        .entry(labels::PIPELINE.into())
-        .or_insert_with(|| wanted.map_or_else(|| run_name.clone(), String::from));
-    let first_resolution = run
-        .status
-        .as_ref()
-        .and_then(|s| s.pipeline_spec.as_ref())
-        .is_none();
-    if first_resolution {
-        let fetched = o
-            .pipeline
-            .filter(|p| wanted.is_some() && p.metadata.name.as_deref() == wanted);
-        if let Some(found) = fetched {
-            for (k, v) in found.metadata.labels.iter().flatten() {
-                labels.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            for (k, v) in found.metadata.annotations.iter().flatten() {
-                if k != LAST_APPLIED {
-                    annotations.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
-            labels.insert(labels::PIPELINE.into(), wanted.unwrap_or_default().into());
-        } else if run.spec.pipeline_spec.is_some() {
-            labels.insert(labels::PIPELINE.into(), run_name);
-        }
-    }
-    (labels != current_labels || annotations != current_annotations).then_some(
-        PipelineRunAction::SetMetadata {
-            labels,
-            annotations,
-        },
-    )
-}
-
 /// The TaskRun of a pipeline task among the run's: the one named in `childReferences` (or
 /// as it would be named), else one labelled with the task.
 fn task_run_of<'a>(o: &Observed<'a>, task: &str) -> Option<&'a TaskRun> {
@@ -260,16 +211,6 @@ fn task_run_of<'a>(o: &Observed<'a>, task: &str) -> Option<&'a TaskRun> {
                     .is_some_and(|t| t == task)
             })
         })
-}
-
-/// The earliest of the run's start and its TaskRuns' creation.
-fn start_time(o: &Observed, status: &PipelineRunStatus) -> Option<Timestamp> {
-    let recorded = status.start_time.as_deref().and_then(condition::parse_time);
-    o.task_runs
-        .iter()
-        .filter_map(|tr| tr.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .chain(recorded)
-        .min()
 }
 
 /// Steps 7–13 of the reconcile: cancel for graceful cancel and timeouts, start what can
@@ -365,10 +306,6 @@ fn run_tasks(
     }
 }
 
-fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
-    (!items.is_empty()).then_some(items)
-}
-
 /// The cancel patches for graceful cancellation and timeouts: running TaskRuns of the
 /// sections concerned not yet asked to stop.
 fn cancel_running(facts: &Facts, actions: &mut Vec<PipelineRunAction>) {
@@ -432,20 +369,6 @@ fn start_tasks(
     Ok(())
 }
 
-/// The pipeline task with the results it reads (and, for finally tasks, the statuses) put
-/// in, when they resolve.
-fn resolved_task(facts: &Facts, state: &TaskState, statuses: Option<&Values>) -> TaskState {
-    let mut values = facts
-        .result_values(&refs::task_result_refs(&state.task))
-        .unwrap_or_default();
-    if let Some(statuses) = statuses {
-        values.extend(statuses);
-    }
-    let mut out = state.clone();
-    out.task = values.pipeline_task(&state.task);
-    out
-}
-
 fn start_one(
     o: &Observed,
     facts: &mut Facts,
@@ -461,7 +384,7 @@ fn start_one(
     let mut retries = Values::default();
     let count = state.task.retries.unwrap_or_default().to_string();
     retries.insert_str("context.pipelineTask.retries", &count);
-    let mut resolved = resolved_task(facts, state, statuses);
+    let mut resolved = facts.resolved(state, statuses);
     resolved.task = retries.pipeline_task(&resolved.task);
     let run_name = taskrun::task_run_name(o.pipeline_run, name);
     let task_run = taskrun::make(o.pipeline_run, &run_name, &resolved, timeouts, bindings)?;
@@ -471,71 +394,6 @@ fn start_one(
         state.outcome = Outcome::Running;
     }
     Ok(())
-}
-
-/// `childReferences`: one per task with a TaskRun, in Pipeline order.
-fn child_references(
-    facts: &Facts,
-    skips: &BTreeMap<String, SkipReason>,
-) -> Vec<ChildStatusReference> {
-    let statuses = facts.status_values(skips);
-    facts
-        .states
-        .iter()
-        .filter_map(|s| {
-            let name = s.run_name.clone()?;
-            let task = resolved_task(facts, s, s.finally.then_some(&statuses)).task;
-            Some(ChildStatusReference {
-                api_version: Some(api::tekton::V1.into()),
-                kind: Some("TaskRun".into()),
-                name: Some(name),
-                display_name: task.display_name.clone(),
-                pipeline_task_name: Some(task.name.clone()),
-                when_expressions: task.when.clone(),
-            })
-        })
-        .collect()
-}
-
-/// `skippedTasks`: each skipped task and why, with its when expressions (for a finally
-/// task only when they are the reason).
-fn skipped_tasks(facts: &Facts, skips: &BTreeMap<String, SkipReason>) -> Vec<SkippedTask> {
-    let statuses = facts.status_values(skips);
-    facts
-        .states
-        .iter()
-        .filter_map(|s| {
-            let reason = *skips.get(s.name())?;
-            let task = resolved_task(facts, s, s.finally.then_some(&statuses)).task;
-            let with_when = !s.finally || reason == SkipReason::WhenExpressions;
-            Some(SkippedTask {
-                name: s.name().to_string(),
-                reason: reason.as_str().to_string(),
-                when_expressions: task.when.filter(|_| with_when),
-            })
-        })
-        .collect()
-}
-
-/// How long until the next of the run's clocks runs out.
-fn next_timeout(
-    timeouts: &Timeouts,
-    start: Option<Timestamp>,
-    finally_start: Option<Timestamp>,
-    now: Timestamp,
-) -> Option<Duration> {
-    let clocks = [
-        (Some(timeouts.pipeline), start),
-        (timeouts.tasks, start),
-        (timeouts.finally, finally_start),
-    ];
-    clocks
-        .into_iter()
-        .filter_map(|(timeout, from)| {
-            let timeout = timeout.filter(|t| !t.is_zero())?;
-            timeouts::remaining(timeout, from?, now)
-        })
-        .min()
 }
 
 #[cfg(test)]

@@ -993,7 +993,7 @@ fn the_pipeline_label_is_kept_once_set_and_the_pipelines_metadata_merged_once() 
         p.metadata.annotations = Some(
             [
                 ("doc".to_string(), "d".to_string()),
-                (LAST_APPLIED.to_string(), "{}".to_string()),
+                (metadata::LAST_APPLIED.to_string(), "{}".to_string()),
             ]
             .into(),
         );

@@ -403,6 +403,20 @@ impl Facts<'_> {
         Ok(values)
     }
 
+    /// A task with the results it reads (and `statuses`, for finally tasks) put in, when
+    /// they resolve.
+    pub fn resolved(&self, state: &TaskState, statuses: Option<&Values>) -> TaskState {
+        let mut values = self
+            .result_values(&refs::task_result_refs(&state.task))
+            .unwrap_or_default();
+        if let Some(statuses) = statuses {
+            values.extend(statuses);
+        }
+        let mut out = state.clone();
+        out.task = values.pipeline_task(&state.task);
+        out
+    }
+
     /// `$(tasks.T.status)`, `$(tasks.T.reason)` of each DAG task and `$(tasks.status)`, for
     /// finally tasks.
     pub fn status_values(&self, dag_skips: &BTreeMap<String, SkipReason>) -> Values {
