@@ -1,7 +1,7 @@
 //! The PipelineRun controller's decision, with no I/O: the run and what it refers to in
 //! ([`Observed`]), the steps of one reconcile out ([`PipelineRunAction`]), as Tekton
-//! Pipelines v1.15.0's PipelineRun reconciler decides them (`docs/notes` §1.5–1.6, 2.2–2.3,
-//! 3, 4.2, 5.3, 6, 7).
+//! Pipelines v1.15.0's PipelineRun reconciler decides them (`docs/notes/tekton-runner-upstream.md`
+//! §1.5–1.6, 2.2–2.3, 3, 4.2, 5.3, 6, 7).
 //!
 //! How a runtime drives it, on every change of the run or of one of its TaskRuns:
 //! 1. read the PipelineRun; if [`pipeline_to_fetch`] names a Pipeline, get it from the
@@ -10,13 +10,18 @@
 //!    the TaskRuns labelled [`child_selector`];
 //! 3. call [`plan`] and apply the actions in order (see [`PipelineRunAction`]); a failed
 //!    action ends the pass (the next reconcile plans again from what is there: planning is
-//!    idempotent).
+//!    idempotent); requeue after [`PipelineRunAction::Requeue`] if nothing else changes.
 //!
 //! The modules, one concern each: [`prepare`] (Pipeline, Tasks, validation, substitution),
 //! [`dag`] (the graph), [`refs`] (result references), [`resolve`] (variable values and
 //! substitution), [`state`] (per-task facts, skipping, scheduling), [`condition`] (the
-//! `Succeeded` condition), [`results`] (pipeline results), [`taskrun`] (the TaskRun made
-//! for a task), [`timeouts`] and [`failure`] (why a run cannot run).
+//! `Succeeded` condition), [`status`] (the other status fields), [`metadata`] (the run's
+//! labels), [`results`] (pipeline results), [`taskrun`] (the TaskRun made for a task),
+//! [`timeouts`] and [`failure`] (why a run cannot run).
+//!
+//! Refused by name (a `PipelineValidationFailed` condition naming the field): matrix, custom
+//! tasks, resolvers, pipelines in pipelines, CEL when expressions, `volumeClaimTemplate`
+//! workspaces.
 
 pub mod condition;
 pub mod dag;

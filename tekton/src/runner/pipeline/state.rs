@@ -216,7 +216,7 @@ impl Facts<'_> {
         })
     }
 
-    /// Why each DAG task is skipped, if it is ([`Facts::dag_skip`]).
+    /// Why each DAG task is skipped, if it is (`ResolvedPipelineTask.skip`, first match).
     pub fn dag_skips(&self) -> BTreeMap<String, SkipReason> {
         let mut cache = BTreeMap::new();
         for name in self.graph.topological() {
@@ -228,8 +228,8 @@ impl Facts<'_> {
             .collect()
     }
 
-    /// Why each task is skipped, if it is: DAG tasks by [`Facts::dag_skip`], finally tasks
-    /// (once the DAG is done) by [`Facts::finally_skip`].
+    /// Why each task is skipped, if it is: DAG tasks as upstream's `skip`, finally tasks
+    /// (once the DAG is done) as `IsFinallySkipped`.
     pub fn skips(&self) -> BTreeMap<String, SkipReason> {
         let mut out = self.dag_skips();
         if self.dag_done(&out) {
