@@ -153,7 +153,12 @@ pub fn plan(o: &Observed) -> Vec<PipelineRunAction> {
         } else {
             match prepare::prepare(o) {
                 Ok(prepared) => run_tasks(o, prepared, &mut status, &mut actions),
-                Err(failure) => fail(&mut status, &failure, o.now),
+                Err(failure) => {
+                    if status.pipeline_spec.is_none() {
+                        status.pipeline_spec = prepare::resolved_spec(o);
+                    }
+                    fail(&mut status, &failure, o.now)
+                }
             }
         }
     }

@@ -599,6 +599,11 @@ fn a_missing_param_fails_the_run() {
             "[User error] PipelineRun ns/run is missing some parameters required by Pipeline ns/build: pipelineRun missing parameters: [x y]"
         )
     );
+    assert_eq!(
+        w.status().pipeline_spec,
+        w.pipeline.as_ref().map(|p| p.spec.clone()),
+        "the spec as written is recorded"
+    );
 }
 
 #[test]
@@ -1063,5 +1068,30 @@ fn the_runs_bindings_take_its_params_and_a_task_its_retry_count() {
         serde_json::to_value(&tr.spec.workspaces).unwrap(),
         json!([{"name": "out", "subPath": "vm-1/run",
                 "persistentVolumeClaim": {"claimName": "claim-vm-1"}}])
+    );
+}
+
+#[test]
+fn a_finally_task_reading_a_result_that_was_never_made_is_skipped() {
+    let spec = json!({
+    "tasks": [pt("a", json!({"when": [{"input": "x", "operator": "in", "values": ["y"]}]})),
+              pt("b", json!({}))],
+    "finally": [
+        pt("use", json!({"params": [{"name": "text", "value": "$(tasks.a.results.out)"}]})),
+        pt("tell", json!({"params": [{"name": "text", "value": "$(tasks.a.status)/$(tasks.b.status)"}]})),
+    ]});
+    let mut w = World::new(run_with(json!({})), spec);
+    assert_eq!(created_names(&w.step()), ["run-b"]);
+    w.end("run-b", "True", "Succeeded", json!([]));
+    let actions = w.step();
+    assert_eq!(created_names(&actions), ["run-tell"]);
+    assert_eq!(param(created(&actions)[0], "text"), json!("None/Succeeded"));
+    assert_eq!(
+        serde_json::to_value(&w.status().skipped_tasks).unwrap(),
+        json!([
+            {"name": "a", "reason": "When Expressions evaluated to false",
+             "whenExpressions": [{"input": "x", "operator": "in", "values": ["y"]}]},
+            {"name": "use", "reason": "Results were missing"},
+        ])
     );
 }

@@ -5,12 +5,12 @@
 
 use api::tekton::{PipelineSpec, PipelineTask, TaskSpec};
 
-use super::Observed;
 use super::dag::Graph;
 use super::failure::RunFailure;
 use super::refs;
 use super::resolve::{self, ParamProblem, Values};
 use super::state::{Outcome, TaskState};
+use super::{Observed, pipeline_to_fetch};
 
 /// The run, ready to be scheduled.
 #[derive(Debug, Clone)]
@@ -31,6 +31,19 @@ struct Names<'a> {
     namespace: &'a str,
     run: &'a str,
     pipeline: String,
+}
+
+/// The Pipeline the run runs as written (embedded, or the fetched one it names), as upstream
+/// stores it in `status.pipelineSpec` on first resolution, before checking it.
+pub fn resolved_spec(o: &Observed) -> Option<PipelineSpec> {
+    let pr = o.pipeline_run;
+    if let Some(spec) = &pr.spec.pipeline_spec {
+        return Some(spec.clone());
+    }
+    let wanted = pipeline_to_fetch(pr)?;
+    o.pipeline
+        .filter(|p| p.metadata.name.as_deref() == Some(wanted))
+        .map(|p| p.spec.clone())
 }
 
 /// The Pipeline the run runs, or why there is none.
