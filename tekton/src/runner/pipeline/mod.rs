@@ -165,6 +165,8 @@ pub fn plan(o: &Observed) -> Vec<PipelineRunAction> {
     if status != before {
         actions.push(PipelineRunAction::WriteStatus(Box::new(status)));
     }
+    // The requeue, if any, goes last (a stable sort keeps the others' order).
+    actions.sort_by_key(|a| matches!(a, PipelineRunAction::Requeue(_)));
     actions
 }
 

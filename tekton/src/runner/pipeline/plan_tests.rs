@@ -236,7 +236,14 @@ fn a_linear_pipeline_creates_each_task_as_the_previous_succeeds() {
         json!([{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": "run-a",
                 "pipelineTaskName": "a"}])
     );
-    assert!(actions.contains(&PipelineRunAction::Requeue(Duration::from_secs(3600))));
+    assert_eq!(
+        actions.last(),
+        Some(&PipelineRunAction::Requeue(Duration::from_secs(3600)))
+    );
+    assert!(matches!(
+        actions.first(),
+        Some(PipelineRunAction::SetMetadata { .. })
+    ));
 
     w.end("run-a", "True", "Succeeded", json!([]));
     w.now = at("2026-11-29T10:01:00Z");
