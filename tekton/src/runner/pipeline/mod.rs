@@ -235,7 +235,6 @@ fn run_tasks(
 ) {
     let run = o.pipeline_run;
     let Prepared {
-        pipeline_name: _,
         spec,
         graph,
         mut states,

@@ -15,8 +15,6 @@ use super::{Observed, pipeline_to_fetch};
 /// The run, ready to be scheduled.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    /// The Pipeline's name (the run's own for an embedded spec).
-    pub pipeline_name: String,
     /// The Pipeline after params, context and workspace substitution.
     pub spec: PipelineSpec,
     pub graph: Graph,
@@ -343,7 +341,6 @@ pub fn prepare(o: &Observed) -> Result<Prepared, RunFailure> {
         check_result_refs(&states)?;
     }
     Ok(Prepared {
-        pipeline_name,
         spec,
         graph,
         states,
