@@ -7,5 +7,6 @@
 
 pub mod duration;
 pub mod names;
+pub mod pipeline;
 pub mod substitution;
 pub mod taskrun;
