@@ -258,7 +258,7 @@ async fn run_foreground(dir: &Path, args: &UpArgs) -> anyhow::Result<()> {
 }
 
 /// The DataVolume and StorageProfile controllers against the embedded API server, the upload
-/// proxy, the TaskRun runner, and the cluster-wide CDIConfig `config` they and `image-upload` read; the VM
+/// proxy, the TaskRun and PipelineRun runners, and the cluster-wide CDIConfig `config` they and `image-upload` read; the VM
 /// controllers follow `kubevirt`, which the in-process components keep current.
 async fn start_controllers(
     control_plane: &ControlPlane,
@@ -277,8 +277,12 @@ async fn start_controllers(
     .await?;
     eprintln!("upload proxy on {}", uploads.proxy.url);
     crate::platform::ssp::start(&control_plane.client);
-    // Tekton's TaskRuns, run in pods of this machine (a cluster has Tekton Pipelines).
+    // Tekton's PipelineRuns and TaskRuns, run in pods of this machine (a cluster has Tekton
+    // Pipelines).
     tokio::spawn(tekton::runner::taskrun::run(control_plane.client.clone()));
+    tokio::spawn(tekton::runner::pipeline::controller::run(
+        control_plane.client.clone(),
+    ));
     let client = control_plane.client.clone();
     let config = operators::ControllerConfig {
         upload_certificates: Some(uploads.certificates),

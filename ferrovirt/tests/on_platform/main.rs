@@ -1,7 +1,7 @@
 //! The platform of `ferrovirt up`, one binary: DataVolumes, DataImportCrons, S3, clones,
 //! faults, the HPP operator, HCO, SSP, templates, the MAC pool, VM pools and VMI replica
 //! sets, PriorityClasses and VirtualMachineInstancePresets, pods of several containers,
-//! Tekton TaskRuns, and the soak test.
+//! Tekton TaskRuns and PipelineRuns, and the soak test.
 
 mod dataimportcron;
 mod datavolume_s3;
@@ -19,5 +19,5 @@ mod pvc_rendering;
 mod replicas;
 mod soak;
 mod ssp;
-mod taskruns;
+mod tekton_runs;
 mod templates;

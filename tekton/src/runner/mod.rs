@@ -6,6 +6,7 @@
 //! `docs/notes/tekton-runner-upstream.md`.
 
 pub mod duration;
+pub mod labels;
 pub mod names;
 pub mod pipeline;
 pub mod substitution;

@@ -24,6 +24,7 @@
 //! workspaces.
 
 pub mod condition;
+pub mod controller;
 pub mod dag;
 pub mod failure;
 pub mod metadata;

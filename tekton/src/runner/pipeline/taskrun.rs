@@ -18,18 +18,7 @@ use super::timeouts::Timeouts;
 use crate::runner::names::child_name;
 
 /// Labels Tekton puts on the objects of a run (`pkg/apis/pipeline/register.go`).
-pub mod labels {
-    pub const PIPELINE: &str = "tekton.dev/pipeline";
-    pub const PIPELINE_RUN: &str = "tekton.dev/pipelineRun";
-    pub const PIPELINE_RUN_UID: &str = "tekton.dev/pipelineRunUID";
-    pub const PIPELINE_TASK: &str = "tekton.dev/pipelineTask";
-    pub const MEMBER_OF: &str = "tekton.dev/memberOf";
-}
-
-/// The annotation of a TaskRun whose pipeline task has `onError: continue`.
-pub const ON_ERROR_ANNOTATION: &str = "pipeline.tekton.dev/pipeline-task-on-error";
-/// The service account a run without one gets (`default-service-account`).
-pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+pub use crate::runner::labels::{self, DEFAULT_SERVICE_ACCOUNT, ON_ERROR_ANNOTATION};
 
 /// The name of a pipeline task's TaskRun: the one recorded in `childReferences`, else
 /// `ChildName(pipelineRun, "-" + task)`.

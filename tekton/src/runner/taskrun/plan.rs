@@ -19,10 +19,7 @@ use super::status::{
     self, USER_ERROR, fail, from_pod, is_done, reason, set_condition, terminate_steps,
 };
 use crate::runner::duration::task_run_timed_out;
-
-/// The annotation a PipelineRun puts on the TaskRun of a pipeline task whose failure it
-/// ignores (`onError: continue`).
-pub const ON_ERROR_ANNOTATION: &str = "pipeline.tekton.dev/pipeline-task-on-error";
+use crate::runner::labels::ON_ERROR_ANNOTATION;
 
 /// What the reconciler saw.
 pub struct Observed<'a> {

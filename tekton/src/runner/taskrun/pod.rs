@@ -22,14 +22,11 @@ use kube::{Resource, ResourceExt};
 
 use crate::catalog::DEFAULT_IMAGE;
 use crate::results::TEKTON_RESULTS_DIR;
+use crate::runner::labels::{self, DEFAULT_SERVICE_ACCOUNT};
 use crate::runner::names::{child_name, step_container_name};
 use crate::runner::taskrun::resolve::{STEPS_DIR, workspace_volume_name};
 use crate::tasks::TaskCommand;
 
-/// The labels Tekton puts on a TaskRun's pod (`pkg/apis/pipeline/register.go`).
-pub const TASK_RUN_LABEL: &str = "tekton.dev/taskRun";
-pub const TASK_RUN_UID_LABEL: &str = "tekton.dev/taskRunUID";
-pub const TASK_LABEL: &str = "tekton.dev/task";
 /// Where each step waits for the one before it (`/tekton/run/INDEX/out`).
 const RUN_DIR: &str = "/tekton/run";
 /// The repositories of kubevirt-tekton-tasks' images, whose binaries are this binary's tasks.
@@ -148,7 +145,7 @@ fn service_account(run: &TaskRun) -> String {
         .service_account_name
         .clone()
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "default".into())
+        .unwrap_or_else(|| DEFAULT_SERVICE_ACCOUNT.into())
 }
 
 /// Tekton's deadline: one and a half times the run's timeout, or the largest an int32 holds
@@ -162,12 +159,12 @@ fn active_deadline(run: &TaskRun) -> i64 {
 }
 
 fn pod_metadata(run: &TaskRun, task_ref_name: Option<&str>) -> ObjectMeta {
-    let mut labels: BTreeMap<String, String> = run.labels().clone();
-    labels.insert(TASK_RUN_LABEL.into(), run.name_any());
-    labels.insert(TASK_RUN_UID_LABEL.into(), run.uid().unwrap_or_default());
-    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    let mut pod_labels: BTreeMap<String, String> = run.labels().clone();
+    pod_labels.insert(labels::TASK_RUN.into(), run.name_any());
+    pod_labels.insert(labels::TASK_RUN_UID.into(), run.uid().unwrap_or_default());
+    pod_labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     if let Some(task) = task_ref_name {
-        labels.insert(TASK_LABEL.into(), task.into());
+        pod_labels.insert(labels::TASK.into(), task.into());
     }
     let mut annotations = run.annotations().clone();
     annotations.remove(MANAGED_BY_LABEL);
@@ -175,7 +172,7 @@ fn pod_metadata(run: &TaskRun, task_ref_name: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(pod_name(run)),
         namespace: run.namespace(),
-        labels: Some(labels),
+        labels: Some(pod_labels),
         annotations: Some(annotations).filter(|a| !a.is_empty()),
         owner_references: Some(vec![owner_reference(run)]),
         ..Default::default()

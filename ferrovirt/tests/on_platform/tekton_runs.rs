@@ -1,8 +1,9 @@
-//! Tekton TaskRuns on `ferrovirt up`: the project's own Tasks from `deploy/tekton/` run in a
-//! pod of step containers under the Task's service account, and the TaskRun's status
-//! (condition, steps, results, pod name, times) is what Tekton writes; a script step, a
-//! missing Task and a failing step fail the run with Tekton's reasons, and a cancelled run
-//! ends and loses its pod.
+//! Tekton TaskRuns and PipelineRuns on `ferrovirt up`: the project's own Tasks from
+//! `deploy/tekton/` run in a pod of step containers under the Task's service account, and the
+//! TaskRun's status (condition, steps, results, pod name, times) is what Tekton writes; a
+//! script step, a missing Task and a failing step fail the run with Tekton's reasons, and a
+//! cancelled run ends and loses its pod. A PipelineRun passes results between its tasks,
+//! skips by `when`, runs `finally` with the tasks' status, and ends as Tekton ends it.
 
 use crate::platform;
 
@@ -31,15 +32,26 @@ fn wait_run(
     limit: Duration,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
+    wait_for(platform, "taskrun", name, limit, done)
+}
+
+/// The object of `kind` once `done` holds for it.
+fn wait_for(
+    platform: &Platform,
+    kind: &str,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let start = Instant::now();
     loop {
-        if let Some(run) = platform.json(&["get", "taskrun", name]) {
+        if let Some(run) = platform.json(&["get", kind, name]) {
             if done(&run) {
                 return run;
             }
             assert!(
                 start.elapsed() < limit,
-                "TaskRun {name} did not get there: {run:#}\n{}",
+                "{kind} {name} did not get there: {run:#}\n{}",
                 platform.log()
             );
         }
@@ -293,4 +305,183 @@ fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one(
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+const PIPELINE: &str = r#"
+apiVersion: tekton.dev/v1
+kind: Pipeline
+metadata:
+  name: keys
+spec:
+  params:
+  - name: secretName
+    type: string
+  - name: mode
+    default: always
+  results:
+  - name: second
+    value: $(tasks.again.results.privateKeySecretName)
+  tasks:
+  - name: keys
+    taskRef:
+      name: generate-ssh-keys
+    params:
+    - name: privateKeySecretName
+      value: $(params.secretName)
+  - name: again
+    taskRef:
+      name: generate-ssh-keys
+    params:
+    - name: privateKeySecretName
+      value: $(tasks.keys.results.privateKeySecretName)-2
+  - name: never
+    when:
+    - input: $(params.mode)
+      operator: in
+      values: [never]
+    taskRef:
+      name: generate-ssh-keys
+  finally:
+  - name: report
+    taskRef:
+      name: generate-ssh-keys
+    params:
+    - name: privateKeySecretName
+      value: report-$(context.pipelineRun.name)
+    - name: privateKeyConnectionOptions
+      value: ["status:$(tasks.status)", "keys:$(tasks.keys.status)"]
+"#;
+
+fn pipeline_run(name: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: {name}
+spec:
+  pipelineRef:
+    name: keys
+  taskRunTemplate:
+    serviceAccountName: generate-ssh-keys-task
+  params:
+  - name: secretName
+    value: {secret}
+"
+    )
+}
+
+fn secret_value(platform: &Platform, name: &str, key: &str) -> String {
+    let secret = platform.json(&["get", "secret", name]).expect("the secret");
+    let encoded = secret["data"][key].as_str().unwrap_or_default();
+    let out = std::process::Command::new("base64")
+        .args(["-d"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(encoded.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("base64");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_pipelinerun_passes_results_skips_by_when_and_runs_finally() {
+    let platform = Platform::start("pipelineruns");
+    apply_task(&platform, "generate-ssh-keys");
+    platform.apply(PIPELINE);
+    platform.apply(&pipeline_run("ok", "conn"));
+    let run = wait_for(
+        &platform,
+        "pipelinerun",
+        "ok",
+        Duration::from_secs(240),
+        ended,
+    );
+    assert_eq!(
+        condition(&run),
+        (
+            "True",
+            "Completed",
+            "Tasks Completed: 3 (Failed: 0, Cancelled 0), Skipped: 1"
+        ),
+        "{run:#}"
+    );
+    assert_eq!(
+        run["status"]["results"],
+        serde_json::json!([{"name": "second", "value": "conn-2"}])
+    );
+    assert_eq!(run["status"]["skippedTasks"][0]["name"], "never");
+    assert_eq!(
+        run["status"]["skippedTasks"][0]["reason"],
+        "When Expressions evaluated to false"
+    );
+    let children: Vec<&str> = run["status"]["childReferences"]
+        .as_array()
+        .expect("childReferences")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(children, ["ok-keys", "ok-again", "ok-report"], "{run:#}");
+    let again = platform
+        .json(&["get", "taskrun", "ok-again"])
+        .expect("the TaskRun");
+    assert_eq!(
+        again["metadata"]["labels"]["tekton.dev/pipelineTask"],
+        "again"
+    );
+    assert_eq!(
+        again["metadata"]["ownerReferences"][0]["kind"],
+        "PipelineRun"
+    );
+    assert!(platform.json(&["get", "secret", "conn-2"]).is_some());
+    // `$(tasks.status)` is Completed when a task was skipped, as Tekton has it.
+    assert_eq!(secret_value(&platform, "report-ok", "status"), "Completed");
+    assert_eq!(secret_value(&platform, "report-ok", "keys"), "Succeeded");
+
+    // The same names again: the first task fails, the second is skipped, finally still runs.
+    platform.apply(&pipeline_run("again", "conn"));
+    let run = wait_for(
+        &platform,
+        "pipelinerun",
+        "again",
+        Duration::from_secs(240),
+        ended,
+    );
+    assert_eq!(
+        condition(&run),
+        (
+            "False",
+            "Failed",
+            "Tasks Completed: 2 (Failed: 1, Cancelled 0), Skipped: 2"
+        ),
+        "{run:#}"
+    );
+    let skipped: Vec<(&str, &str)> = run["status"]["skippedTasks"]
+        .as_array()
+        .expect("skippedTasks")
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or_default(),
+                s["reason"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("again", "PipelineRun was stopping"),
+            ("never", "PipelineRun was stopping")
+        ],
+        "{run:#}"
+    );
+    let failed = platform
+        .json(&["get", "taskrun", "again-keys"])
+        .expect("the TaskRun");
+    assert_eq!(condition(&failed).1, "StepFailed");
+    assert_eq!(secret_value(&platform, "report-again", "status"), "Failed");
+    assert_eq!(secret_value(&platform, "report-again", "keys"), "Failed");
 }
