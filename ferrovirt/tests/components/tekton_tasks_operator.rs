@@ -9,8 +9,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use ferrovirt_tests::TempDir;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use serde_json::{Value, json};
 use standalone::apiserver::{ApiServer, ApiServerConfig};
 

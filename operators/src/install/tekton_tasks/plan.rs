@@ -13,7 +13,7 @@ use serde_json::Value;
 use tekton::catalog::TASKS;
 
 use crate::install::ssp::plan::{
-    Action, Change, Kind, is_being_deleted, merge_string_map, name_of, string_map,
+    Action, Change, Kind, is_being_deleted, is_subset, merge_string_map, name_of, string_map,
 };
 
 /// The CRD that must be served before anything is deployed.
@@ -153,7 +153,9 @@ fn found<'a>(observed: &'a Observed, kind: Kind, name: &str) -> Option<&'a Value
 }
 
 /// The change that brings `found` to `wanted`: created when missing, else its labels and
-/// annotations merged and its kept fields set (reverting edits, as upstream).
+/// annotations merged and its kept fields set (reverting edits, as upstream). Fields the
+/// API server or Tekton's defaulting added are not a difference, so a deployed object is
+/// not rewritten on every reconcile.
 fn reconcile_one(wanted: &Wanted, found: Option<&Value>) -> Option<Action> {
     let Some(found) = found else {
         let object = wanted.object.clone();
@@ -170,8 +172,14 @@ fn reconcile_one(wanted: &Wanted, found: Option<&Value>) -> Option<Action> {
     for field in ["labels", "annotations"] {
         merge_string_map(&mut next, field, &string_map(&wanted.object, field));
     }
-    for field in wanted.fields {
-        next[*field] = wanted.object[*field].clone();
+    let edited = wanted
+        .fields
+        .iter()
+        .any(|field| !is_subset(&wanted.object[*field], &found[*field]));
+    if edited {
+        for field in wanted.fields {
+            next[*field] = wanted.object[*field].clone();
+        }
     }
     (&next != found).then(|| Action::on(wanted.kind, &next, Change::Replace(next.clone())))
 }
@@ -328,6 +336,8 @@ mod tests {
                 .collect()
         };
         let mut tasks = of("Task");
+        // What the server or Tekton's defaults add is no edit.
+        tasks[1]["spec"]["steps"][0]["computeResources"] = json!({});
         tasks[0]["spec"]["steps"][0]["image"] = json!("other");
         tasks[0]["metadata"]["resourceVersion"] = json!("7");
         let observed = Observed {
