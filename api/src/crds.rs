@@ -47,6 +47,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ),
         network_attachment::NetworkAttachmentDefinition::crd(),
         crate::template::crd(),
+        crate::tekton_tasks::crd(),
     ]
     .into_iter()
     .chain(tekton::crds())

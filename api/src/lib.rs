@@ -27,6 +27,7 @@ pub mod quantity;
 pub mod ssp;
 pub mod strategic_merge;
 pub mod tekton;
+pub mod tekton_tasks;
 pub mod template;
 pub mod upload;
 pub mod validation;

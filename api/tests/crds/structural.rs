@@ -140,6 +140,7 @@ fn scopes_and_short_names_follow_upstream() {
         ("HyperConverged", "Namespaced", vec!["hco", "hcos"]),
         ("SSP", "Namespaced", vec![]),
         ("NetworkAddonsConfig", "Cluster", vec![]),
+        ("TektonTasks", "Namespaced", vec![]),
         ("Task", "Namespaced", vec![]),
         ("TaskRun", "Namespaced", vec!["tr", "trs"]),
         ("Pipeline", "Namespaced", vec![]),

@@ -15,5 +15,6 @@ pub mod operator_cr;
 pub mod operator_manifests;
 pub mod single_cr;
 pub mod ssp;
+pub mod tekton_tasks;
 pub mod virt_operator;
 pub mod workloads;

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 
 use diff::{Category, Difference, compare, parse_allowed};
 use flat::{Flat, flatten};
-use sources::{NO_UPSTREAM, SOURCES, Source, upstream_kinds};
+use sources::{NO_UPSTREAM, Source, all_sources, upstream_kinds};
 
 fn kept_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream-api")
@@ -74,7 +74,7 @@ fn served() -> Vec<(String, String)> {
 /// Every difference between what we serve and what upstream serves.
 fn all_differences() -> Vec<Difference> {
     let mut found = Vec::new();
-    for source in SOURCES {
+    for source in all_sources() {
         match ours(source.kind, source.version) {
             Some(mine) => found.extend(compare(
                 source.kind,
@@ -91,9 +91,7 @@ fn all_differences() -> Vec<Difference> {
         }
     }
     for (kind, version) in served() {
-        let compared = SOURCES
-            .iter()
-            .any(|s| s.kind == kind && s.version == version);
+        let compared = all_sources().any(|s| s.kind == kind && s.version == version);
         if !compared {
             let why = NO_UPSTREAM
                 .iter()
@@ -103,9 +101,8 @@ fn all_differences() -> Vec<Difference> {
         }
     }
     for (group, version, kind) in upstream_kinds(&kept_dir()) {
-        let known = SOURCES
-            .iter()
-            .any(|s| s.kind == kind && s.version == version && s.group == group);
+        let known =
+            all_sources().any(|s| s.kind == kind && s.version == version && s.group == group);
         if !known {
             found.push(whole(
                 &kind,
@@ -177,8 +174,7 @@ fn the_kept_upstream_schemas_are_the_published_ones() {
     };
     let write = std::env::var_os("FERROVIRT_UPSTREAM_API_WRITE").is_some();
     let mut stale = Vec::new();
-    let mut expected: Vec<(PathBuf, String)> = SOURCES
-        .iter()
+    let mut expected: Vec<(PathBuf, String)> = all_sources()
         .map(|source| (kept_file(source), flat::to_text(&source.load(&published))))
         .collect();
     expected.push((
@@ -229,8 +225,7 @@ fn object_at(path: &str, value: Value) -> Value {
 fn the_default_network_interface_is_read_where_upstream_declares_it() {
     let path = "spec.configuration.network.defaultNetworkInterface";
     let kept = read_kept(
-        SOURCES
-            .iter()
+        all_sources()
             .find(|s| s.kind == "KubeVirt" && s.version == "v1")
             .expect("KubeVirt v1 is compared"),
     );

@@ -29,6 +29,11 @@ pub enum From {
     Bundle {
         file: &'static str,
     },
+    /// An upstream CRD kept in this repository (`api/tests/upstream-api/<file>`), for
+    /// operators whose CRD the shared published files do not have.
+    KeptCrd {
+        file: &'static str,
+    },
 }
 
 /// One kind at one version and where upstream publishes its schema.
@@ -242,6 +247,25 @@ pub const SOURCES: &[Source] = &[
     bundle("tekton.dev", "PipelineRun", "v1beta1", TEKTON_PIPELINERUN),
 ];
 
+/// tekton-tasks-operator's CRD (config/crd/bases at its last commit, 094b373, after v0.5.0).
+const TEKTON_TASKS_OPERATOR: &str =
+    "tekton-tasks-operator/tektontasks.kubevirt.io_tektontasks.yaml";
+
+/// Every source: the published ones, then those kept here.
+pub fn all_sources() -> impl Iterator<Item = &'static Source> {
+    SOURCES.iter().chain(KEPT_CRD_SOURCES)
+}
+
+/// Operator kinds whose upstream CRD is kept in this repository.
+pub const KEPT_CRD_SOURCES: &[Source] = &[Source {
+    group: "tektontasks.kubevirt.io",
+    kind: "TektonTasks",
+    version: "v1alpha1",
+    from: From::KeptCrd {
+        file: TEKTON_TASKS_OPERATOR,
+    },
+}];
+
 /// Kinds we serve that no pinned upstream source describes, and why.
 pub const NO_UPSTREAM: &[(&str, &str)] = &[
     (
@@ -272,7 +296,12 @@ impl Source {
                 );
                 flatten(&definitions[definition], definitions)
             }
-            From::Bundle { file } => {
+            From::Bundle { file } | From::KeptCrd { file } => {
+                let dir = match self.from {
+                    From::KeptCrd { .. } => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                        .join("tests/upstream-api"),
+                    _ => dir.to_path_buf(),
+                };
                 let crd = read_yaml(&dir.join(file));
                 let schema = crd["spec"]["versions"]
                     .as_array()

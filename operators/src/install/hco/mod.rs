@@ -65,6 +65,15 @@ fn ssp_resource() -> ApiResource {
     resource("ssp.kubevirt.io/v1beta3", "SSP", "ssps")
 }
 
+/// TektonTasks, the CR of tekton-tasks-operator, as HCO v1.9 wrote it.
+fn tekton_tasks_resource() -> ApiResource {
+    resource(
+        "tektontasks.kubevirt.io/v1alpha1",
+        "TektonTasks",
+        "tektontasks",
+    )
+}
+
 /// Where HCO runs and what differs between one machine and a cluster.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -86,7 +95,7 @@ pub struct Desired {
     pub body: Value,
 }
 
-/// The operands `hc` asks for: KubeVirt, CDI, NetworkAddonsConfig and SSP.
+/// The operands `hc` asks for: KubeVirt, CDI, NetworkAddonsConfig, SSP and TektonTasks.
 pub fn desired(hc: &Value, use_emulation: bool) -> Vec<Desired> {
     let name = hc["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = hc["metadata"]["namespace"]
@@ -117,10 +126,17 @@ pub fn desired(hc: &Value, use_emulation: bool) -> Vec<Desired> {
         },
         Desired {
             resource: ssp_resource(),
-            namespace: Some(namespace),
+            namespace: Some(namespace.clone()),
             name: operands::ssp_name(name),
             component: "schedule",
             body: operands::ssp(hc),
+        },
+        Desired {
+            resource: tekton_tasks_resource(),
+            namespace: Some(namespace),
+            name: operands::tekton_tasks_name(name),
+            component: "tekton",
+            body: operands::tekton_tasks(hc),
         },
     ]
 }
@@ -378,6 +394,7 @@ pub async fn run(client: Client, settings: Settings) {
         cdi_resource(),
         network_addons_resource(),
         ssp_resource(),
+        tekton_tasks_resource(),
     ]
     .map(|resource| {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
@@ -467,7 +484,8 @@ mod tests {
                 ("kubevirt-kubevirt-hyperconverged".to_owned(), ns.clone()),
                 ("cdi-kubevirt-hyperconverged".to_owned(), None),
                 ("cluster".to_owned(), None),
-                ("ssp-kubevirt-hyperconverged".to_owned(), ns),
+                ("ssp-kubevirt-hyperconverged".to_owned(), ns.clone()),
+                ("tto-kubevirt-hyperconverged".to_owned(), ns),
             ]
         );
     }

@@ -296,6 +296,34 @@ pub fn ssp(hc: &Value) -> Value {
     }})
 }
 
+/// The name of the TektonTasks CR HCO makes for the HC `hc_name`, as HCO v1.9 named it
+/// (`controllers/operands/tto.go`, `NewTTOWithNameOnly`).
+pub fn tekton_tasks_name(hc_name: &str) -> String {
+    format!("tto-{hc_name}")
+}
+
+/// The TektonTasks CR of `hc`. HCO v1.10 and v1.11 passed these HC fields to SSP v1beta2
+/// (`controllers/operands/ssp.go`): `featureGates.deployTektonTaskResources` to
+/// `spec.featureGates.deployTektonTaskResources` (off unless set), `tektonPipelinesNamespace`
+/// and `tektonTasksNamespace` to `spec.tektonPipelines.namespace` and
+/// `spec.tektonTasks.namespace`, each the HC's namespace when unset. The SSP written here
+/// is v1beta3, which has no Tekton fields, so the same mapping goes to the TektonTasks CR
+/// HCO v1.9 made (`controllers/operands/tto.go`), whose `pipelines`/`tasks` namespaces and
+/// feature gate are SSP v1beta2's.
+pub fn tekton_tasks(hc: &Value) -> Value {
+    let hc_spec = spec(hc);
+    let hc_namespace = hc["metadata"]["namespace"].as_str().unwrap_or_default();
+    let namespace_of = |field: &str| hc_spec[field].as_str().unwrap_or(hc_namespace).to_owned();
+    let deploy = hc_spec["featureGates"]["deployTektonTaskResources"]
+        .as_bool()
+        .unwrap_or(false);
+    json!({"spec": {
+        "featureGates": {"deployTektonTaskResources": deploy},
+        "pipelines": {"namespace": namespace_of("tektonPipelinesNamespace")},
+        "tasks": {"namespace": namespace_of("tektonTasksNamespace")},
+    }})
+}
+
 /// Whether HCO imports golden images (on by default; the feature gate of older HCs is
 /// honoured when the field is unset).
 fn boot_image_import(hc: &Value) -> bool {
@@ -485,6 +513,43 @@ mod tests {
                 .get("dataImportCronTemplates")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn tekton_fields_of_the_hc_map_as_hco_v1_10_mapped_them() {
+        let unset = tekton_tasks(&hc(json!({})));
+        assert_eq!(
+            unset["spec"],
+            json!({
+                "featureGates": {"deployTektonTaskResources": false},
+                "pipelines": {"namespace": "kubevirt-hyperconverged"},
+                "tasks": {"namespace": "kubevirt-hyperconverged"},
+            })
+        );
+        let set = tekton_tasks(&hc(json!({
+            "featureGates": {"deployTektonTaskResources": true},
+            "tektonPipelinesNamespace": "pipelines",
+            "tektonTasksNamespace": "tasks",
+        })));
+        assert_eq!(
+            set["spec"]["featureGates"]["deployTektonTaskResources"],
+            true
+        );
+        assert_eq!(set["spec"]["pipelines"]["namespace"], "pipelines");
+        assert_eq!(set["spec"]["tasks"]["namespace"], "tasks");
+        assert_eq!(
+            tekton_tasks_name(HYPERCONVERGED_NAME),
+            "tto-kubevirt-hyperconverged"
+        );
+        // What HCO writes is a TektonTasks the typed CR reads.
+        let typed: api::tekton_tasks::TektonTasks = serde_json::from_value(json!({
+            "apiVersion": "tektontasks.kubevirt.io/v1alpha1", "kind": "TektonTasks",
+            "metadata": {"name": "tto-kubevirt-hyperconverged", "namespace": "kubevirt-hyperconverged"},
+            "spec": set["spec"],
+        }))
+        .unwrap();
+        assert!(typed.deploys_task_resources());
+        assert_eq!(typed.tasks_namespace(), "tasks");
     }
 
     #[test]

@@ -84,6 +84,7 @@ const OPERATOR_RULES: &[Rule] = &[
         ALL,
     ),
     Rule::new(&["ssp.kubevirt.io"], &["ssps"], ALL),
+    Rule::new(&["tektontasks.kubevirt.io"], &["tektontasks"], ALL),
     // The CLI download Service and server.
     Rule::new(&[""], &["services"], &["get", "create", "patch", "update"]),
     Rule::new(
@@ -105,6 +106,11 @@ const WEBHOOK_RULES: &[Rule] = &[
         &["get", "update"],
     ),
     Rule::new(&["ssp.kubevirt.io"], &["ssps"], &["get", "update"]),
+    Rule::new(
+        &["tektontasks.kubevirt.io"],
+        &["tektontasks"],
+        &["get", "update"],
+    ),
     Rule::new(
         &["kubevirt.io"],
         &[

@@ -9,8 +9,10 @@ pub static MANIFEST: OperatorManifest = OperatorManifest {
     about:
         "The SSP operator (`ferrovirt ssp-operator`): each SSP CR gets the common templates in its
 `commonTemplates.namespace`, its boot sources (DataImportCrons and DataSources in
-kubevirt-os-images, with ssp-operator's roles there) and SSP's status. HCO creates the
-SSP CR; deploy/hco/ installs this with HCO. SSP's template validator is served by CDI's
+kubevirt-os-images, with ssp-operator's roles there) and SSP's status. Beside it runs the
+tekton-tasks operator: each TektonTasks CR with deployTektonTaskResources gets the KubeVirt
+Tekton tasks and their RBAC (tasks.tekton.dev must be served; until it is, the CR's
+conditions say so). HCO creates the SSP and TektonTasks CRs; deploy/hco/ installs this with HCO. SSP's template validator is served by CDI's
 webhook (`ferrovirt webhook`, deploy/operators/webhook.yaml), which writes its CA into the
 configuration below when it starts: install CDI's components with or after this file.",
     namespace: "kubevirt-hyperconverged",
@@ -56,7 +58,25 @@ const CLUSTER_RULES: &[Rule] = &[
         &["persistentvolumeclaims"],
         &["get", "list", "watch"],
     ),
-    // The golden images' roles grant what the operator does not hold itself.
+    // The tekton-tasks operator beside SSP: TektonTasks CRs, the Tasks and their accounts.
+    Rule::new(
+        &["tektontasks.kubevirt.io"],
+        &["tektontasks"],
+        &["get", "list", "watch", "patch", "update"],
+    ),
+    Rule::new(
+        &["tektontasks.kubevirt.io"],
+        &["tektontasks/status"],
+        &["get", "patch", "update"],
+    ),
+    Rule::new(
+        &["tektontasks.kubevirt.io"],
+        &["tektontasks/finalizers"],
+        &["update"],
+    ),
+    Rule::new(&["tekton.dev"], &["tasks"], ALL),
+    Rule::new(&[""], &["serviceaccounts"], ALL),
+    // The golden images' and the tasks' roles grant what the operator does not hold itself.
     Rule::new(
         &["rbac.authorization.k8s.io"],
         &["roles", "rolebindings", "clusterroles"],

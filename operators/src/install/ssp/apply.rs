@@ -25,7 +25,11 @@ fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObjec
 }
 
 /// Lists objects of `kind` (in `namespace`, else everywhere) as JSON with their type set.
-async fn list(client: &Client, kind: Kind, namespace: Option<&str>) -> Result<Vec<Value>, Error> {
+pub async fn list(
+    client: &Client,
+    kind: Kind,
+    namespace: Option<&str>,
+) -> Result<Vec<Value>, Error> {
     let resource = kind.resource();
     let list = api(client, kind, namespace)
         .list(&ListParams::default())
@@ -81,7 +85,7 @@ pub async fn boot_sources(client: &Client) -> Result<Observed, Error> {
 }
 
 /// One object of `kind` by name, as JSON with its type set.
-async fn get(
+pub async fn get(
     client: &Client,
     kind: Kind,
     namespace: Option<&str>,

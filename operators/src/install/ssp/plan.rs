@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use kube::api::{ApiResource, GroupVersionKind};
 use serde_json::{Map, Value};
 
-/// The kinds of objects the SSP operator writes.
+/// The kinds of objects the SSP operator (and the tekton-tasks operator beside it) writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A core Namespace (the golden images namespace).
@@ -24,6 +24,10 @@ pub enum Kind {
     RoleBinding,
     /// An RBAC ClusterRole.
     ClusterRole,
+    /// A core ServiceAccount (a Tekton task's).
+    ServiceAccount,
+    /// A `tekton.dev/v1` Task.
+    Task,
 }
 
 impl Kind {
@@ -36,6 +40,8 @@ impl Kind {
                 GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataImportCron")
             }
             Kind::DataSource => GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataSource"),
+            Kind::ServiceAccount => GroupVersionKind::gvk("", "v1", "ServiceAccount"),
+            Kind::Task => GroupVersionKind::gvk("tekton.dev", "v1", "Task"),
             Kind::Role | Kind::RoleBinding | Kind::ClusterRole => {
                 GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", self.name())
             }
@@ -53,6 +59,8 @@ impl Kind {
             Kind::Role => "Role",
             Kind::RoleBinding => "RoleBinding",
             Kind::ClusterRole => "ClusterRole",
+            Kind::ServiceAccount => "ServiceAccount",
+            Kind::Task => "Task",
         }
     }
 }

@@ -28,8 +28,24 @@ pub enum Outcome {
     Deleting,
 }
 
+/// How an operator's status messages name what it deploys.
+#[derive(Clone, Copy, Debug)]
+pub struct Words {
+    /// What its resources are called: `SSP` in "Reconciling SSP resources".
+    pub noun: &'static str,
+    /// The Available message when everything is.
+    pub available: &'static str,
+}
+
+/// SSP's words.
+pub const SSP_WORDS: Words = Words {
+    noun: "SSP",
+    available: "All SSP resources are available",
+};
+
 /// The three conditions as (status, message) for Available, Progressing and Degraded.
-fn conditions_for(outcome: &Outcome) -> [(ConditionStatus, String); 3] {
+fn conditions_for(outcome: &Outcome, words: Words) -> [(ConditionStatus, String); 3] {
+    let noun = words.noun;
     use ConditionStatus::{False, True};
     let all_bad = |message: String| {
         [
@@ -39,29 +55,32 @@ fn conditions_for(outcome: &Outcome) -> [(ConditionStatus, String); 3] {
         ]
     };
     match outcome {
-        Outcome::Reconciling => all_bad("Reconciling SSP resources".to_owned()),
-        Outcome::Deleting => all_bad("Deleting SSP resources".to_owned()),
+        Outcome::Reconciling => all_bad(format!("Reconciling {noun} resources")),
+        Outcome::Deleting => all_bad(format!("Deleting {noun} resources")),
         Outcome::Failed(error) => all_bad(format!("Error: {error}")),
         Outcome::MissingCrds(crds) => {
             all_bad(format!("Required CRDs are missing: {}", crds.join(", ")))
         }
         Outcome::Reconciled { pending } => match pending.as_slice() {
             [] => [
-                (True, "All SSP resources are available".to_owned()),
-                (False, "No SSP resources are progressing".to_owned()),
-                (False, "No SSP resources are degraded".to_owned()),
+                (True, words.available.to_owned()),
+                (False, format!("No {noun} resources are progressing")),
+                (False, format!("No {noun} resources are degraded")),
             ],
             [one] => all_bad(one.clone()),
             many => [
                 (
                     False,
-                    format!("{} SSP resources are not available", many.len()),
+                    format!("{} {noun} resources are not available", many.len()),
                 ),
                 (
                     True,
-                    format!("{} SSP resources are progressing", many.len()),
+                    format!("{} {noun} resources are progressing", many.len()),
                 ),
-                (True, format!("{} SSP resources are degraded", many.len())),
+                (
+                    True,
+                    format!("{} {noun} resources are degraded", many.len()),
+                ),
             ],
         },
     }
@@ -75,6 +94,19 @@ pub fn status_for(
     version: &str,
     now: &Time,
 ) -> SspStatus {
+    status_in_words(before, generation, outcome, version, now, SSP_WORDS)
+}
+
+/// [`status_for`] with another operator's `words` (the same status shape, the operator
+/// SDK's).
+pub fn status_in_words(
+    before: Option<&SspStatus>,
+    generation: Option<i64>,
+    outcome: &Outcome,
+    version: &str,
+    now: &Time,
+    words: Words,
+) -> SspStatus {
     let mut status = before.cloned().unwrap_or_default();
     let mut conditions = status.conditions.take().unwrap_or_default();
     let types = [
@@ -82,7 +114,7 @@ pub fn status_for(
         operator_condition::PROGRESSING,
         operator_condition::DEGRADED,
     ];
-    for (type_, (value, message)) in types.into_iter().zip(conditions_for(outcome)) {
+    for (type_, (value, message)) in types.into_iter().zip(conditions_for(outcome, words)) {
         // The reason is the condition's type, as upstream.
         conditions::set(
             &mut conditions,
