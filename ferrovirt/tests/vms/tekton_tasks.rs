@@ -4,7 +4,8 @@
 //! imports a disk over HTTP and waits for it, create-vm-from-manifest makes and starts a VM
 //! that gets the public key by accessCredentials, wait-for-vmi-status sees it run,
 //! execute-in-vm runs commands in the guest over SSH (one fails, with upstream's code), and
-//! cleanup-vm stops and deletes it. Bad input ends with upstream's codes and words.
+//! cleanup-vm stops and deletes it. Bad input ends with upstream's codes and words. Then the
+//! same Tasks as a PipelineRun: an import, a VM on it, Running, cleanup in `finally`.
 
 use std::path::Path;
 
@@ -310,4 +311,199 @@ fn the_tekton_tasks_run_a_vm_from_keys_to_cleanup() {
     );
     assert_code(&cleanup, 0, "");
     assert_gone(&platform, "vm", "tasked");
+}
+
+fn deploy(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/tekton")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A pipeline of the project's Tasks as `deploy/tekton/` has them, each under its own service
+/// account: keys, an HTTP import waited for, a VM on the imported claim that gets the public
+/// key by accessCredentials (both names passed on as results), Running; cleanup in `finally`.
+const VM_PIPELINE: &str = r##"
+apiVersion: tekton.dev/v1
+kind: Pipeline
+metadata:
+  name: vm-from-import
+spec:
+  params:
+  - name: url
+  tasks:
+  - name: keys
+    taskRef:
+      name: generate-ssh-keys
+  - name: import
+    taskRef:
+      name: modify-data-object
+    params:
+    - name: waitForSuccess
+      value: "true"
+    - name: manifest
+      value: |
+        apiVersion: cdi.kubevirt.io/v1beta1
+        kind: DataVolume
+        metadata:
+          name: piped-root
+        spec:
+          source:
+            http:
+              url: "$(params.url)"
+          storage:
+            resources:
+              requests:
+                storage: 128Mi
+  - name: create
+    taskRef:
+      name: create-vm-from-manifest
+    params:
+    - name: startVM
+      value: "true"
+    - name: manifest
+      value: |
+        apiVersion: kubevirt.io/v1
+        kind: VirtualMachine
+        metadata:
+          name: piped
+        spec:
+          runStrategy: Halted
+          template:
+            spec:
+              terminationGracePeriodSeconds: 5
+              domain:
+                resources:
+                  requests:
+                    memory: 256Mi
+                devices:
+                  disks:
+                  - name: root
+                    disk:
+                      bus: virtio
+                  - name: seed
+                    disk:
+                      bus: virtio
+              volumes:
+              - name: root
+                persistentVolumeClaim:
+                  claimName: $(tasks.import.results.name)
+              - name: seed
+                cloudInitNoCloud:
+                  userData: "#cloud-config"
+              accessCredentials:
+              - sshPublicKey:
+                  source:
+                    secret:
+                      secretName: $(tasks.keys.results.publicKeySecretName)
+                  propagationMethod:
+                    noCloud: {}
+  - name: wait
+    taskRef:
+      name: wait-for-vmi-status
+    params:
+    - name: vmiName
+      value: $(tasks.create.results.name)
+    - name: successCondition
+      value: status.phase == Running
+    - name: failureCondition
+      value: status.phase in (Failed, Unknown)
+  finally:
+  - name: cleanup
+    taskRef:
+      name: cleanup-vm
+    params:
+    - name: vmName
+      value: $(tasks.create.results.name)
+    - name: delete
+      value: "true"
+"##;
+
+#[test]
+fn a_pipelinerun_imports_a_disk_runs_a_vm_on_it_and_cleans_up() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("tekton-pipeline");
+    let tasks = [
+        "generate-ssh-keys",
+        "modify-data-object",
+        "create-vm-from-manifest",
+        "wait-for-vmi-status",
+        "cleanup-vm",
+    ];
+    for task in tasks {
+        platform.apply(&deploy(&format!("tasks/{task}.yaml")));
+        platform.apply(&deploy(&format!("rbac/{task}.yaml")));
+    }
+    platform.apply(VM_PIPELINE);
+    let accounts: String = [
+        ("keys", "generate-ssh-keys"),
+        ("import", "modify-data-object"),
+        ("create", "create-vm-from-manifest"),
+        ("wait", "wait-for-vmi-status"),
+        ("cleanup", "cleanup-vm"),
+    ]
+    .iter()
+    .map(|(task, sa)| format!("  - pipelineTaskName: {task}\n    serviceAccountName: {sa}-task\n"))
+    .collect();
+    platform.apply(&format!(
+        "apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: run
+spec:
+  pipelineRef:
+    name: vm-from-import
+  params:
+  - name: url
+    value: \"{}\"
+  taskRunSpecs:
+{accounts}",
+        server.url(fast_guest_qcow2())
+    ));
+    let start = Instant::now();
+    let run = loop {
+        let run = platform
+            .json(&["get", "pipelinerun", "run"])
+            .expect("the run");
+        let status = &run["status"]["conditions"][0]["status"];
+        if status == "True" || status == "False" {
+            break run;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "the PipelineRun did not end: {run:#}\n{}",
+            platform.log()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let condition = &run["status"]["conditions"][0];
+    assert_eq!(condition["reason"], "Succeeded", "{run:#}");
+    assert_eq!(
+        condition["message"],
+        "Tasks Completed: 5 (Failed: 0, Cancelled 0), Skipped: 0"
+    );
+    let result = |task: &str, name: &str| {
+        let run = platform
+            .json(&["get", "taskrun", &format!("run-{task}")])
+            .expect("the TaskRun");
+        run["status"]["results"]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r["name"] == name))
+            .map(|r| r["value"].clone())
+            .unwrap_or_else(|| panic!("no result {name} of {task}: {run:#}"))
+    };
+    assert_eq!(result("import", "name"), "piped-root");
+    assert_eq!(result("create", "name"), "piped");
+    let wait = platform
+        .json(&["get", "taskrun", "run-wait"])
+        .expect("wait");
+    assert_eq!(
+        wait["spec"]["serviceAccountName"],
+        "wait-for-vmi-status-task"
+    );
+    assert_eq!(wait["spec"]["params"][0]["value"], "piped");
+    // cleanup-vm in `finally` stopped and deleted the VM; the imported disk stays.
+    assert_gone(&platform, "vm", "piped");
+    assert!(platform.json(&["get", "dv", "piped-root"]).is_some());
 }
