@@ -29,6 +29,42 @@ pub struct RunCondition {
     pub message: Option<String>,
 }
 
+/// The `Succeeded` condition among a run's conditions.
+pub fn succeeded(conditions: Option<&[RunCondition]>) -> Option<&RunCondition> {
+    conditions?.iter().find(|c| c.type_ == SUCCEEDED)
+}
+
+/// Sets a run's `Succeeded` condition as knative's `SetCondition` does: its
+/// `lastTransitionTime` (`now`) moves only when status, reason or message change, and an
+/// empty reason or message is left out. Whether it changed.
+pub fn set_succeeded(
+    conditions: &mut Option<Vec<RunCondition>>,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> bool {
+    let unchanged = succeeded(conditions.as_deref()).is_some_and(|c| {
+        c.status == status
+            && c.reason.as_deref().unwrap_or_default() == reason
+            && c.message.as_deref().unwrap_or_default() == message
+    });
+    if unchanged {
+        return false;
+    }
+    let list = conditions.get_or_insert_with(Vec::new);
+    list.retain(|c| c.type_ != SUCCEEDED);
+    list.push(RunCondition {
+        type_: SUCCEEDED.into(),
+        status: status.into(),
+        severity: None,
+        last_transition_time: Some(now.into()),
+        reason: Some(reason.into()).filter(|r: &String| !r.is_empty()),
+        message: Some(message.into()).filter(|m: &String| !m.is_empty()),
+    });
+    true
+}
+
 /// Where the spec that ran came from, and the feature flags it ran under.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -125,4 +161,42 @@ pub struct FeatureFlags {
     pub set_security_context_read_only_root_filesystem: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification_no_match_policy: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transition_time_moves_only_when_the_condition_changes() {
+        let mut conditions = None;
+        assert!(set_succeeded(
+            &mut conditions,
+            "Unknown",
+            "Running",
+            "m",
+            "t1"
+        ));
+        assert!(!set_succeeded(
+            &mut conditions,
+            "Unknown",
+            "Running",
+            "m",
+            "t2"
+        ));
+        let at = |c: &Option<Vec<RunCondition>>| {
+            succeeded(c.as_deref()).and_then(|c| c.last_transition_time.clone())
+        };
+        assert_eq!(at(&conditions).as_deref(), Some("t1"));
+        assert!(set_succeeded(
+            &mut conditions,
+            "True",
+            "Succeeded",
+            "",
+            "t3"
+        ));
+        assert_eq!(at(&conditions).as_deref(), Some("t3"));
+        let only = conditions.as_deref().unwrap();
+        assert_eq!((only.len(), only[0].message.as_ref()), (1, None));
+    }
 }

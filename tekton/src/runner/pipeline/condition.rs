@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use api::tekton::PipelineRunStatus;
 use api::tekton::pipelinerun::spec_status;
-use api::tekton::run_status::{RunCondition, SUCCEEDED};
+use api::tekton::run_status::{self, RunCondition};
 use jiff::Timestamp;
 
 use super::state::{Facts, Outcome, SkipReason};
@@ -43,23 +43,12 @@ impl Condition {
     }
 }
 
-/// A time as Kubernetes writes it (RFC 3339, whole seconds, UTC).
-pub fn timestamp(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// A time read back from a status or metadata.
-pub fn parse_time(text: &str) -> Option<Timestamp> {
-    text.parse().ok()
-}
+/// A time as Kubernetes writes it, and read back.
+pub use api::meta_time::{parse as parse_time, rfc3339 as timestamp};
 
 /// The run's `Succeeded` condition, if it has one.
 pub fn current(status: &PipelineRunStatus) -> Option<&RunCondition> {
-    status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == SUCCEEDED)
+    run_status::succeeded(status.conditions.as_deref())
 }
 
 /// Whether the run has ended.
@@ -70,22 +59,13 @@ pub fn is_done(status: &PipelineRunStatus) -> bool {
 /// Writes `condition`, keeping `lastTransitionTime` when nothing of it changed; a done
 /// condition also sets `completionTime` (to its transition time).
 pub fn write(status: &mut PipelineRunStatus, condition: &Condition, now: Timestamp) {
-    let unchanged = current(status).is_some_and(|c| {
-        c.status == condition.status
-            && c.reason.as_deref().unwrap_or_default() == condition.reason
-            && c.message.as_deref().unwrap_or_default() == condition.message
-    });
-    if !unchanged {
-        let written = RunCondition {
-            type_: SUCCEEDED.to_string(),
-            status: condition.status.to_string(),
-            severity: None,
-            last_transition_time: Some(timestamp(now)),
-            reason: Some(condition.reason.clone()).filter(|r| !r.is_empty()),
-            message: Some(condition.message.clone()).filter(|m| !m.is_empty()),
-        };
-        status.conditions = Some(vec![written]);
-    }
+    run_status::set_succeeded(
+        &mut status.conditions,
+        condition.status,
+        &condition.reason,
+        &condition.message,
+        &timestamp(now),
+    );
     if condition.is_done() && status.completion_time.is_none() {
         status.completion_time = current(status).and_then(|c| c.last_transition_time.clone());
     }

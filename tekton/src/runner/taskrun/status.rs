@@ -6,7 +6,7 @@
 use api::meta_time::rfc3339;
 use api::tekton::params::ParamValue;
 use api::tekton::results::TaskRunResult;
-use api::tekton::run_status::{RunCondition, SUCCEEDED};
+use api::tekton::run_status::{self, RunCondition};
 use api::tekton::taskrun::StepState;
 use api::tekton::{TaskRunStatus, TaskSpec};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -40,11 +40,7 @@ pub const SUCCEEDED_MESSAGE: &str = "All Steps have completed executing";
 
 /// The run's `Succeeded` condition.
 pub fn succeeded(status: &TaskRunStatus) -> Option<&RunCondition> {
-    status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == SUCCEEDED)
+    run_status::succeeded(status.conditions.as_deref())
 }
 
 /// Whether the run has ended (its condition is True or False).
@@ -52,8 +48,8 @@ pub fn is_done(status: &TaskRunStatus) -> bool {
     succeeded(status).is_some_and(|c| c.status != "Unknown")
 }
 
-/// Sets the `Succeeded` condition; its transition time moves only when status, reason or
-/// message change (knative's `SetCondition`). A run that ends gets its completion time.
+/// Sets the `Succeeded` condition (knative's rules, [`run_status::set_succeeded`]); a run
+/// that ends gets its completion time.
 pub fn set_condition(
     status: &mut TaskRunStatus,
     state: &str,
@@ -61,32 +57,8 @@ pub fn set_condition(
     message: &str,
     now: &str,
 ) {
-    let unchanged = succeeded(status).is_some_and(|c| {
-        c.status == state
-            && c.reason.as_deref() == Some(reason)
-            && c.message.as_deref().unwrap_or_default() == message
-    });
-    if unchanged {
-        return;
-    }
-    let condition = RunCondition {
-        type_: SUCCEEDED.into(),
-        status: state.into(),
-        last_transition_time: Some(now.into()),
-        reason: Some(reason.into()),
-        message: Some(message.into()).filter(|m: &String| !m.is_empty()),
-        severity: None,
-    };
-    let mut conditions: Vec<RunCondition> = status
-        .conditions
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.type_ != SUCCEEDED)
-        .collect();
-    conditions.push(condition);
-    status.conditions = Some(conditions);
-    if state != "Unknown" {
+    let changed = run_status::set_succeeded(&mut status.conditions, state, reason, message, now);
+    if changed && state != "Unknown" {
         status.completion_time = Some(now.into());
     }
 }
