@@ -137,7 +137,13 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         .collect();
     assert_eq!(
         related,
-        ["KubeVirt", "CDI", "NetworkAddonsConfig", "SSP"],
+        [
+            "KubeVirt",
+            "CDI",
+            "NetworkAddonsConfig",
+            "SSP",
+            "TektonTasks"
+        ],
         "{hc:#}"
     );
 
