@@ -178,9 +178,18 @@ async fn run_command(args: &StepArgs) -> TaskResult<Outcome> {
     .filter(|t| !t.is_zero());
     let executable = std::env::current_exe()
         .map_err(|e| TaskFailure::new(1, format!("cannot find this binary: {e}")))?;
-    let mut child = tokio::process::Command::new(&executable)
-        .args(&args.command)
-        .kill_on_drop(true)
+    let mut command = tokio::process::Command::new(&executable);
+    command.args(&args.command).kill_on_drop(true);
+    // The node agent stops a container by signalling this process, whose death must end the
+    // step's command too (in a container, the runtime would end every process of it).
+    // SAFETY: only calls prctl, which is async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| TaskFailure::new(1, format!("starting {}: {e}", executable.display())))?;
     let waited = match timeout {

@@ -305,6 +305,28 @@ fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one(
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+    // No process of the pod outlives it: the step's command ended with its step.
+    let left = processes_of(platform.data_dir(), "wait-for-vmi-status");
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// The processes run under `data_dir` (the pod root in their environment) whose command line
+/// names `word`.
+fn processes_of(data_dir: &Path, word: &str) -> Vec<String> {
+    let dir = data_dir.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let ours = String::from_utf8_lossy(&environ).contains(&dir);
+            (ours && cmdline.contains(word)).then_some(cmdline)
+        })
+        .collect()
 }
 
 const PIPELINE: &str = r#"
