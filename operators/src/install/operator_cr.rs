@@ -160,9 +160,7 @@ pub(crate) async fn patch_status(api: &Api<DynamicObject>, object: &DynamicObjec
 }
 
 pub(crate) fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    api::meta_time::rfc3339(k8s_openapi::jiff::Timestamp::now())
 }
 
 #[cfg(test)]

@@ -11,9 +11,7 @@ use super::resources::ResourceType;
 
 /// Now, as Kubernetes writes timestamps (seconds, UTC).
 pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    api::meta_time::rfc3339(jiff::Timestamp::now())
 }
 
 pub fn name(object: &Value) -> &str {

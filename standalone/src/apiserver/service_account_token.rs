@@ -178,10 +178,9 @@ impl ServiceAccountTokens {
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::ES256), &claims, &self.encoding)
             .map_err(ApiError::internal)?;
-        let expiration = jiff::Timestamp::from_second(expires)
-            .map_err(ApiError::internal)?
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
+        let expiration = api::meta_time::rfc3339(
+            jiff::Timestamp::from_second(expires).map_err(ApiError::internal)?,
+        );
         Ok(json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",

@@ -376,9 +376,7 @@ async fn remove_operands(
 }
 
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    api::meta_time::rfc3339(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// Reconciles the HyperConverged CRs of the settings' namespace whenever they or an operand
