@@ -105,30 +105,6 @@ fn verb(platform: &Platform, args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn wait_for(
-    platform: &Platform,
-    args: &[&str],
-    limit: Duration,
-    what: &str,
-    mut done: impl FnMut(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + limit;
-    let mut last = Value::Null;
-    while Instant::now() < deadline {
-        if let Some(object) = platform.json(args) {
-            if done(&object) {
-                return object;
-            }
-            last = object;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    panic!(
-        "{what} within {limit:?}; last seen:\n{last:#}\nlog:\n{}",
-        platform.log()
-    );
-}
-
 fn printable(vm: &Value) -> &str {
     vm["status"]["printableStatus"].as_str().unwrap_or("")
 }
@@ -280,8 +256,7 @@ spec:
       name: disk
 "#
     ));
-    let vmi = wait_for(
-        &platform,
+    let vmi = platform.wait_json(
         &["get", "vmi", "fast"],
         BOOT,
         "the VMI is not Running",
@@ -353,23 +328,15 @@ spec:
         verb(&platform, &["pause", "vmi", "fast"]),
         Ok("VMI fast was scheduled to pause\n".into())
     );
-    wait_for(
-        &platform,
-        &["get", "vmi", "fast"],
-        STOP,
-        "no Paused condition",
-        |v| condition(v, "Paused").is_some_and(|c| c["reason"] == "PausedByUser"),
-    );
+    platform.wait_json(&["get", "vmi", "fast"], STOP, "no Paused condition", |v| {
+        condition(v, "Paused").is_some_and(|c| c["reason"] == "PausedByUser")
+    });
     let again = verb(&platform, &["pause", "vmi", "fast"]).expect_err("a second pause");
     assert!(again.contains("Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"fast\": VMI is already paused"), "{again}");
     verb(&platform, &["unpause", "vmi", "fast"]).expect("unpause");
-    wait_for(
-        &platform,
-        &["get", "vmi", "fast"],
-        STOP,
-        "still Paused",
-        |v| condition(v, "Paused").is_none(),
-    );
+    platform.wait_json(&["get", "vmi", "fast"], STOP, "still Paused", |v| {
+        condition(v, "Paused").is_none()
+    });
     let not_paused = verb(&platform, &["unpause", "vmi", "fast"]).expect_err("unpause twice");
     assert!(not_paused.contains("VMI is not paused"), "{not_paused}");
     let no_agent =
@@ -408,8 +375,7 @@ spec:
       claimName: nowhere
 "#,
     );
-    let vmi = wait_for(
-        &platform,
+    let vmi = platform.wait_json(
         &["get", "vmi", "orphan"],
         STOP,
         "no FailedPvcNotFound",
@@ -445,19 +411,13 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
     platform.apply(&vm_yaml("web", "Always", &server.url(fast_guest_qcow2())));
     // Never Stopped while it comes up: Provisioning, Starting, then Running.
     let mut seen = Vec::new();
-    let vm = wait_for(
-        &platform,
-        &["get", "vm", "web"],
-        BOOT,
-        "the VM is not Running",
-        |vm| {
-            let status = printable(vm).to_owned();
-            if !status.is_empty() && seen.last() != Some(&status) {
-                seen.push(status.clone());
-            }
-            status == "Running"
-        },
-    );
+    let vm = platform.wait_json(&["get", "vm", "web"], BOOT, "the VM is not Running", |vm| {
+        let status = printable(vm).to_owned();
+        if !status.is_empty() && seen.last() != Some(&status) {
+            seen.push(status.clone());
+        }
+        status == "Running"
+    });
     eprintln!("printable statuses: {seen:?}");
     assert!(!seen.iter().any(|s| s == "Stopped"), "{seen:?}");
     assert_eq!(vm["status"]["ready"], true, "{vm:#}");
@@ -488,13 +448,9 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
         verb(&platform, &["stop", "web"]),
         Ok("VM web was scheduled to stop\n".into())
     );
-    wait_for(
-        &platform,
-        &["get", "vm", "web"],
-        STOP,
-        "the VM is not Stopped",
-        |vm| printable(vm) == "Stopped",
-    );
+    platform.wait_json(&["get", "vm", "web"], STOP, "the VM is not Stopped", |vm| {
+        printable(vm) == "Stopped"
+    });
     assert_gone(&platform, "vmi", "web");
     assert_eq!(qemu_processes_of(&platform), 0, "QEMU outlived its VMI");
     let stopped = verb(&platform, &["stop", "web"]).expect_err("stop while stopped");
@@ -512,13 +468,9 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
         "{missing}"
     );
     verb(&platform, &["start", "web"]).expect("start");
-    wait_for(
-        &platform,
-        &["get", "vm", "web"],
-        BOOT,
-        "not Running again",
-        |vm| printable(vm) == "Running",
-    );
+    platform.wait_json(&["get", "vm", "web"], BOOT, "not Running again", |vm| {
+        printable(vm) == "Running"
+    });
     let mut console = Console::open(&platform, "web");
     console.run(
         "dd if=/dev/vda bs=512 skip=130000 count=1 2>/dev/null | head -c 11; echo",
@@ -529,13 +481,9 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
     // restart: a new instance.
     let before = platform.json(&["get", "vmi", "web"]).expect("the VMI");
     verb(&platform, &["restart", "web"]).expect("restart");
-    let after = wait_for(
-        &platform,
-        &["get", "vmi", "web"],
-        BOOT,
-        "no new Running VMI",
-        |vmi| vmi["metadata"]["uid"] != before["metadata"]["uid"] && vmi_phase(vmi) == "Running",
-    );
+    let after = platform.wait_json(&["get", "vmi", "web"], BOOT, "no new Running VMI", |vmi| {
+        vmi["metadata"]["uid"] != before["metadata"]["uid"] && vmi_phase(vmi) == "Running"
+    });
     assert_ne!(after["metadata"]["uid"], first["metadata"]["uid"]);
 
     // A dry run changes nothing; a guest that ignores the power button keeps a stop waiting
@@ -559,13 +507,9 @@ fn a_vm_imports_its_disk_boots_and_follows_stop_start_restart_and_delete() {
         &["stop", "web", "--grace-period", "0", "--force"],
     )
     .expect("forced stop");
-    wait_for(
-        &platform,
-        &["get", "vm", "web"],
-        STOP,
-        "the VM is not Stopped",
-        |vm| printable(vm) == "Stopped",
-    );
+    platform.wait_json(&["get", "vm", "web"], STOP, "the VM is not Stopped", |vm| {
+        printable(vm) == "Stopped"
+    });
     assert!(
         forced.elapsed() < Duration::from_secs(12),
         "a forced stop took {:?}",
@@ -602,13 +546,9 @@ fn kill_qemu(platform: &Platform, name: &str) {
 }
 
 fn running_uid(platform: &Platform, name: &str) -> String {
-    let vmi = wait_for(
-        platform,
-        &["get", "vmi", name],
-        BOOT,
-        "the VMI is not Running",
-        |v| vmi_phase(v) == "Running",
-    );
+    let vmi = platform.wait_json(&["get", "vmi", name], BOOT, "the VMI is not Running", |v| {
+        vmi_phase(v) == "Running"
+    });
     vmi["metadata"]["uid"].as_str().expect("uid").to_owned()
 }
 
@@ -632,20 +572,12 @@ fn run_strategies_decide_what_follows_an_instances_end() {
     // A crash (QEMU killed): RerunOnFailure starts a new instance, Once does not.
     kill_qemu(&platform, "rerun");
     kill_qemu(&platform, "once");
-    wait_for(
-        &platform,
-        &["get", "vmi", "rerun"],
-        BOOT,
-        "no new rerun VMI",
-        |v| v["metadata"]["uid"].as_str().is_some_and(|u| u != rerun) && vmi_phase(v) == "Running",
-    );
-    let failed = wait_for(
-        &platform,
-        &["get", "vmi", "once"],
-        BOOT,
-        "once did not fail",
-        |v| vmi_phase(v) == "Failed",
-    );
+    platform.wait_json(&["get", "vmi", "rerun"], BOOT, "no new rerun VMI", |v| {
+        v["metadata"]["uid"].as_str().is_some_and(|u| u != rerun) && vmi_phase(v) == "Running"
+    });
+    let failed = platform.wait_json(&["get", "vmi", "once"], BOOT, "once did not fail", |v| {
+        vmi_phase(v) == "Failed"
+    });
     assert_eq!(failed["metadata"]["uid"], once.as_str());
     assert!(
         failed["status"]["reason"]
@@ -670,13 +602,9 @@ fn run_strategies_decide_what_follows_an_instances_end() {
     let mut console = Console::open(&platform, "always");
     console.run("poweroff -f", "reboot: Power down");
     drop(console);
-    wait_for(
-        &platform,
-        &["get", "vmi", "always"],
-        BOOT,
-        "no new always VMI",
-        |v| v["metadata"]["uid"].as_str().is_some_and(|u| u != always) && vmi_phase(v) == "Running",
-    );
+    platform.wait_json(&["get", "vmi", "always"], BOOT, "no new always VMI", |v| {
+        v["metadata"]["uid"].as_str().is_some_and(|u| u != always) && vmi_phase(v) == "Running"
+    });
 }
 
 /// `ferrovirt port-forward --stdio TARGET PORT` with stdin kept open; what it printed once
@@ -885,7 +813,7 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
         .expect_err("a VM that does not exist");
     assert!(missing.contains("\"nope\" not found"), "{missing}");
     verb(&platform, &["pause", "vmi", "fwd"]).expect("pause");
-    wait_for(&platform, &["get", "vmi", "fwd"], STOP, "not Paused", |v| {
+    platform.wait_json(&["get", "vmi", "fwd"], STOP, "not Paused", |v| {
         condition(v, "Paused").is_some_and(|c| c["status"] == "True")
     });
     let paused =
@@ -909,8 +837,7 @@ fn port_forward_and_ssh_reach_the_guest_and_the_vm_outlives_down_and_up() {
     platform.stop_and_restart();
     // Right after up the store may still show the old instance as it was at down, until
     // the controllers see its launcher gone: wait for the new one.
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "vmi", "fwd"],
         BOOT,
         "no new instance Running after up",
@@ -1001,30 +928,21 @@ spec:
             memory: 64Mi
 "#,
     );
-    let lost = wait_for(
-        &platform,
-        &["get", "vm", "lost"],
-        BOOT,
-        "no DataVolumeError",
-        |vm| printable(vm) == "DataVolumeError",
-    );
+    let lost = platform.wait_json(&["get", "vm", "lost"], BOOT, "no DataVolumeError", |vm| {
+        printable(vm) == "DataVolumeError"
+    });
     assert!(platform.json(&["get", "vmi", "lost"]).is_none(), "{lost:#}");
 
-    let first = wait_for(
-        &platform,
+    let first = platform.wait_json(
         &["get", "vm", "looping"],
         STOP,
         "no CrashLoopBackOff",
         |vm| printable(vm) == "CrashLoopBackOff" && start_failure(vm).is_some_and(|f| f.0 == 1),
     );
     let (_, first_delay) = start_failure(&first).expect("a start failure");
-    let second = wait_for(
-        &platform,
-        &["get", "vm", "looping"],
-        STOP,
-        "no second failure",
-        |vm| start_failure(vm).is_some_and(|f| f.0 == 2),
-    );
+    let second = platform.wait_json(&["get", "vm", "looping"], STOP, "no second failure", |vm| {
+        start_failure(vm).is_some_and(|f| f.0 == 2)
+    });
     let (_, second_delay) = start_failure(&second).expect("a start failure");
     assert!(
         (1..=20).contains(&first_delay) && second_delay > first_delay + 15,
@@ -1086,15 +1004,13 @@ spec:
 "#,
         server.url(debian_guest_qcow2())
     ));
-    let vmi = wait_for(
-        &platform,
+    let vmi = platform.wait_json(
         &["get", "vmi", "deb"],
         Duration::from_secs(420),
         "the guest agent never connected",
         |v| condition(v, "AgentConnected").is_some_and(|c| c["status"] == "True"),
     );
-    let info = wait_for(
-        &platform,
+    let info = platform.wait_json(
         &["get", "vmi", "deb"],
         Duration::from_secs(60),
         "no guestOSInfo on the VMI",
@@ -1165,8 +1081,7 @@ spec:
       image: {host}/disks/fast:v1
 "#
     ));
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "vmi", "cdisk"],
         BOOT,
         "the containerDisk VMI is not Running",
@@ -1330,8 +1245,7 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
             &["--listen", &api_listen],
         ),
     ];
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "apiservice", "v1.subresources.kubevirt.io"],
         Duration::from_secs(60),
         "virt-api's APIService is not Available",
@@ -1339,8 +1253,7 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
     );
 
     // virt-handler marks its node for launcher pods and publishes its address there.
-    let node = wait_for(
-        &platform,
+    let node = platform.wait_json(
         &["get", "node", node.trim()],
         Duration::from_secs(30),
         "virt-handler has not marked its node",
@@ -1355,13 +1268,9 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
     );
 
     platform.apply(&vm_yaml("cl", "Always", &server.url(fast_guest_qcow2())));
-    wait_for(
-        &platform,
-        &["get", "vm", "cl"],
-        BOOT,
-        "the VM is not Running",
-        |vm| printable(vm) == "Running",
-    );
+    platform.wait_json(&["get", "vm", "cl"], BOOT, "the VM is not Running", |vm| {
+        printable(vm) == "Running"
+    });
     // The console: kubectl's API server, the APIService's proxy, virt-api, virt-handler on
     // the node over mutual TLS, the launcher's serial socket.
     let mut console = Console::open(&platform, "cl");
@@ -1387,8 +1296,7 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
     };
     let (paused, stderr) = as_user("alice", &["pause", "vm", "cl"]);
     assert!(paused, "{stderr}");
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "vmi", "cl"],
         STOP,
         "the VMI is not Paused",
@@ -1398,8 +1306,7 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
     assert!(!refused && stderr.contains("forbidden"), "{stderr}");
     let (unpaused, stderr) = as_user("alice", &["unpause", "vm", "cl"]);
     assert!(unpaused, "{stderr}");
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "vmi", "cl"],
         STOP,
         "the VMI is still Paused",
@@ -1512,13 +1419,9 @@ fn the_virt_components_run_a_vm_as_on_a_cluster() {
     }
 
     verb(&platform, &["stop", "cl"]).expect("stop");
-    wait_for(
-        &platform,
-        &["get", "vm", "cl"],
-        STOP,
-        "the VM is not Stopped",
-        |vm| printable(vm) == "Stopped",
-    );
+    platform.wait_json(&["get", "vm", "cl"], STOP, "the VM is not Stopped", |vm| {
+        printable(vm) == "Stopped"
+    });
     assert_eq!(qemu_processes_of(&platform), 0);
     // virt-controller follows the CR too (its RBAC allows the watch): the CR leaves out
     // useEmulation, so a new launcher is told to refuse TCG. (The pod itself goes as soon as
@@ -1697,8 +1600,7 @@ spec:
     );
 
     // A missing definition: no launcher pod, and the reason on the VMI.
-    let lost = wait_for(
-        &platform,
+    let lost = platform.wait_json(
         &["get", "vmi", "lost"],
         Duration::from_secs(120),
         "the VMI on a missing network does not say why",
@@ -1715,8 +1617,7 @@ spec:
     );
 
     for name in ["a", "b"] {
-        wait_for(
-            &platform,
+        platform.wait_json(
             &["get", "vmi", name],
             BOOT,
             "the VMI on the bridge network is not Running",
@@ -1752,8 +1653,7 @@ spec:
     // kubemacpool's collision detection warns both instances.
     for name in ["a", "b"] {
         let selector = format!("involvedObject.name={name},reason=MACCollision");
-        wait_for(
-            &platform,
+        platform.wait_json(
             &["get", "events", "--field-selector", &selector],
             Duration::from_secs(30),
             "no MACCollision event",
@@ -1793,8 +1693,7 @@ spec:
         "nowhere-net",
         "02:00:00:77:00:04",
     ));
-    let far = wait_for(
-        &platform,
+    let far = platform.wait_json(
         &["get", "pods", "-l", "vm.kubevirt.io/name=far"],
         Duration::from_secs(60),
         "the launcher pod on a bridge the node lacks is not Unschedulable",
@@ -1920,8 +1819,7 @@ fn qemu_command_line(needle: &str) -> Option<Vec<String>> {
 /// not emulated: it runs on KVM (a machine whose KVM is usable), or it failed with KubeVirt's
 /// message (here, where KVM is too slow and the launcher was told to refuse TCG).
 fn assert_not_emulated(platform: &Platform, name: &str) {
-    let vmi = wait_for(
-        platform,
+    let vmi = platform.wait_json(
         &["get", "vmi", name],
         BOOT,
         "the VMI neither ran nor failed",
@@ -1984,8 +1882,7 @@ spec:
     };
     // The configuration is taken before the CR is reported for its generation.
     let deployed = |platform: &Platform| {
-        wait_for(
-            platform,
+        platform.wait_json(
             &["get", "kubevirt", "kubevirt", "-n", "kubevirt"],
             STOP,
             "the KubeVirt CR was not deployed",
@@ -2013,8 +1910,7 @@ spec:
         serde_json::json!([{"name": "default", "masquerade": {}}]),
         "{vmi:#}"
     );
-    let vmi = wait_for(
-        &platform,
+    let vmi = platform.wait_json(
         &["get", "vmi", "kvconfigprobe"],
         BOOT,
         "the VMI did not run",
@@ -2061,8 +1957,7 @@ fn free_port() -> u16 {
 /// placement the API server refuses for a Deployment, is refused in virt-operator's words,
 /// and a graduated feature gate warned about.
 fn operator_webhooks_guard_the_kubevirt_cr(platform: &Platform, port: u16) {
-    let configuration = wait_for(
-        platform,
+    let configuration = platform.wait_json(
         &[
             "get",
             "validatingwebhookconfiguration",
@@ -2216,8 +2111,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
          workloadUpdateStrategy: {}\n",
     );
     let kubevirt = ["get", "kubevirt", "kubevirt", "-n", "kubevirt"];
-    let deploying = wait_for(
-        &platform,
+    let deploying = platform.wait_json(
         &kubevirt,
         Duration::from_secs(60),
         "the KubeVirt CR is not Deploying",
@@ -2288,8 +2182,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
             status,
         ]);
     }
-    let deployed = wait_for(
-        &platform,
+    let deployed = platform.wait_json(
         &kubevirt,
         Duration::from_secs(60),
         "the KubeVirt CR is not Deployed",
@@ -2307,8 +2200,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
 
     // common-instancetypes: deployed with the CR, gone when its deployment is disabled.
     let instancetype = ["get", "virtualmachineclusterinstancetype", "u1.medium"];
-    let deployed_type = wait_for(
-        &platform,
+    let deployed_type = platform.wait_json(
         &instancetype,
         Duration::from_secs(60),
         "u1.medium is not deployed",
@@ -2337,8 +2229,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         std::thread::sleep(Duration::from_millis(250));
     }
     toggle(true);
-    wait_for(
-        &platform,
+    platform.wait_json(
         &instancetype,
         Duration::from_secs(60),
         "u1.medium is not back",
@@ -2355,8 +2246,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
          "patch": r#"{"metadata":{"labels":{"customized":"yes"}}}"#},
     ], "flags": {"controller": {"v": "4"}}}}});
     merge_patch_kubevirt(&platform, &customize.to_string());
-    let customized = wait_for(
-        &platform,
+    let customized = platform.wait_json(
         &["get", "deployment", "virt-controller", "-n", "kubevirt"],
         Duration::from_secs(60),
         "virt-controller was not customized",
@@ -2397,8 +2287,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
         &platform,
         r#"{"spec":{"customizeComponents":{"patches":[]}}}"#,
     );
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "deployment", "virt-controller", "-n", "kubevirt"],
         Duration::from_secs(60),
         "the removed patches stayed on virt-controller",
@@ -2411,8 +2300,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
 
     // A deployment deleted by hand comes back.
     platform.ok(&["delete", "deployment", "virt-controller", "-n", "kubevirt"]);
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "deployment", "virt-controller", "-n", "kubevirt"],
         Duration::from_secs(60),
         "virt-controller was not put back",
@@ -2424,8 +2312,7 @@ fn virt_operator_deploys_the_components_for_a_kubevirt_cr_and_removes_them_with_
     platform.apply(
         "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata:\n  name: second\n  namespace: kubevirt-two\nspec: {}\n",
     );
-    let second = wait_for(
-        &platform,
+    let second = platform.wait_json(
         &["get", "kubevirt", "second", "-n", "kubevirt-two"],
         Duration::from_secs(60),
         "the second KubeVirt CR is not ExistingDeployment",

@@ -47,28 +47,6 @@ spec:
     )
 }
 
-fn wait_for(
-    platform: &Platform,
-    what: &str,
-    args: &[&str],
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        if let Some(object) = platform.json(args) {
-            if done(&object) {
-                return object;
-            }
-            if started.elapsed() > LIMIT {
-                panic!("{what} did not happen: {object:#}\n{}", platform.log());
-            }
-        } else if started.elapsed() > LIMIT {
-            panic!("{what}: {args:?} failed\n{}", platform.log());
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 fn is_true(object: &Value, type_: &str) -> bool {
     condition(object, type_).is_some_and(|c| c["status"] == "True")
 }
@@ -80,10 +58,10 @@ fn set_video_gate(platform: &Platform, on: bool) {
         format!(r#"{{"spec":{{"featureGates":[{{"name":"videoConfig","state":"{state}"}}]}}}}"#);
     let hc = ["hco", "kubevirt-hyperconverged", "-n", NAMESPACE];
     platform.ok(&[&["patch"][..], &hc, &["--type=merge", "-p", &patch]].concat());
-    wait_for(
-        platform,
-        "the gate reaching KubeVirt",
+    platform.wait_json(
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        LIMIT,
+        "the gate reaching KubeVirt",
         |kv| {
             kubevirt_feature_gates(kv)
                 .iter()
@@ -97,10 +75,10 @@ fn set_video_gate(platform: &Platform, on: bool) {
 fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     let platform = Platform::start("hco");
     platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(EXAMPLE_HC_V1));
-    let hc = wait_for(
-        &platform,
-        "the HC becoming Available",
+    let hc = platform.wait_json(
         &["get", "hco", "kubevirt-hyperconverged", "-n", NAMESPACE],
+        LIMIT,
+        "the HC becoming Available",
         |hc| is_true(hc, "Available") && is_true(hc, "ReconcileComplete"),
     );
     assert_eq!(hc["status"]["systemHealthStatus"], "healthy", "{hc:#}");
@@ -148,9 +126,7 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     );
 
     // The CLI download hands out this binary as virtctl.
-    let server = wait_for(
-        &platform,
-        "the CLI download server",
+    let server = platform.wait_json(
         &[
             "get",
             "pod",
@@ -158,6 +134,8 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
             "-n",
             NAMESPACE,
         ],
+        LIMIT,
+        "the CLI download server",
         |pod| pod["status"]["phase"] == "Running",
     );
     platform.ok(&[
@@ -223,16 +201,16 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
     );
     // The CDI CR's config becomes CDIConfig `config`, whose status says what is in effect;
     // the HC's storage workload resources reach the worker pods' defaults that way.
-    wait_for(
-        &platform,
-        "the CDI CR's config in CDIConfig",
+    platform.wait_json(
         &["get", "cdiconfig", "config"],
+        LIMIT,
+        "the CDI CR's config in CDIConfig",
         |config| config["spec"]["featureGates"][0] == "HonorWaitForFirstConsumer",
     );
     // The HC patched, then CDIConfig's status waited for until its worker CPU limit is `cpu`.
     let worker_cpu_limit = |patch: &str, what: &str, cpu: &str| {
         platform.ok(&patch_hc(patch));
-        wait_for(&platform, what, &["get", "cdiconfig", "config"], |config| {
+        platform.wait_json(&["get", "cdiconfig", "config"], LIMIT, what, |config| {
             config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == cpu
         })
     };
@@ -263,10 +241,10 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         r#"{"spec":{"resourceRequirements":{"vmiCPUAllocationRatio":4,
             "autoCPULimitNamespaceLabelSelector":{"matchLabels":{"autoCpuLimit":"true"}}}}}"#,
     ));
-    wait_for(
-        &platform,
-        "the HC's CPU allocation ratio and CPU limit selector in the KubeVirt CR",
+    platform.wait_json(
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        LIMIT,
+        "the HC's CPU allocation ratio and CPU limit selector in the KubeVirt CR",
         |kv| {
             let config = &kv["spec"]["configuration"];
             config["developerConfiguration"]["cpuAllocationRatio"] == 4
@@ -289,10 +267,10 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         "kubevirt.io/created-by={}",
         vmi["metadata"]["uid"].as_str().expect("a uid")
     );
-    let pods = wait_for(
-        &platform,
-        "the VMI's launcher pod",
+    let pods = platform.wait_json(
         &["get", "pods", "-l", &selector],
+        LIMIT,
+        "the VMI's launcher pod",
         |pods| {
             pods["items"]
                 .as_array()
@@ -332,10 +310,10 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         r#"{"spec":{"configuration":{"network":{"defaultNetworkInterface":"bridge"}}}}"#,
     );
     assert!(patched.status.success(), "{patched:?}");
-    wait_for(
-        &platform,
-        "the KubeVirt CR being put back",
+    platform.wait_json(
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        LIMIT,
+        "the KubeVirt CR being put back",
         |kv| kv["spec"]["configuration"]["network"]["defaultNetworkInterface"] == "masquerade",
     );
 
@@ -397,10 +375,10 @@ fn the_example_hyperconverged_deploys_and_governs_its_operands() {
         stderr.contains("Warning: feature gate LiveMigration is deprecated (feature state is \"General Availability\")"),
         "{stderr}"
     );
-    wait_for(
-        &platform,
-        "HCO's feature gates put back",
+    platform.wait_json(
         &["get", "kubevirt", KUBEVIRT, "-n", NAMESPACE],
+        LIMIT,
+        "HCO's feature gates put back",
         |kv| {
             !kubevirt_feature_gates(kv)
                 .iter()
@@ -483,10 +461,10 @@ fn a_hyperconverged_of_another_name_is_not_reconciled() {
     let platform = Platform::start("hco-name");
     let other = EXAMPLE_HC.replace("name: kubevirt-hyperconverged", "name: my-hyperconverged");
     platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(&other));
-    let hc = wait_for(
-        &platform,
-        "the HC being reported invalid",
+    let hc = platform.wait_json(
         &["get", "hco", "my-hyperconverged", "-n", NAMESPACE],
+        LIMIT,
+        "the HC being reported invalid",
         |hc| condition(hc, "ReconcileComplete").is_some(),
     );
     let complete = condition(&hc, "ReconcileComplete").expect("condition");
@@ -593,10 +571,10 @@ fn the_hco_webhook_judges_changes_before_they_reach_the_operands() {
         "{elsewhere}"
     );
     platform.ok_stdin(&["apply", "-n", NAMESPACE, "-f", "-"], Some(EXAMPLE_HC));
-    wait_for(
-        &platform,
-        "the HC's operands",
+    platform.wait_json(
         &["get", "networkaddonsconfig", "cluster"],
+        LIMIT,
+        "the HC's operands",
         |nac| is_true(nac, "Available"),
     );
 

@@ -4,7 +4,7 @@
 
 use crate::platform;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use platform::Platform;
 use serde_json::Value;
@@ -24,28 +24,6 @@ spec:
     args: [\"task\", \"no-such-task\"]
 ";
 
-fn wait_pod(
-    platform: &Platform,
-    name: &str,
-    limit: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let start = Instant::now();
-    loop {
-        if let Some(pod) = platform.json(&["get", "pod", name]) {
-            if done(&pod) {
-                return pod;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "the pod did not end: {pod:#}\n{}",
-                platform.log()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 fn status<'a>(pod: &'a Value, container: &str) -> &'a Value {
     pod["status"]["containerStatuses"]
         .as_array()
@@ -57,9 +35,12 @@ fn status<'a>(pod: &'a Value, container: &str) -> &'a Value {
 fn a_pod_of_two_containers_runs_both_and_fails_with_the_one_that_failed() {
     let platform = Platform::start("pods");
     platform.apply(POD);
-    let pod = wait_pod(&platform, "two", Duration::from_secs(60), |pod| {
-        pod["status"]["phase"] == "Failed"
-    });
+    let pod = platform.wait_json(
+        &["get", "pod", "two"],
+        Duration::from_secs(60),
+        "the pod to end",
+        |pod| pod["status"]["phase"] == "Failed",
+    );
     let exit = |name| &status(&pod, name)["state"]["terminated"];
     assert_eq!(exit("hello")["exitCode"], 0, "{pod:#}");
     assert_eq!(exit("hello")["reason"], "Completed", "{pod:#}");
@@ -127,9 +108,12 @@ fn termination(pod: &Value, container: &str) -> Vec<Value> {
 fn the_steps_of_a_taskrun_pod_run_in_order_and_a_failure_skips_the_rest() {
     let platform = Platform::start("steps");
     platform.apply(STEPS);
-    let pod = wait_pod(&platform, "steps", Duration::from_secs(60), |pod| {
-        pod["status"]["phase"] == "Failed"
-    });
+    let pod = platform.wait_json(
+        &["get", "pod", "steps"],
+        Duration::from_secs(60),
+        "the pod to end",
+        |pod| pod["status"]["phase"] == "Failed",
+    );
     let code = |name| status(&pod, name)["state"]["terminated"]["exitCode"].clone();
     assert_eq!(
         (code("step-one"), code("step-two"), code("step-three")),
@@ -221,9 +205,12 @@ fn a_pod_acts_as_its_service_account_and_its_step_reports_the_results() {
     platform.apply(ACCOUNTS);
     platform.apply(&keys_pod("allowed", "keys"));
     platform.apply(&keys_pod("denied", "nobody"));
-    let allowed = wait_pod(&platform, "allowed", Duration::from_secs(60), |pod| {
-        pod["status"]["phase"] == "Succeeded" || pod["status"]["phase"] == "Failed"
-    });
+    let allowed = platform.wait_json(
+        &["get", "pod", "allowed"],
+        Duration::from_secs(60),
+        "the pod to end",
+        |pod| pod["status"]["phase"] == "Succeeded" || pod["status"]["phase"] == "Failed",
+    );
     let results = termination(&allowed, "step-generate");
     assert!(
         results.contains(
@@ -242,9 +229,12 @@ fn a_pod_acts_as_its_service_account_and_its_step_reports_the_results() {
         .expect("the private key Secret");
     assert_eq!(secret["type"], "kubernetes.io/ssh-auth");
 
-    let denied = wait_pod(&platform, "denied", Duration::from_secs(60), |pod| {
-        pod["status"]["phase"] == "Failed"
-    });
+    let denied = platform.wait_json(
+        &["get", "pod", "denied"],
+        Duration::from_secs(60),
+        "the pod to end",
+        |pod| pod["status"]["phase"] == "Failed",
+    );
     let log = platform.ok(&["logs", "denied"]);
     assert!(
         log.contains("system:serviceaccount:default:nobody"),

@@ -79,31 +79,6 @@ spec:
     )
 }
 
-/// Polls until `done` holds for what kubectl prints, returning it.
-fn wait_for(
-    platform: &Platform,
-    args: &[&str],
-    limit: Duration,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + limit;
-    let mut last = Value::Null;
-    while Instant::now() < deadline {
-        if let Some(object) = platform.json(args) {
-            if done(&object) {
-                return object;
-            }
-            last = object;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    panic!(
-        "{what} within {limit:?}; last seen:\n{last:#}\nlog:\n{}",
-        platform.log()
-    );
-}
-
 /// The names of the listed objects that are not being deleted, sorted.
 fn live_names(list: &Value) -> Vec<String> {
     let mut names: Vec<String> = list["items"]
@@ -153,22 +128,19 @@ fn a_pool_scales_out_and_in_and_a_replica_set_keeps_its_count() {
     platform.apply(&pool_yaml("web", 3, "web"));
     let vms = ["get", "vm", "-n", NAMESPACE, "-o", "json"];
     let limit = Duration::from_secs(60);
-    wait_for(&platform, &vms, limit, "3 pool VMs", |l| {
+    platform.wait_json(&vms, limit, "3 pool VMs", |l| {
         names(l) == expect(&["web-0", "web-1", "web-2"])
     });
     platform.ok(&["scale", "vmpool/web", "-n", NAMESPACE, "--replicas=5"]);
     let five = ["web-0", "web-1", "web-2", "web-3", "web-4"];
-    wait_for(&platform, &vms, limit, "5 pool VMs", |l| {
-        names(l) == expect(&five)
-    });
+    platform.wait_json(&vms, limit, "5 pool VMs", |l| names(l) == expect(&five));
     platform.ok(&["scale", "vmpool/web", "-n", NAMESPACE, "--replicas=2"]);
-    wait_for(&platform, &vms, limit, "web-0 and web-1 left", |l| {
+    platform.wait_json(&vms, limit, "web-0 and web-1 left", |l| {
         names(l) == expect(&["web-0", "web-1"])
     });
     let pool_path =
         format!("/apis/pool.kubevirt.io/v1alpha1/namespaces/{NAMESPACE}/virtualmachinepools/web");
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "vmpool", "web", "-n", NAMESPACE, "-o", "json"],
         limit,
         "the pool's status",
@@ -213,25 +185,22 @@ fn a_pool_scales_out_and_in_and_a_replica_set_keeps_its_count() {
             .count()
     };
     let boot = Duration::from_secs(180);
-    let two = wait_for(&platform, &vmis, boot, "2 scheduled VMIs", |l| {
+    let two = platform.wait_json(&vmis, boot, "2 scheduled VMIs", |l| {
         counted(l) == 2 && live_names(l).len() == 2
     });
     let first = live_names(&two);
     assert!(first.iter().all(|n| n.starts_with("rs")), "{first:?}");
     platform.ok(&["delete", "vmi", &first[0], "-n", NAMESPACE, "--wait=false"]);
-    wait_for(&platform, &vmis, boot, "a replacement VMI", |l| {
+    platform.wait_json(&vmis, boot, "a replacement VMI", |l| {
         let live = live_names(l);
         live.len() == 2 && !live.contains(&first[0]) && counted(l) >= 2
     });
     platform.ok(&["scale", "vmirs/rs", "-n", NAMESPACE, "--replicas=1"]);
-    wait_for(&platform, &vmis, boot, "1 VMI", |l| {
-        live_names(l).len() == 1
-    });
+    platform.wait_json(&vmis, boot, "1 VMI", |l| live_names(l).len() == 1);
     let rs_path = format!(
         "/apis/kubevirt.io/v1/namespaces/{NAMESPACE}/virtualmachineinstancereplicasets/rs/scale"
     );
-    wait_for(
-        &platform,
+    platform.wait_json(
         &["get", "vmirs", "rs", "-n", NAMESPACE, "-o", "json"],
         limit,
         "the replica set's status",
@@ -251,7 +220,7 @@ fn a_pool_scales_out_and_in_and_a_replica_set_keeps_its_count() {
         "{message}"
     );
     platform.ok(&["scale", "vmirs/rs", "-n", NAMESPACE, "--replicas=0"]);
-    wait_for(&platform, &vmis, boot, "no VMI", |l| names(l).is_empty());
+    platform.wait_json(&vmis, boot, "no VMI", |l| names(l).is_empty());
     eprintln!(
         "replica set: {:?}; total {:?}",
         rs_started.elapsed(),

@@ -19,40 +19,11 @@ const SSP_NAMESPACE: &str = "kubevirt-hyperconverged";
 const TEMPLATES_NAMESPACE: &str = "openshift";
 const GOLDEN: &str = "kubevirt-os-images";
 
-/// Polls `kubectl get ARGS -o json` until `done` holds for the object, returning it; panics
-/// with the last answer and the platform's log after `limit`.
-fn wait_for(
-    platform: &Platform,
-    args: &[&str],
-    limit: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + limit;
-    let mut last = Value::Null;
-    while Instant::now() < deadline {
-        let mut get = vec!["get"];
-        get.extend_from_slice(args);
-        if let Some(object) = platform.json(&get) {
-            if done(&object) {
-                return object;
-            }
-            last = object;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!(
-        "{args:?} did not come to the expected state in {limit:?}:\n{last:#}\n--- log:\n{}",
-        platform.log()
-    );
-}
-
 /// Waits until `kubectl get ARGS` says NotFound.
 fn wait_gone(platform: &Platform, args: &[&str], limit: Duration) {
     let deadline = Instant::now() + limit;
-    let mut get = vec!["get"];
-    get.extend_from_slice(args);
     while Instant::now() < deadline {
-        let out = platform.kubectl(&get, None);
+        let out = platform.kubectl(args, None);
         if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound") {
             return;
         }
@@ -87,8 +58,14 @@ spec:
     )
 }
 
-fn ssp_args() -> [&'static str; 4] {
-    ["ssp", "ssp-kubevirt-hyperconverged", "-n", SSP_NAMESPACE]
+fn ssp_args() -> [&'static str; 5] {
+    [
+        "get",
+        "ssp",
+        "ssp-kubevirt-hyperconverged",
+        "-n",
+        SSP_NAMESPACE,
+    ]
 }
 
 fn is_deployed(ssp: &Value) -> bool {
@@ -97,8 +74,8 @@ fn is_deployed(ssp: &Value) -> bool {
         && ssp["status"]["observedGeneration"] == ssp["metadata"]["generation"]
 }
 
-fn template_args(name: &str) -> [&str; 4] {
-    ["template", name, "-n", TEMPLATES_NAMESPACE]
+fn template_args(name: &str) -> [&str; 5] {
+    ["get", "template", name, "-n", TEMPLATES_NAMESPACE]
 }
 
 #[test]
@@ -106,7 +83,12 @@ fn an_ssp_keeps_the_common_templates_and_removes_them_when_deleted() {
     let platform = Platform::start("ssp-templates");
     namespaces(&platform);
     platform.apply(&ssp_yaml("[]"));
-    let ssp = wait_for(&platform, &ssp_args(), LIMIT, is_deployed);
+    let ssp = platform.wait_json(
+        &ssp_args(),
+        LIMIT,
+        "the object to come to the expected state",
+        is_deployed,
+    );
     assert_eq!(
         ssp["metadata"]["finalizers"][0],
         "ssp.kubevirt.io/finalizer"
@@ -164,10 +146,10 @@ fn an_ssp_keeps_the_common_templates_and_removes_them_when_deleted() {
         TEMPLATES_NAMESPACE,
     ]);
     let uid = fedora["metadata"]["uid"].clone();
-    let back = wait_for(
-        &platform,
+    let back = platform.wait_json(
         &template_args("fedora-server-small"),
         LIMIT,
+        "the object to come to the expected state",
         |t| t["metadata"]["uid"] != uid,
     );
     assert_eq!(back["objects"], fedora["objects"]);
@@ -175,10 +157,10 @@ fn an_ssp_keeps_the_common_templates_and_removes_them_when_deleted() {
         "patch", "template", "fedora-server-small", "-n", TEMPLATES_NAMESPACE, "--type", "merge",
         "-p", r#"{"parameters":[{"name":"NAME"}],"metadata":{"labels":{"workload.template.kubevirt.io/server":null,"mine":"kept"}}}"#,
     ]);
-    let restored = wait_for(
-        &platform,
+    let restored = platform.wait_json(
         &template_args("fedora-server-small"),
         LIMIT,
+        "the object to come to the expected state",
         |t| t["parameters"] == fedora["parameters"],
     );
     assert_eq!(
@@ -202,10 +184,10 @@ metadata:
 objects: []
 "#
     ));
-    let old = wait_for(
-        &platform,
+    let old = platform.wait_json(
         &template_args("fedora-server-small-v0.30.0"),
         LIMIT,
+        "the object to come to the expected state",
         |t| t["metadata"]["labels"]["template.kubevirt.io/deprecated"] == "true",
     );
     assert_eq!(
@@ -220,10 +202,10 @@ objects: []
     );
 
     // The boot sources the templates name exist as DataSources of their golden image PVCs.
-    let source = wait_for(
-        &platform,
-        &["datasource", "fedora", "-n", GOLDEN],
+    let source = platform.wait_json(
+        &["get", "datasource", "fedora", "-n", GOLDEN],
         LIMIT,
+        "the object to come to the expected state",
         |_| true,
     );
     assert_eq!(source["spec"]["source"]["pvc"]["name"], "fedora");
@@ -255,9 +237,12 @@ objects: []
     );
     let out = platform.kubectl(&["apply", "-f", "-"], Some(&nameless));
     if out.status.success() {
-        let failing = wait_for(&platform, &ssp_args(), LIMIT, |s| {
-            condition(s, "Degraded").is_some_and(|c| c["status"] == "True")
-        });
+        let failing = platform.wait_json(
+            &ssp_args(),
+            LIMIT,
+            "the object to come to the expected state",
+            |s| condition(s, "Degraded").is_some_and(|c| c["status"] == "True"),
+        );
         assert_eq!(
             condition(&failing, "Degraded").expect("Degraded")["message"],
             format!("Error: {MISSING_NAME}")
@@ -268,7 +253,12 @@ objects: []
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(MISSING_NAME), "{stderr}");
     }
-    wait_for(&platform, &ssp_args(), LIMIT, is_deployed);
+    platform.wait_json(
+        &ssp_args(),
+        LIMIT,
+        "the object to come to the expected state",
+        is_deployed,
+    );
 
     // Deleting the SSP removes its templates, the deprecated ones and its DataSources.
     platform.ok(&[
@@ -286,10 +276,14 @@ objects: []
         &template_args("fedora-server-small-v0.30.0"),
         LIMIT,
     );
-    wait_gone(&platform, &["datasource", "fedora", "-n", GOLDEN], LIMIT);
     wait_gone(
         &platform,
-        &["clusterrole", "os-images.kubevirt.io:edit"],
+        &["get", "datasource", "fedora", "-n", GOLDEN],
+        LIMIT,
+    );
+    wait_gone(
+        &platform,
+        &["get", "clusterrole", "os-images.kubevirt.io:edit"],
         LIMIT,
     );
 }
@@ -334,10 +328,10 @@ fn boot_sources_import_from_a_local_registry_and_a_vm_clones_from_them() {
 
     // The cron is SSP's, in the golden images namespace; CDI imports the image and points
     // SSP's DataSource at it.
-    let cron = wait_for(
-        &platform,
-        &["dataimportcron", "fedora-image-cron", "-n", GOLDEN],
+    let cron = platform.wait_json(
+        &["get", "dataimportcron", "fedora-image-cron", "-n", GOLDEN],
         LIMIT,
+        "the object to come to the expected state",
         |_| true,
     );
     assert_eq!(
@@ -352,10 +346,10 @@ fn boot_sources_import_from_a_local_registry_and_a_vm_clones_from_them() {
         cron["metadata"]["annotations"]["operator-sdk/primary-resource-type"],
         "SSP.ssp.kubevirt.io"
     );
-    let source = wait_for(
-        &platform,
-        &["datasource", "fedora", "-n", GOLDEN],
+    let source = platform.wait_json(
+        &["get", "datasource", "fedora", "-n", GOLDEN],
         LIMIT,
+        "the object to come to the expected state",
         |ds| condition(ds, "Ready").is_some_and(|c| c["status"] == "True"),
     );
     assert_eq!(
@@ -368,7 +362,12 @@ fn boot_sources_import_from_a_local_registry_and_a_vm_clones_from_them() {
         .to_owned();
     assert!(imported.starts_with("fedora-"), "{source:#}");
     platform.assert_volume_holds(GOLDEN, &imported, image);
-    wait_for(&platform, &ssp_args(), LIMIT, is_deployed);
+    platform.wait_json(
+        &ssp_args(),
+        LIMIT,
+        "the object to come to the expected state",
+        is_deployed,
+    );
 
     // A VM's dataVolumeTemplate takes its disk from the boot source.
     platform.apply(
@@ -414,7 +413,7 @@ spec:
     platform.apply(&ssp_yaml("[]"));
     wait_gone(
         &platform,
-        &["dataimportcron", "fedora-image-cron", "-n", GOLDEN],
+        &["get", "dataimportcron", "fedora-image-cron", "-n", GOLDEN],
         LIMIT,
     );
 }

@@ -7,6 +7,7 @@
 
 use crate::platform;
 
+use base64::Engine;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -23,40 +24,6 @@ fn deploy(file: &str) -> String {
 fn apply_task(platform: &Platform, name: &str) {
     platform.apply(&deploy(&format!("tasks/{name}.yaml")));
     platform.apply(&deploy(&format!("rbac/{name}.yaml")));
-}
-
-/// The TaskRun once `done` holds for it.
-fn wait_run(
-    platform: &Platform,
-    name: &str,
-    limit: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    wait_for(platform, "taskrun", name, limit, done)
-}
-
-/// The object of `kind` once `done` holds for it.
-fn wait_for(
-    platform: &Platform,
-    kind: &str,
-    name: &str,
-    limit: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let start = Instant::now();
-    loop {
-        if let Some(run) = platform.json(&["get", kind, name]) {
-            if done(&run) {
-                return run;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{kind} {name} did not get there: {run:#}\n{}",
-                platform.log()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 fn ended(run: &Value) -> bool {
@@ -136,7 +103,12 @@ fn a_taskrun_runs_its_task_in_a_pod_and_reports_as_tekton_does() {
     let platform = Platform::start("taskruns");
     apply_task(&platform, "generate-ssh-keys");
     platform.apply(KEYS);
-    let run = wait_run(&platform, "keys", Duration::from_secs(120), ended);
+    let run = platform.wait_json(
+        &["get", "taskrun", "keys"],
+        Duration::from_secs(120),
+        "the TaskRun to get there",
+        ended,
+    );
     assert_eq!(
         condition(&run),
         ("True", "Succeeded", "All Steps have completed executing"),
@@ -177,13 +149,23 @@ fn a_taskrun_runs_its_task_in_a_pod_and_reports_as_tekton_does() {
 
     // The same command named as kubevirt's image names it.
     platform.apply(UPSTREAM_IMAGE_KEYS);
-    let run = wait_run(&platform, "upstream-image", Duration::from_secs(120), ended);
+    let run = platform.wait_json(
+        &["get", "taskrun", "upstream-image"],
+        Duration::from_secs(120),
+        "the TaskRun to get there",
+        ended,
+    );
     assert_eq!(condition(&run).1, "Succeeded", "{run:#}");
     assert_eq!(result(&run, "privateKeySecretName"), "conn-upstream");
 
     // Run again, the task refuses the existing Secret: the step fails the run.
     platform.apply(&KEYS.replace("name: keys\n", "name: keys-again\n"));
-    let again = wait_run(&platform, "keys-again", Duration::from_secs(120), ended);
+    let again = platform.wait_json(
+        &["get", "taskrun", "keys-again"],
+        Duration::from_secs(120),
+        "the TaskRun to get there",
+        ended,
+    );
     let (status, reason, message) = condition(&again);
     assert_eq!((status, reason), ("False", "StepFailed"), "{again:#}");
     assert_eq!(
@@ -251,7 +233,12 @@ fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one(
     }
 
     platform.apply(SCRIPT);
-    let run = wait_run(&platform, "script", Duration::from_secs(60), ended);
+    let run = platform.wait_json(
+        &["get", "taskrun", "script"],
+        Duration::from_secs(60),
+        "the TaskRun to get there",
+        ended,
+    );
     let (status, reason, message) = condition(&run);
     assert_eq!((status, reason), ("False", "PodCreationFailed"), "{run:#}");
     assert!(
@@ -261,7 +248,12 @@ fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one(
     assert!(platform.json(&["get", "pod", "script-pod"]).is_none());
 
     platform.apply(MISSING);
-    let run = wait_run(&platform, "missing", Duration::from_secs(60), ended);
+    let run = platform.wait_json(
+        &["get", "taskrun", "missing"],
+        Duration::from_secs(60),
+        "the TaskRun to get there",
+        ended,
+    );
     assert_eq!(
         condition(&run),
         (
@@ -273,9 +265,12 @@ fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one(
 
     apply_task(&platform, "wait-for-vmi-status");
     platform.apply(WAIT);
-    wait_run(&platform, "wait", Duration::from_secs(120), |run| {
-        run["status"]["steps"][0]["running"].is_object()
-    });
+    platform.wait_json(
+        &["get", "taskrun", "wait"],
+        Duration::from_secs(120),
+        "the TaskRun to get there",
+        |run| run["status"]["steps"][0]["running"].is_object(),
+    );
     platform.ok(&[
         "patch",
         "taskrun",
@@ -284,7 +279,12 @@ fn runs_the_machine_cannot_run_fail_with_tekton_s_reasons_and_a_cancel_ends_one(
         "-p",
         r#"{"spec":{"status":"TaskRunCancelled","statusMessage":"no VM today"}}"#,
     ]);
-    let run = wait_run(&platform, "wait", Duration::from_secs(60), ended);
+    let run = platform.wait_json(
+        &["get", "taskrun", "wait"],
+        Duration::from_secs(60),
+        "the TaskRun to get there",
+        ended,
+    );
     assert_eq!(
         condition(&run),
         (
@@ -395,18 +395,10 @@ spec:
 fn secret_value(platform: &Platform, name: &str, key: &str) -> String {
     let secret = platform.json(&["get", "secret", name]).expect("the secret");
     let encoded = secret["data"][key].as_str().unwrap_or_default();
-    let out = std::process::Command::new("base64")
-        .args(["-d"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(encoded.as_bytes())?;
-            child.wait_with_output()
-        })
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
         .expect("base64");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[test]
@@ -415,11 +407,10 @@ fn a_pipelinerun_passes_results_skips_by_when_and_runs_finally() {
     apply_task(&platform, "generate-ssh-keys");
     platform.apply(PIPELINE);
     platform.apply(&pipeline_run("ok", "conn"));
-    let run = wait_for(
-        &platform,
-        "pipelinerun",
-        "ok",
+    let run = platform.wait_json(
+        &["get", "pipelinerun", "ok"],
         Duration::from_secs(240),
+        "the pipelinerun to get there",
         ended,
     );
     assert_eq!(
@@ -465,11 +456,10 @@ fn a_pipelinerun_passes_results_skips_by_when_and_runs_finally() {
 
     // The same names again: the first task fails, the second is skipped, finally still runs.
     platform.apply(&pipeline_run("again", "conn"));
-    let run = wait_for(
-        &platform,
-        "pipelinerun",
-        "again",
+    let run = platform.wait_json(
+        &["get", "pipelinerun", "again"],
         Duration::from_secs(240),
+        "the pipelinerun to get there",
         ended,
     );
     assert_eq!(

@@ -182,6 +182,33 @@ impl Platform {
         self.kubectl_client().json(args)
     }
 
+    /// Polls `kubectl ARGS -o json` (ARGS starting with `get`) until `done` holds for the
+    /// object, returning it; panics with `what`, the last object seen and the platform's log
+    /// after `limit`.
+    pub fn wait_json(
+        &self,
+        args: &[&str],
+        limit: Duration,
+        what: &str,
+        mut done: impl FnMut(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + limit;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Some(object) = self.json(args) {
+                if done(&object) {
+                    return object;
+                }
+                last = object;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        panic!(
+            "{what} within {limit:?} ({args:?}); last seen:\n{last:#}\nlog:\n{}",
+            self.log()
+        );
+    }
+
     /// Polls the DataVolume until `done` holds for it, returning it; panics with the
     /// DataVolume and the platform's log after `limit`.
     pub fn wait_dv(

@@ -88,8 +88,7 @@ fn a_vm_sized_by_an_inferred_instancetype_boots_with_it_and_keeps_it() {
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("instancetypes");
     // common-instancetypes are there on a bare platform, as with a default KubeVirt CR.
-    let u1_small = wait_for(
-        &platform,
+    let u1_small = platform.wait_json(
         &["get", "virtualmachineclusterinstancetype", "u1.small"],
         Duration::from_secs(60),
         "common-instancetypes' u1.small is not deployed",
@@ -188,8 +187,7 @@ spec:
         "Invalid value 'Sometimes' for InferFromVolumeFailurePolicy",
     );
     platform.apply(&vm("ghost", "  instancetype:\n    name: nope", ""));
-    let ghost = wait_for(
-        &platform,
+    let ghost = platform.wait_json(
         &["get", "vm", "ghost"],
         STOP,
         "the VM did not report its missing instancetype",
@@ -220,13 +218,9 @@ spec:
     );
     assert_eq!(stored["spec"]["preference"]["name"], "ft.linux");
     let running = |platform: &Platform| {
-        wait_for(
-            platform,
-            &["get", "vmi", "sized"],
-            BOOT,
-            "the VMI did not run",
-            |v| vmi_phase(v) == "Running",
-        )
+        platform.wait_json(&["get", "vmi", "sized"], BOOT, "the VMI did not run", |v| {
+            vmi_phase(v) == "Running"
+        })
     };
     let vmi = running(&platform);
     let spec = &vmi["spec"]["domain"];
@@ -280,8 +274,7 @@ spec:
     ]);
     let first = vmi["metadata"]["uid"].clone();
     verb(&platform, &["restart", "sized"]).expect("restart");
-    let again = wait_for(
-        &platform,
+    let again = platform.wait_json(
         &["get", "vmi", "sized"],
         BOOT,
         "the VMI was not replaced and run",
@@ -306,8 +299,7 @@ spec:
         "  instancetype:\n    name: u1.small\n  preference:\n    name: cirros",
         "",
     ));
-    let vmi = wait_for(
-        &platform,
+    let vmi = platform.wait_json(
         &["get", "vmi", "sized-by-u1"],
         BOOT,
         "the VMI sized by u1.small did not run",
