@@ -116,11 +116,6 @@ fn task_run_labels(
     state: &TaskState,
     spec: &PipelineTaskRunSpec,
 ) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    add_absent(
-        &mut out,
-        spec.metadata.as_ref().and_then(|m| m.labels.as_ref()),
-    );
     let mut own = run.metadata.labels.clone().unwrap_or_default();
     own.insert(
         labels::PIPELINE_RUN.into(),
@@ -133,14 +128,12 @@ fn task_run_labels(
     own.insert(labels::PIPELINE_TASK.into(), state.name().to_string());
     let member = if state.finally { "finally" } else { "tasks" };
     own.insert(labels::MEMBER_OF.into(), member.into());
-    add_absent(&mut out, Some(&own));
-    let embedded = state
-        .task
-        .task_spec
-        .as_ref()
-        .and_then(|t| t.metadata.as_ref());
-    add_absent(&mut out, embedded.and_then(|m| m.labels.as_ref()));
-    out
+    let embedded = embedded_metadata(state);
+    layered([
+        spec.metadata.as_ref().and_then(|m| m.labels.as_ref()),
+        Some(&own),
+        embedded.and_then(|m| m.labels.as_ref()),
+    ])
 }
 
 fn task_run_annotations(
@@ -148,24 +141,37 @@ fn task_run_annotations(
     state: &TaskState,
     spec: &PipelineTaskRunSpec,
 ) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    add_absent(
-        &mut out,
-        spec.metadata.as_ref().and_then(|m| m.annotations.as_ref()),
-    );
     let mut own = run.metadata.annotations.clone().unwrap_or_default();
     own.retain(|k, _| !k.starts_with("chains.tekton.dev/"));
-    add_absent(&mut out, Some(&own));
-    let embedded = state
-        .task
-        .task_spec
-        .as_ref()
-        .and_then(|t| t.metadata.as_ref());
-    add_absent(&mut out, embedded.and_then(|m| m.annotations.as_ref()));
+    let embedded = embedded_metadata(state);
+    let mut out = layered([
+        spec.metadata.as_ref().and_then(|m| m.annotations.as_ref()),
+        Some(&own),
+        embedded.and_then(|m| m.annotations.as_ref()),
+    ]);
     if state.continues_on_error() {
         out.insert(ON_ERROR_ANNOTATION.into(), "continue".into());
     }
     out
+}
+
+/// A TaskRun's labels or annotations as Tekton layers them: the run spec's metadata, then the
+/// PipelineRun's own (with Tekton's labels), then the embedded task spec's; the first layer
+/// that sets a key wins.
+fn layered(layers: [Option<&BTreeMap<String, String>>; 3]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for layer in layers {
+        add_absent(&mut out, layer);
+    }
+    out
+}
+
+fn embedded_metadata(state: &TaskState) -> Option<&api::tekton::pipeline::EmbeddedMetadata> {
+    state
+        .task
+        .task_spec
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
 }
 
 /// `a` and `b` joined as Go's `filepath.Join` joins two relative paths.
