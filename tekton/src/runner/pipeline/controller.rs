@@ -15,7 +15,10 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::taskrun::labels;
-use super::{Observed, PipelineRunAction, cancel_patch, child_selector, pipeline_to_fetch, plan};
+use super::{
+    Observed, PipelineRunAction, cancel_patch, child_selector, pipeline_to_fetch, plan,
+    tasks_to_fetch,
+};
 
 /// How often a running PipelineRun is looked at without a change.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -57,10 +60,11 @@ async fn reconcile(object: Arc<PipelineRun>, ctx: Arc<Context>) -> Result<Action
         }
         None => None,
     };
-    let tasks = Api::<Task>::namespaced(ctx.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await?
-        .items;
+    let tasks_api = Api::<Task>::namespaced(ctx.client.clone(), &namespace);
+    let mut tasks = Vec::new();
+    for name in tasks_to_fetch(&run, pipeline.as_ref()) {
+        tasks.extend(tasks_api.get_opt(&name).await?);
+    }
     let task_runs_api = Api::<TaskRun>::namespaced(ctx.client.clone(), &namespace);
     let task_runs = task_runs_api
         .list(&ListParams::default().labels(&child_selector(&run)))

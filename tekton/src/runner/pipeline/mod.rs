@@ -6,8 +6,8 @@
 //! How a runtime drives it, on every change of the run or of one of its TaskRuns:
 //! 1. read the PipelineRun; if [`pipeline_to_fetch`] names a Pipeline, get it from the
 //!    run's namespace (`None` when it does not exist);
-//! 2. list the namespace's Tasks (at least those named by the pipeline tasks' `taskRef`) and
-//!    the TaskRuns labelled [`child_selector`];
+//! 2. get the Tasks [`tasks_to_fetch`] names (those that exist) and list the TaskRuns
+//!    labelled [`child_selector`];
 //! 3. call [`plan`] and apply the actions in order (see [`PipelineRunAction`]); a failed
 //!    action ends the pass (the next reconcile plans again from what is there: planning is
 //!    idempotent); requeue after [`PipelineRunAction::Requeue`] if nothing else changes.
@@ -37,7 +37,7 @@ pub mod status;
 pub mod taskrun;
 pub mod timeouts;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use api::tekton::pipelinerun::spec_status;
@@ -109,6 +109,24 @@ pub fn pipeline_to_fetch(run: &PipelineRun) -> Option<&str> {
         return None;
     }
     run.spec.pipeline_ref.as_ref()?.name.as_deref()
+}
+
+/// The Tasks the run's pipeline (embedded, or `pipeline` it names) refers to by name, to be
+/// fetched from its namespace.
+pub fn tasks_to_fetch(run: &PipelineRun, pipeline: Option<&Pipeline>) -> BTreeSet<String> {
+    let spec = match &run.spec.pipeline_spec {
+        Some(spec) => Some(spec),
+        None => pipeline.map(|p| &p.spec),
+    };
+    let Some(spec) = spec else {
+        return BTreeSet::new();
+    };
+    [&spec.tasks, &spec.finally]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| task.task_ref.as_ref()?.name.clone())
+        .collect()
 }
 
 /// The label selector of a run's TaskRuns.

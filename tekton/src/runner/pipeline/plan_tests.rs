@@ -1102,3 +1102,36 @@ fn a_finally_task_reading_a_result_that_was_never_made_is_skipped() {
         ])
     );
 }
+
+#[test]
+fn only_the_tasks_the_pipeline_names_are_fetched() {
+    let run: PipelineRun = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "r", "namespace": "ns"},
+        "spec": {"pipelineSpec": {
+            "tasks": [
+                {"name": "a", "taskRef": {"name": "keys"}},
+                {"name": "b", "taskSpec": {"steps": [{"name": "s", "image": "x"}]}},
+                {"name": "c", "taskRef": {"name": "keys"}},
+            ],
+            "finally": [{"name": "f", "taskRef": {"name": "cleanup-vm"}}],
+        }},
+    }))
+    .unwrap();
+    let names: Vec<String> = tasks_to_fetch(&run, None).into_iter().collect();
+    assert_eq!(names, ["cleanup-vm", "keys"]);
+
+    let by_ref: PipelineRun = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "r"}, "spec": {"pipelineRef": {"name": "p"}},
+    }))
+    .unwrap();
+    assert!(tasks_to_fetch(&by_ref, None).is_empty());
+    let pipeline: Pipeline = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p"},
+        "spec": {"tasks": [{"name": "a", "taskRef": {"name": "wait"}}]},
+    }))
+    .unwrap();
+    let names: Vec<String> = tasks_to_fetch(&by_ref, Some(&pipeline))
+        .into_iter()
+        .collect();
+    assert_eq!(names, ["wait"]);
+}
