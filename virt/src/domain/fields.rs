@@ -46,11 +46,17 @@ const MODELLED: &[(&str, Accept)] = &[
     ("nodeSelector", Subtree),
     ("terminationGracePeriodSeconds", Field),
     ("hostname", Field),
-    // SSH keys for the cloud-init metadata (the guest agent's propagation is not done).
+    // SSH keys for the cloud-init metadata or through the guest agent; passwords through the
+    // guest agent (`launcher::agent_credentials`).
     (
         "accessCredentials[].sshPublicKey.source.secret.secretName",
         Field,
     ),
+    (
+        "accessCredentials[].sshPublicKey.propagationMethod.qemuGuestAgent",
+        Subtree,
+    ),
+    ("accessCredentials[].userPassword", Subtree),
     (
         "accessCredentials[].sshPublicKey.propagationMethod.noCloud",
         Subtree,
@@ -631,20 +637,6 @@ mod tests {
                 ]}),
                 "spec.volumes[0].cloudInitNoCloud.networkDataSecretRef",
             ),
-            (
-                json!({"domain": {"devices": {}}, "accessCredentials": [
-                    {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
-                                      "propagationMethod": {"qemuGuestAgent": {"users": ["u"]}}}}
-                ]}),
-                "spec.accessCredentials[0].sshPublicKey.propagationMethod.qemuGuestAgent",
-            ),
-            (
-                json!({"domain": {"devices": {}}, "accessCredentials": [
-                    {"userPassword": {"source": {"secret": {"secretName": "p"}},
-                                      "propagationMethod": {"qemuGuestAgent": {}}}}
-                ]}),
-                "spec.accessCredentials[0].userPassword",
-            ),
         ] {
             assert_eq!(refused(extra), path);
         }
@@ -685,7 +677,11 @@ mod tests {
                 {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
                                   "propagationMethod": {"noCloud": {}}}},
                 {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
-                                  "propagationMethod": {"configDrive": {}}}}
+                                  "propagationMethod": {"configDrive": {}}}},
+                {"sshPublicKey": {"source": {"secret": {"secretName": "k"}},
+                                  "propagationMethod": {"qemuGuestAgent": {"users": ["u"]}}}},
+                {"userPassword": {"source": {"secret": {"secretName": "p"}},
+                                  "propagationMethod": {"qemuGuestAgent": {}}}}
             ],
             "networks": [
                 {"name": "i1", "pod": {"vmNetworkCIDR": "10.0.2.0/24",

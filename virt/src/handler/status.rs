@@ -78,6 +78,17 @@ pub fn running(
     } else {
         conditions.retain(|c| c.type_ != condition_types::AGENT_CONNECTED);
     }
+    // As virt-handler: the last result stands until the launcher reports another.
+    if let Some(sync) = &domain.access_credentials {
+        set(
+            &mut conditions,
+            condition_types::ACCESS_CREDENTIALS_SYNCHRONIZED,
+            sync.succeeded,
+            "",
+            &sync.message,
+            now,
+        );
+    }
     let status = vmi.status.clone().unwrap_or_default();
     let mut patch = serde_json::Map::new();
     if conditions != before {
@@ -226,6 +237,39 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn the_agent_s_credential_sync_is_a_condition_without_reason() {
+        use crate::launcher::agent_credentials::SyncResult;
+        let mut failed = domain(LifeCycle::Running, false);
+        failed.access_credentials = Some(SyncResult::failed("Guest agent is offline"));
+        let patch = running(&vmi(), &failed, None, None, &now()).expect("a change");
+        let condition = &patch["conditions"][1];
+        assert_eq!(condition["type"], "AccessCredentialsSynchronized");
+        assert_eq!(condition["status"], "False");
+        assert_eq!(condition["message"], "Guest agent is offline");
+        assert!(
+            condition.get("reason").is_none_or(|r| r == ""),
+            "{condition}"
+        );
+
+        let mut v = vmi();
+        v.status.as_mut().unwrap().conditions =
+            serde_json::from_value(patch["conditions"].clone()).unwrap();
+        let mut synced = domain(LifeCycle::Running, true);
+        synced.access_credentials = Some(SyncResult {
+            succeeded: true,
+            message: String::new(),
+        });
+        let patch = running(&v, &synced, None, None, &now()).expect("a change");
+        let condition = patch["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "AccessCredentialsSynchronized")
+            .expect("the condition");
+        assert_eq!(condition["status"], "True");
     }
 
     #[test]

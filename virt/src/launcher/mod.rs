@@ -8,6 +8,7 @@
 //! Shutdown policy: the ACPI power button is pressed at once and again every 5 s; when the
 //! grace period ends, QEMU is killed and the domain is reported destroyed.
 
+pub mod agent_credentials;
 pub mod console;
 pub mod control;
 pub mod node_facts;
@@ -151,6 +152,8 @@ pub struct DomainStatus {
     /// Whether the guest runs under TCG (the VMI's `SoftwareEmulation` condition).
     pub software_emulation: bool,
     pub guest_agent_connected: bool,
+    /// How the agent's propagation of `spec.accessCredentials` went, when there are any.
+    pub access_credentials: Option<agent_credentials::SyncResult>,
     pub qemu_pid: Option<u32>,
     /// The serial console clients attach to.
     pub console_socket: Option<PathBuf>,
@@ -285,6 +288,7 @@ type AgentSession = Arc<Mutex<Option<GuestAgent>>>;
 struct AgentState {
     connected: bool,
     info: Option<GuestInfo>,
+    credentials: Option<agent_credentials::SyncResult>,
 }
 
 async fn run(settings: LauncherSettings, mut requests: mpsc::Receiver<Request>) -> Outcome {
@@ -465,12 +469,13 @@ async fn start(
     let facts = node_facts::gather(vmi, &settings.node).await?;
     let started = async {
         let domain = domain::build(vmi, &facts)?;
+        let credentials = agent_credentials::sources(vmi, &facts.access_credentials);
         for warning in &domain.warnings {
             tracing::warn!("{warning}");
         }
         prepare::prepare(&domain.prepare).await?;
         let prepared = began.elapsed();
-        match start_domain(vmi, settings, domain, began, prepared).await {
+        match start_domain(vmi, settings, domain, credentials, began, prepared).await {
             Ok(started) => Ok(started),
             Err((domain, e)) => {
                 for tap in &domain.taps {
@@ -494,6 +499,7 @@ async fn start_domain(
     vmi: &VirtualMachineInstance,
     settings: &LauncherSettings,
     domain: Domain,
+    credentials: Vec<agent_credentials::Source>,
     began: Instant,
     prepared: Duration,
 ) -> Result<(Running, mpsc::UnboundedReceiver<Event>), (Domain, LauncherError)> {
@@ -555,6 +561,7 @@ async fn start_domain(
         domain.sockets.guest_agent.clone(),
         agent.clone(),
         agent_session.clone(),
+        credentials,
     ));
     let grace = vmi
         .spec
@@ -780,6 +787,7 @@ impl Running {
             reason: self.reason.clone(),
             software_emulation: self.domain.software_emulation,
             guest_agent_connected: self.agent.lock().await.connected,
+            access_credentials: self.agent.lock().await.credentials.clone(),
             qemu_pid: self.qemu.pid(),
             console_socket: self
                 .console
@@ -840,9 +848,17 @@ async fn finish(mut r: Running) -> Outcome {
 }
 
 /// Keeps `state` current with what the guest agent says.
-async fn poll_guest_agent(socket: PathBuf, state: Arc<Mutex<AgentState>>, session: AgentSession) {
+async fn poll_guest_agent(
+    socket: PathBuf,
+    state: Arc<Mutex<AgentState>>,
+    session: AgentSession,
+    credentials: Vec<agent_credentials::Source>,
+) {
+    // What the agent last put into the guest: propagated again only when the Secrets'
+    // files change or the last attempt failed.
+    let mut applied: Option<agent_credentials::Desired> = None;
     loop {
-        let info = {
+        let (info, synced) = {
             let mut session = session.lock().await;
             if session.is_none() {
                 *session = GuestAgent::connect(&socket, Duration::from_secs(2))
@@ -857,7 +873,14 @@ async fn poll_guest_agent(socket: PathBuf, state: Arc<Mutex<AgentState>>, sessio
                 // A failed exchange leaves the channel out of step: start over.
                 *session = None;
             }
-            info
+            let synced = match session.as_mut() {
+                _ if credentials.is_empty() => None,
+                Some(agent) => sync_credentials(agent, &credentials, &mut applied).await,
+                None => Some(agent_credentials::SyncResult::failed(
+                    agent_credentials::AGENT_OFFLINE,
+                )),
+            };
+            (info, synced)
         };
         {
             let mut s = state.lock().await;
@@ -865,7 +888,45 @@ async fn poll_guest_agent(socket: PathBuf, state: Arc<Mutex<AgentState>>, sessio
             if info.is_some() {
                 s.info = info;
             }
+            if synced.is_some() {
+                s.credentials = synced;
+            }
         }
         tokio::time::sleep(AGENT_POLL).await;
     }
+}
+
+/// Propagates the credentials when they differ from what was `applied`; the new result, or
+/// `None` when nothing was done.
+async fn sync_credentials(
+    agent: &mut GuestAgent,
+    credentials: &[agent_credentials::Source],
+    applied: &mut Option<agent_credentials::Desired>,
+) -> Option<agent_credentials::SyncResult> {
+    let sources = credentials.to_vec();
+    let desired = tokio::task::spawn_blocking(move || agent_credentials::read(&sources))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    let desired = match desired {
+        Ok(desired) => desired,
+        Err(message) => {
+            *applied = None;
+            return Some(agent_credentials::SyncResult::failed(message));
+        }
+    };
+    if applied.as_ref() == Some(&desired) {
+        return None;
+    }
+    let result = agent_credentials::apply(agent, &desired).await;
+    if result.succeeded {
+        tracing::info!(
+            users = desired.keys.len() + desired.passwords.len(),
+            "access credentials propagated by the guest agent"
+        );
+        *applied = Some(desired);
+    } else {
+        tracing::warn!(message = %result.message, "access credentials not propagated");
+        *applied = None;
+    }
+    Some(result)
 }

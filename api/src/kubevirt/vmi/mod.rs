@@ -278,6 +278,8 @@ pub mod condition_types {
     pub const LIVE_MIGRATABLE: &str = "LiveMigratable";
     /// The guest agent is connected.
     pub const AGENT_CONNECTED: &str = "AgentConnected";
+    /// The guest agent put `spec.accessCredentials` into the guest (or why not).
+    pub const ACCESS_CREDENTIALS_SYNCHRONIZED: &str = "AccessCredentialsSynchronized";
     /// A spec change needs a restart to take effect.
     pub const RESTART_REQUIRED: &str = "RestartRequired";
     /// The data volumes of the VM are ready.
