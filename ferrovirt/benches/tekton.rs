@@ -136,14 +136,6 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .filter(|&n: &usize| n >= 1)
         .unwrap_or(10);
-    let root = workspace_root();
-    let status = Command::new("bash")
-        .arg(root.join("fixtures/guests.sh"))
-        .arg(root.join("target/guests"))
-        .arg("fast")
-        .status()
-        .expect("fixtures/guests.sh");
-    assert!(status.success());
     let platform = Platform::start("bench-tekton");
     let server = HttpServer::start(HttpServerOptions::default());
     platform.apply(&deploy("tasks/wait-for-vmi-status.yaml"));

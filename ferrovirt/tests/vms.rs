@@ -958,6 +958,23 @@ fn a_debian_vm_applies_cloud_init_and_its_guest_agent_answers_the_verbs() {
     let _booting = one_at_a_time();
     let server = HttpServer::start(HttpServerOptions::default());
     let platform = Platform::start("vm-agent");
+    // Credentials the guest agent puts in: a key for root and root's password.
+    platform.apply(
+        r#"apiVersion: v1
+kind: Secret
+metadata:
+  name: agent-keys
+stringData:
+  key1: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBoyJU6tjSudMNLxjbvcN+68n8luobqr9kgk6Rbd0xG0 agent@test
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: agent-passwords
+stringData:
+  root: agent-set-password
+"#,
+    );
     platform.apply(&format!(
         r#"apiVersion: kubevirt.io/v1
 kind: VirtualMachine
@@ -978,6 +995,20 @@ spec:
             storage: 3Gi
   template:
     spec:
+      accessCredentials:
+      - sshPublicKey:
+          source:
+            secret:
+              secretName: agent-keys
+          propagationMethod:
+            qemuGuestAgent:
+              users: [root]
+      - userPassword:
+          source:
+            secret:
+              secretName: agent-passwords
+          propagationMethod:
+            qemuGuestAgent: {}
       domain:
         cpu:
           cores: 2
@@ -1021,6 +1052,18 @@ spec:
         info["status"]["guestOSInfo"]
     );
     assert_eq!(vmi_phase(&vmi), "Running");
+    // The real agent took the key (root exists: guest-ssh-add-authorized-keys wrote root's
+    // authorized_keys) and the password.
+    let synced = platform.wait_json(
+        &["get", "vmi", "deb"],
+        Duration::from_secs(60),
+        "the access credentials were not synchronized",
+        |v| condition(v, "AccessCredentialsSynchronized").is_some_and(|c| c["status"] == "True"),
+    );
+    eprintln!(
+        "credentials: {:#}",
+        condition(&synced, "AccessCredentialsSynchronized").unwrap_or(&Value::Null)
+    );
 
     let os: Value =
         serde_json::from_str(&verb(&platform, &["guestosinfo", "deb"]).expect("guestosinfo"))
