@@ -59,25 +59,36 @@ pub fn guest(kind: &str) -> PathBuf {
     out.join(kind)
 }
 
-/// The fast test guest's disk as qcow2, made once in the fixture directory (which
-/// [`HttpServer`] serves): its file name there.
+/// The fast test guest's disk as qcow2, made once per build of the guest in the fixture
+/// directory (which [`HttpServer`] serves): its file name there.
 pub fn fast_guest_qcow2() -> &'static str {
-    guest_qcow2("fast", "guest-fast.qcow2")
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| guest_qcow2("fast"))
 }
 
-/// The Debian test guest's disk (cloud-init, qemu-guest-agent) as qcow2, as
+/// The Debian test guest's disk (cloud-init, qemu-guest-agent, openssh-server) as qcow2, as
 /// [`fast_guest_qcow2`].
 pub fn debian_guest_qcow2() -> &'static str {
-    guest_qcow2("debian", "guest-debian.qcow2")
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| guest_qcow2("debian"))
 }
 
-fn guest_qcow2(kind: &str, name: &'static str) -> &'static str {
-    let target = fixtures().join(name);
+/// Converts guest `kind`'s disk to `guest-KIND-STAMP.qcow2` unless that file exists: the
+/// guest's build stamp in the name, so a rebuilt guest is never served from an older copy
+/// (the fixture directory may be shared by several checkouts).
+fn guest_qcow2(kind: &str) -> String {
+    let dir = guest(kind);
+    let stamp = fs::read_to_string(dir.join(".stamp")).expect("the guest's stamp");
+    let name = format!(
+        "guest-{kind}-{}.qcow2",
+        stamp.trim().get(..12).unwrap_or("unstamped")
+    );
+    let target = fixtures().join(&name);
     if !target.exists() {
         let partial = fixtures().join(format!("{name}.{}", std::process::id()));
         let status = Command::new("qemu-img")
             .args(["convert", "-O", "qcow2"])
-            .arg(guest(kind).join("disk.img"))
+            .arg(dir.join("disk.img"))
             .arg(&partial)
             .status()
             .expect("qemu-img");

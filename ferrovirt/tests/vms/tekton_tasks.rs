@@ -5,7 +5,9 @@
 //! that gets the public key by accessCredentials, wait-for-vmi-status sees it run,
 //! execute-in-vm runs commands in the guest over SSH (one fails, with upstream's code), and
 //! cleanup-vm stops and deletes it. Bad input ends with upstream's codes and words. Then the
-//! same Tasks as a PipelineRun: an import, a VM on it, Running, cleanup in `finally`.
+//! same Tasks as a PipelineRun: an import, a VM on it, Running, cleanup in `finally`; and a
+//! PipelineRun of all six on the Debian guest, whose cloud-init installs the key and whose
+//! sshd runs the command, once succeeding and once failing.
 
 use std::path::Path;
 
@@ -313,6 +315,47 @@ fn the_tekton_tasks_run_a_vm_from_keys_to_cleanup() {
     assert_gone(&platform, "vm", "tasked");
 }
 
+/// Waits until PipelineRun `name` has ended (its Succeeded condition True or False).
+fn pipeline_run_end(platform: &Platform, name: &str, limit: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        let run = platform
+            .json(&["get", "pipelinerun", name])
+            .expect("the run");
+        let status = &run["status"]["conditions"][0]["status"];
+        if status == "True" || status == "False" {
+            return run;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "the PipelineRun did not end within {limit:?}: {run:#}\n{}",
+            platform.log()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The results of TaskRun `name`, by name.
+fn task_results(platform: &Platform, name: &str) -> serde_json::Map<String, Value> {
+    let run = platform
+        .json(&["get", "taskrun", name])
+        .unwrap_or_else(|| panic!("no TaskRun {name}"));
+    run["status"]["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| Some((r["name"].as_str()?.to_owned(), r["value"].clone())))
+        .collect()
+}
+
+/// Applies the Tasks `tasks` and their RBAC as `deploy/tekton/` has them.
+fn deploy_tasks(platform: &Platform, tasks: &[&str]) {
+    for task in tasks {
+        platform.apply(&deploy(&format!("tasks/{task}.yaml")));
+        platform.apply(&deploy(&format!("rbac/{task}.yaml")));
+    }
+}
+
 fn deploy(file: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../deploy/tekton")
@@ -431,10 +474,7 @@ fn a_pipelinerun_imports_a_disk_runs_a_vm_on_it_and_cleans_up() {
         "wait-for-vmi-status",
         "cleanup-vm",
     ];
-    for task in tasks {
-        platform.apply(&deploy(&format!("tasks/{task}.yaml")));
-        platform.apply(&deploy(&format!("rbac/{task}.yaml")));
-    }
+    deploy_tasks(&platform, &tasks);
     platform.apply(VM_PIPELINE);
     let accounts: String = [
         ("keys", "generate-ssh-keys"),
@@ -461,38 +501,15 @@ spec:
 {accounts}",
         server.url(fast_guest_qcow2())
     ));
-    let start = Instant::now();
-    let run = loop {
-        let run = platform
-            .json(&["get", "pipelinerun", "run"])
-            .expect("the run");
-        let status = &run["status"]["conditions"][0]["status"];
-        if status == "True" || status == "False" {
-            break run;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "the PipelineRun did not end: {run:#}\n{}",
-            platform.log()
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let run = pipeline_run_end(&platform, "run", Duration::from_secs(600));
     let condition = &run["status"]["conditions"][0];
     assert_eq!(condition["reason"], "Succeeded", "{run:#}");
     assert_eq!(
         condition["message"],
         "Tasks Completed: 5 (Failed: 0, Cancelled 0), Skipped: 0"
     );
-    let result = |task: &str, name: &str| {
-        let run = platform
-            .json(&["get", "taskrun", &format!("run-{task}")])
-            .expect("the TaskRun");
-        run["status"]["results"]
-            .as_array()
-            .and_then(|all| all.iter().find(|r| r["name"] == name))
-            .map(|r| r["value"].clone())
-            .unwrap_or_else(|| panic!("no result {name} of {task}: {run:#}"))
-    };
+    let result =
+        |task: &str, name: &str| task_results(&platform, &format!("run-{task}"))[name].clone();
     assert_eq!(result("import", "name"), "piped-root");
     assert_eq!(result("create", "name"), "piped");
     let wait = platform
@@ -506,4 +523,375 @@ spec:
     // cleanup-vm in `finally` stopped and deleted the VM; the imported disk stays.
     assert_gone(&platform, "vm", "piped");
     assert!(platform.json(&["get", "dv", "piped-root"]).is_some());
+}
+
+/// A pipeline of all six Tasks on a guest with cloud-init and sshd: keys for user `debian`,
+/// the DataVolume `disk` (an import or a clone) waited for, a VM on it that gets the public
+/// key by accessCredentials through the cloud-init source `cloudInit` (`cloudInitNoCloud` or
+/// `cloudInitConfigDrive`, propagation `propagation`), Running, `command` over SSH; the VM
+/// stopped and deleted in `finally`.
+const SSH_PIPELINE: &str = r##"
+apiVersion: tekton.dev/v1
+kind: Pipeline
+metadata:
+  name: vm-ssh
+spec:
+  params:
+  - name: disk
+  - name: vmName
+  - name: cloudInit
+  - name: propagation
+  - name: command
+    type: array
+  tasks:
+  - name: keys
+    taskRef:
+      name: generate-ssh-keys
+    params:
+    - name: privateKeyConnectionOptions
+      value:
+      - user:debian
+      - disable-strict-host-key-checking:true
+  - name: import
+    taskRef:
+      name: modify-data-object
+    params:
+    - name: waitForSuccess
+      value: "true"
+    - name: manifest
+      value: $(params.disk)
+  - name: create
+    taskRef:
+      name: create-vm-from-manifest
+    params:
+    - name: startVM
+      value: "true"
+    - name: manifest
+      value: |
+        apiVersion: kubevirt.io/v1
+        kind: VirtualMachine
+        metadata:
+          name: $(params.vmName)
+        spec:
+          runStrategy: Halted
+          template:
+            spec:
+              terminationGracePeriodSeconds: 30
+              domain:
+                cpu:
+                  cores: 2
+                resources:
+                  requests:
+                    memory: 1Gi
+                devices:
+                  disks:
+                  - name: root
+                    disk:
+                      bus: virtio
+                  - name: cloudinit
+                    disk:
+                      bus: virtio
+                  interfaces:
+                  - name: default
+                    masquerade: {}
+                    ports:
+                    - port: 22
+              networks:
+              - name: default
+                pod: {}
+              volumes:
+              - name: root
+                persistentVolumeClaim:
+                  claimName: $(tasks.import.results.name)
+              - name: cloudinit
+                $(params.cloudInit):
+                  userData: |
+                    #cloud-config
+                    manage_etc_hosts: true
+              accessCredentials:
+              - sshPublicKey:
+                  source:
+                    secret:
+                      secretName: $(tasks.keys.results.publicKeySecretName)
+                  propagationMethod:
+                    $(params.propagation): {}
+  - name: wait
+    taskRef:
+      name: wait-for-vmi-status
+    params:
+    - name: vmiName
+      value: $(tasks.create.results.name)
+    - name: successCondition
+      value: status.phase == Running
+    - name: failureCondition
+      value: status.phase in (Failed, Unknown)
+  - name: execute
+    runAfter:
+    - wait
+    taskRef:
+      name: execute-in-vm
+    params:
+    - name: vmName
+      value: $(tasks.create.results.name)
+    - name: secretName
+      value: $(tasks.keys.results.privateKeySecretName)
+    - name: command
+      value:
+      - $(params.command[*])
+  finally:
+  - name: cleanup
+    taskRef:
+      name: cleanup-vm
+    params:
+    - name: vmName
+      value: $(tasks.create.results.name)
+    - name: delete
+      value: "true"
+"##;
+
+/// The pipeline tasks of [`SSH_PIPELINE`] with the Task each runs.
+const SSH_PIPELINE_TASKS: [(&str, &str); 6] = [
+    ("keys", "generate-ssh-keys"),
+    ("import", "modify-data-object"),
+    ("create", "create-vm-from-manifest"),
+    ("wait", "wait-for-vmi-status"),
+    ("execute", "execute-in-vm"),
+    ("cleanup", "cleanup-vm"),
+];
+
+/// A DataVolume manifest `name` of 3Gi (the Debian guest's 2 GiB and the file system's
+/// overhead) from `source`, indented for a YAML block.
+fn disk_manifest(name: &str, source: &str) -> String {
+    format!(
+        "apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: {name}
+spec:
+  source:
+{source}  storage:
+    resources:
+      requests:
+        storage: 3Gi
+"
+    )
+}
+
+/// Starts PipelineRun `name` of [`SSH_PIPELINE`] (each task under its Task's service
+/// account) and waits for its end; prints how long each TaskRun took.
+fn run_ssh_pipeline(
+    platform: &Platform,
+    name: &str,
+    disk: &str,
+    (cloud_init, propagation): (&str, &str),
+    command: &[&str],
+) -> Value {
+    let accounts: String = SSH_PIPELINE_TASKS
+        .iter()
+        .map(|(task, sa)| {
+            format!("  - pipelineTaskName: {task}\n    serviceAccountName: {sa}-task\n")
+        })
+        .collect();
+    let quoted = |text: &str| serde_json::to_string(text).expect("a JSON string");
+    let command: Vec<String> = command.iter().map(|word| quoted(word)).collect();
+    platform.apply(&format!(
+        "apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: {name}
+spec:
+  pipelineRef:
+    name: vm-ssh
+  params:
+  - name: disk
+    value: {}
+  - name: vmName
+    value: {name}
+  - name: cloudInit
+    value: {cloud_init}
+  - name: propagation
+    value: {propagation}
+  - name: command
+    value: [{}]
+  taskRunSpecs:
+{accounts}",
+        quoted(disk),
+        command.join(", ")
+    ));
+    let start = Instant::now();
+    let run = pipeline_run_end(platform, name, Duration::from_secs(1200));
+    eprintln!("PipelineRun {name} ended after {:?}", start.elapsed());
+    for (task, _) in SSH_PIPELINE_TASKS {
+        if let Some(tr) = platform.json(&["get", "taskrun", &format!("{name}-{task}")]) {
+            let status = &tr["status"];
+            eprintln!(
+                "  {task}: {} .. {} {}",
+                status["startTime"].as_str().unwrap_or("-"),
+                status["completionTime"].as_str().unwrap_or("-"),
+                status["conditions"][0]["reason"].as_str().unwrap_or("-")
+            );
+        }
+    }
+    run
+}
+
+/// The log of the step of TaskRun `name`.
+fn step_log(platform: &Platform, name: &str, step: &str) -> String {
+    let run = platform
+        .json(&["get", "taskrun", name])
+        .expect("the TaskRun");
+    let pod = run["status"]["podName"].as_str().expect("its pod");
+    let out = platform.kubectl(&["logs", pod, "-c", &format!("step-{step}")], None);
+    assert!(
+        out.status.success(),
+        "kubectl logs {pod}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts that TaskRun `name` ended with `reason` and that its results are exactly `names`.
+fn assert_task_run(platform: &Platform, name: &str, reason: &str, names: &[&str]) {
+    let run = platform
+        .json(&["get", "taskrun", name])
+        .expect("the TaskRun");
+    assert_eq!(run["status"]["conditions"][0]["reason"], reason, "{run:#}");
+    let results = task_results(platform, name);
+    let mut found: Vec<&str> = results.keys().map(String::as_str).collect();
+    found.sort_unstable();
+    let mut expected = names.to_vec();
+    expected.sort_unstable();
+    assert_eq!(found, expected, "results of {name}: {run:#}");
+}
+
+/// The KubeVirt tekton tasks end to end as a pipeline on a real guest: the Debian guest's
+/// disk imported over HTTP, its cloud-init installing the generated key (NoCloud) and its
+/// sshd running the command, whose output is in the step's log; each TaskRun's results as
+/// upstream's, the VM deleted in `finally`. Then the same pipeline with a failing command on
+/// a clone of that disk (key by ConfigDrive): Failed in Tekton's words, the command's exit
+/// status in execute-in-vm's log, and `finally` still deletes the VM.
+#[test]
+fn a_pipelinerun_runs_a_command_over_ssh_in_a_debian_vm_and_cleans_up_when_it_fails() {
+    let _booting = one_at_a_time();
+    let server = HttpServer::start(HttpServerOptions::default());
+    let platform = Platform::start("tekton-ssh");
+    let tasks: Vec<&str> = SSH_PIPELINE_TASKS.iter().map(|(_, t)| *t).collect();
+    deploy_tasks(&platform, &tasks);
+    platform.apply(SSH_PIPELINE);
+
+    let http = format!(
+        "    http:\n      url: \"{}\"\n",
+        server.url(debian_guest_qcow2())
+    );
+    let run = run_ssh_pipeline(
+        &platform,
+        "ssh-ok",
+        &disk_manifest("ssh-ok-disk", &http),
+        ("cloudInitNoCloud", "noCloud"),
+        &["uname", "-n", "&&", "id", "-un"],
+    );
+    let condition = &run["status"]["conditions"][0];
+    assert_eq!(condition["reason"], "Succeeded", "{run:#}");
+    assert_eq!(
+        condition["message"],
+        "Tasks Completed: 6 (Failed: 0, Cancelled 0), Skipped: 0"
+    );
+    let keys = task_results(&platform, "ssh-ok-keys");
+    assert!(
+        keys["publicKeySecretName"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("public-key-")),
+        "{keys:?}"
+    );
+    assert!(
+        keys["privateKeySecretName"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("private-key-")),
+        "{keys:?}"
+    );
+    assert_eq!(keys["publicKeySecretNamespace"], "default");
+    assert_eq!(keys["privateKeySecretNamespace"], "default");
+    assert_task_run(
+        &platform,
+        "ssh-ok-keys",
+        "Succeeded",
+        &[
+            "publicKeySecretName",
+            "publicKeySecretNamespace",
+            "privateKeySecretName",
+            "privateKeySecretNamespace",
+        ],
+    );
+    assert_task_run(
+        &platform,
+        "ssh-ok-import",
+        "Succeeded",
+        &["name", "namespace"],
+    );
+    assert_eq!(
+        task_results(&platform, "ssh-ok-import")["name"],
+        "ssh-ok-disk"
+    );
+    assert_task_run(
+        &platform,
+        "ssh-ok-create",
+        "Succeeded",
+        &["name", "namespace"],
+    );
+    assert_eq!(task_results(&platform, "ssh-ok-create")["name"], "ssh-ok");
+    assert_eq!(
+        task_results(&platform, "ssh-ok-create")["namespace"],
+        "default"
+    );
+    for task in ["wait", "execute", "cleanup"] {
+        assert_task_run(&platform, &format!("ssh-ok-{task}"), "Succeeded", &[]);
+    }
+    // cloud-init set the host name from the metadata and installed the key for "debian".
+    let output = step_log(&platform, "ssh-ok-execute", "execute-in-vm");
+    assert!(output.contains("ssh-ok\ndebian\n"), "{output}");
+    assert_gone(&platform, "vm", "ssh-ok");
+    assert_gone(&platform, "vmi", "ssh-ok");
+
+    let clone = "    pvc:\n      name: ssh-ok-disk\n      namespace: default\n";
+    let run = run_ssh_pipeline(
+        &platform,
+        "ssh-fail",
+        &disk_manifest("ssh-fail-disk", clone),
+        ("cloudInitConfigDrive", "configDrive"),
+        &["exit", "3"],
+    );
+    // Tekton v1.15 counts the tasks in the run's condition; the failed one is its TaskRun.
+    let condition = &run["status"]["conditions"][0];
+    assert_eq!(condition["status"], "False", "{run:#}");
+    assert_eq!(condition["reason"], "Failed", "{run:#}");
+    assert_eq!(
+        condition["message"],
+        "Tasks Completed: 6 (Failed: 1, Cancelled 0), Skipped: 0"
+    );
+    let execute = platform
+        .json(&["get", "taskrun", "ssh-fail-execute"])
+        .expect("the failed TaskRun");
+    let failed = &execute["status"]["conditions"][0];
+    assert_eq!(failed["reason"], "StepFailed", "{execute:#}");
+    assert_eq!(
+        failed["message"],
+        "\"step-execute-in-vm\" exited with code 253: Error"
+    );
+    let output = step_log(&platform, "ssh-fail-execute", "execute-in-vm");
+    assert!(output.contains("exit status 3"), "{output}");
+    for task in ["keys", "import", "create", "wait", "cleanup"] {
+        let tr = platform
+            .json(&["get", "taskrun", &format!("ssh-fail-{task}")])
+            .expect("the TaskRun");
+        assert_eq!(
+            tr["status"]["conditions"][0]["reason"], "Succeeded",
+            "{tr:#}"
+        );
+    }
+    assert_eq!(
+        task_results(&platform, "ssh-fail-import")["name"],
+        "ssh-fail-disk"
+    );
+    assert_gone(&platform, "vm", "ssh-fail");
+    assert_gone(&platform, "vmi", "ssh-fail");
 }

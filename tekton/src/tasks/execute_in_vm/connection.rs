@@ -75,17 +75,15 @@ impl Connection {
         })
     }
 
-    /// Waits until the guest's SSH port takes a connection, then two seconds more, as
-    /// upstream does.
+    /// Waits until an SSH server answers on the guest's SSH port, then two seconds more, as
+    /// upstream does. Upstream waits for the TCP connection only; here the server's
+    /// identification line must arrive too, because a port forwarded by QEMU's user-mode
+    /// network (masquerade on `ferrovirt up`) takes connections before the guest listens.
     pub async fn wait_reachable(&self, ip: &str, limit: Option<Duration>) -> Result<(), String> {
         let deadline = limit.map(|l| Instant::now() + l);
         let address = format!("{ip}:{}", self.port);
         loop {
-            let attempt = tokio::time::timeout(
-                Duration::from_secs(3),
-                tokio::net::TcpStream::connect(&address),
-            );
-            if let Ok(Ok(_)) = attempt.await {
+            if ssh_server_answers(&address).await {
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 return Ok(());
             }
@@ -146,6 +144,31 @@ impl Connection {
             None => Err(format!("ssh ended by {status}")),
         }
     }
+}
+
+/// Whether a server at `address` takes a connection within 3 s and sends an SSH
+/// identification line (`SSH-...`, RFC 4253 4.2; other lines may come first) within 10 s.
+async fn ssh_server_answers(address: &str) -> bool {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let connect = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(address),
+    );
+    let Ok(Ok(stream)) = connect.await else {
+        return false;
+    };
+    let mut lines = tokio::io::BufReader::new(stream).take(8192).lines();
+    let identified = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.starts_with("SSH-") {
+                return true;
+            }
+        }
+        false
+    };
+    tokio::time::timeout(Duration::from_secs(10), identified)
+        .await
+        .unwrap_or(false)
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), String> {
@@ -235,6 +258,32 @@ mod tests {
                 .unwrap_err()
                 .starts_with("secret does not exist at")
         );
+    }
+
+    /// A listener on loopback that answers each connection with `greeting` and closes it.
+    async fn server(greeting: &'static [u8]) -> String {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let _ = stream.write_all(greeting).await;
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn an_ssh_server_is_known_by_its_identification_line() {
+        let sshd = server(b"a banner first\r\nSSH-2.0-OpenSSH_9.2p1 Debian-2\r\n").await;
+        assert!(ssh_server_answers(&sshd).await);
+        // What QEMU's user-mode forwarding does while nothing listens in the guest.
+        let closes = server(b"").await;
+        assert!(!ssh_server_answers(&closes).await);
+        let other = server(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        assert!(!ssh_server_answers(&other).await);
     }
 
     #[test]
