@@ -1008,7 +1008,7 @@ spec:
             secret:
               secretName: agent-passwords
           propagationMethod:
-            qemuGuestAgent: {}
+            qemuGuestAgent: {{}}
       domain:
         cpu:
           cores: 2
