@@ -780,14 +780,17 @@ impl Running {
     }
 
     async fn status(&self) -> DomainStatus {
+        // One guard for both fields: a second lock in the same expression would wait on the
+        // first guard, which lives until the end of the statement.
+        let agent = self.agent.lock().await;
         DomainStatus {
             name: self.domain_name(),
             uuid: self.uuid(),
             state: self.state,
             reason: self.reason.clone(),
             software_emulation: self.domain.software_emulation,
-            guest_agent_connected: self.agent.lock().await.connected,
-            access_credentials: self.agent.lock().await.credentials.clone(),
+            guest_agent_connected: agent.connected,
+            access_credentials: agent.credentials.clone(),
             qemu_pid: self.qemu.pid(),
             console_socket: self
                 .console
