@@ -16,7 +16,7 @@ mod platform;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{best_median, loadavg, workspace_root};
+use common::{best_median, loadavg, rounds, workspace_root};
 use ferrovirt_tests::{HttpServer, HttpServerOptions, TempDir, fast_guest_qcow2};
 use platform::Platform;
 
@@ -131,11 +131,7 @@ fn deploy(path: &str) -> String {
 }
 
 fn main() {
-    let rounds = std::env::var("FV_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| n >= 1)
-        .unwrap_or(10);
+    let rounds = rounds();
     let platform = Platform::start("bench-tekton");
     let server = HttpServer::start(HttpServerOptions::default());
     platform.apply(&deploy("tasks/wait-for-vmi-status.yaml"));
